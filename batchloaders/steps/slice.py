@@ -1,9 +1,9 @@
 """``slice``: take a pythonic multidimensional slice of one tensor, e.g. ``[3,:,4:,:-2,1:4]``.
 
-The slice never includes the batch axis. Only integers (possibly negative),
-colons and positive steps are accepted: the string is parsed here, never
-evaluated. A variable-length first axis is sliced per example, exactly as
-slicing each example before batching would.
+The slice never includes the batch axis. Only integers (possibly negative)
+and colons are accepted, with steps of either sign but not zero, as in Python:
+the string is parsed here, never evaluated. A variable-length first axis is
+sliced per example, exactly as slicing each example before batching would.
 """
 from __future__ import annotations
 
@@ -13,11 +13,26 @@ from batchloaders.registry import STEPS, CheckContext, StepType
 from batchloaders.spec.model import TensorInfo
 
 _INT = r"[+-]?\d+"
+# Every integer fits TensorFlow's int32 indices, and its sum with a length fits int64.
+_MAX = 2**31 - 1
 _PART = re.compile(rf"^\s*(?:(?P<index>{_INT})|(?P<start>{_INT})?\s*:\s*(?P<stop>{_INT})?\s*(?::\s*(?P<step>{_INT})?)?)\s*$")
 
 
 class SliceSyntaxError(ValueError):
     pass
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _int(token: str, text: str) -> int:
+    # Count digits before int(): int() of a huge string is slow or raises its own ValueError.
+    digits = token.lstrip("+-").lstrip("0")
+    if len(digits) > len(str(_MAX)) or int(digits or "0") > _MAX:
+        raise SliceSyntaxError(f"found the integer {_short(token)} in {_short(text)!r}: expected integers "
+                               f"from -{_MAX} to {_MAX} (2**31 - 1)")
+    return int(token)
 
 
 def parse_slice(text: str) -> tuple[int | slice, ...]:
@@ -35,11 +50,12 @@ def parse_slice(text: str) -> tuple[int | slice, ...]:
             raise SliceSyntaxError(f"found {raw.strip()!r} in {text!r}: expected an integer, a negative integer "
                                    "or a colon slice such as '1:-1' (no names, calls or expressions)")
         if m.group("index") is not None:
-            parts.append(int(m.group("index")))
+            parts.append(_int(m.group("index"), text))
             continue
-        num = [None if m.group(g) is None else int(m.group(g)) for g in ("start", "stop", "step")]
-        if num[2] is not None and num[2] <= 0:
-            raise SliceSyntaxError(f"found step {num[2]} in {text!r}: expected a positive step")
+        num = [None if m.group(g) is None else _int(m.group(g), text) for g in ("start", "stop", "step")]
+        if num[2] == 0:
+            raise SliceSyntaxError(f"found step 0 in {text!r}: slice step cannot be zero; expected a positive "
+                                   "or negative step")
         parts.append(slice(*num))
     return tuple(parts)
 
@@ -93,28 +109,48 @@ def _build(args: dict, values, lengths, info: TensorInfo):
             values = tf.gather(values, index, axis=1, batch_dims=1)
         return values[(slice(None),) + rest], None
     step = first.step or 1
+    if step > 0:
+        def bound(v, default):
+            if v is None:
+                return default
+            if v < 0:
+                return tf.clip_by_value(lengths + v, 0, lengths)
+            return tf.minimum(tf.constant(v, tf.int64), lengths)
 
-    def bound(v, default):
-        if v is None:
-            return default
-        if v < 0:
-            return tf.clip_by_value(lengths + v, 0, lengths)
-        return tf.minimum(tf.constant(v, tf.int64), lengths)
-
-    start = bound(first.start, tf.zeros_like(lengths))
-    stop = bound(first.stop, lengths)
-    new_len = tf.maximum((stop - start + step - 1) // step, 0)
+        start = bound(first.start, tf.zeros_like(lengths))
+        stop = bound(first.stop, lengths)
+        new_len = tf.maximum((stop - start + step - 1) // step, 0)
+    else:
+        start, new_len = _backward(first, lengths)
     width = tf.reduce_max(tf.concat([new_len, [0]], 0))
-    if first.start is None or first.start >= 0:
+    if step > 0 and (first.start is None or first.start >= 0):
         # Every example starts at the same step: one strided slice, no gather. Steps
         # past an example's new length are padding, which finalize overwrites.
         begin = first.start or 0
         values = values[:, begin:begin + width * step:step]
         return values[(slice(None), slice(None)) + rest], new_len
+    # Negative starts or steps begin at a different step in each example: gather.
     positions = start[:, None] + tf.range(width, dtype=tf.int64)[None, :] * step
     positions = tf.clip_by_value(positions, 0, tf.maximum(tf.shape(values, out_type=tf.int64)[1] - 1, 0))
     values = tf.gather(values, positions, axis=1, batch_dims=1)
     return values[(slice(None), slice(None)) + rest], new_len
+
+
+def _backward(part: slice, lengths):
+    """Per example start and new length of a negative-step slice, as ``part.indices(length)`` gives them."""
+    import tensorflow as tf
+
+    def bound(v, default):
+        # A negative step walks from length - 1 down; -1 means "before the first step".
+        if v is None:
+            return default
+        if v < 0:
+            return tf.maximum(lengths + v, -1)
+        return tf.minimum(tf.constant(v, tf.int64), lengths - 1)
+
+    start = bound(part.start, lengths - 1)
+    stop = bound(part.stop, tf.fill(tf.shape(lengths), tf.constant(-1, tf.int64)))
+    return start, tf.maximum((start - stop - part.step - 1) // -part.step, 0)
 
 
 STEPS.register(StepType(name="slice", schema="step_slice.schema.json", infer=_infer, build=_build))
