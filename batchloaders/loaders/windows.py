@@ -8,6 +8,12 @@ a later window can still use, so a file is never held in memory whole. The
 scan only computes window positions; the loader gathers the window contents
 afterwards in a parallel map.
 
+Short files: a file that ends before its first window fits (shorter than the
+drawn length, or than the random offset plus it) gives that one window
+clipped to the file's length and moved back to fit, so every file of at least
+min_window units gives a window in every epoch, whatever the draws; a file
+shorter than min_window gives none.
+
 Randomness: every opening of a file (every epoch) gets its own seed from
 ``Dataset.random(seed=config.seed)``; window lengths and the start offset are
 stateless draws from that seed and the block number, so a config seed makes
@@ -76,7 +82,9 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     ``starts`` (relative to the buffer) and ``lens``, and bookkeeping for
     :func:`guard_empty_passes`. A last element with ``end`` true follows the
     file's final block. ``max_offset`` > 1 skips a random 0..max_offset-1 units
-    before the first window.
+    before the first window. A file that ends before its first window fits
+    gives, in that last element, one window of length min(first length, units)
+    starting at min(offset, units - length), unless it is shorter than ``lo``.
     """
     spec = blocks.element_spec
     empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in spec.items()}
@@ -100,7 +108,16 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
         end = position + _units(buffer)
         starts, lengths, start, length = cut(start, length, end, key(index), lo, hi, stride)
         total += tf.size(starts, out_type=tf.int64)
-        drop = tf.clip_by_value(start - position, 0, end - position)
+        # A file ending before its first window fits still gives that window, clipped to the file
+        # and moved back to fit, so whether a file gives a window never depends on the draws.
+        # Nothing was dropped yet (position is 0), so the whole file is in the buffer.
+        clipped = tf.minimum(first_length, end)
+        short = tf.cast(element["end"] & (total == 0) & (end >= lo), tf.int64)
+        starts = tf.concat([starts, tf.fill([short], tf.minimum(offset, end - clipped))], 0)
+        lengths = tf.concat([lengths, tf.fill([short], clipped)], 0)
+        total += short
+        # Keep every unit until the first window is cut (at most offset + first window) for that case.
+        drop = tf.where(total > 0, tf.clip_by_value(start - position, 0, end - position), 0)
         carry = {k: v[drop:] for k, v in buffer.items()}
         out = {"buffer": buffer, "starts": starts - position, "lens": lengths, "end": element["end"],
                "windows": total, "units": end}
@@ -178,12 +195,11 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         return cuts.map(lambda cut_: {**cut_, "file": index})
 
     cuts = sources.interleave(config, files, open_file)
-    offset = (f" after a random start offset of up to {max_offset - 1} {unit}"
-              if config.shuffle and max_offset > 1 else "")
     cuts = guard_empty_passes(cuts, shard_files, all_files, (
         f"{config.source}: $.args.min_window: a full pass over the {len(shard_files)} data file(s) gave no "
-        f"window: windows take min_window..max_window = {lo}..{hi} {unit} and no file held the window length "
-        f"drawn for it{offset}; expected smaller windows or longer files"))
+        f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
+        f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
+        f"length); expected a smaller min_window or longer files"))
     cuts = cuts.filter(lambda element: tf.size(element["lens"]) > 0)
     windows = cuts.map(make_windows, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave).unbatch()
