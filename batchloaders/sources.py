@@ -21,11 +21,49 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def check_remote_files(config: LoaderConfig) -> None:
-    """List entries with a URL scheme are checked here, where tf.io.gfile is available."""
-    missing = [f for f in config.dataset.files if "://" in f and not tf.io.gfile.exists(f)]
-    if missing:
+    """List entries with a URL scheme are checked here, where tf.io.gfile is available.
+
+    Every entry is checked; the error quotes the first few that cannot be read, each
+    with its line in the list file. A scheme TensorFlow has no file system for is tried once.
+    """
+    from batchloaders.spec.datasets import quote_entries, shorten, url_scheme
+
+    def first_line(error: tf.errors.OpError) -> str:  # TF messages can go on for pages
+        lines = (error.message or "").strip().splitlines() or [type(error).__name__]
+        return lines[0] if len(lines[0]) <= 200 else lines[0][:197] + "..."
+
+    dataset = config.dataset
+    lines = dataset.entry_lines if len(dataset.entry_lines) == len(dataset.files) else (None,) * len(dataset.files)
+    bad, unsupported = [], set()
+    for path, line in zip(dataset.files, lines):
+        scheme = url_scheme(path)
+        if scheme is None:
+            continue
+        quoted = (f"line {line}: " if line is not None else "") + shorten(path)
+        if scheme in unsupported:
+            bad.append(f"{quoted}: TensorFlow has no file system for scheme {scheme!r}")
+            continue
+        try:
+            if tf.io.gfile.stat(path).is_directory:
+                bad.append(f"{quoted} is a directory")
+        except tf.errors.NotFoundError:
+            bad.append(f"{quoted} does not exist")
+        except tf.errors.UnimplementedError as e:
+            if f"scheme '{scheme}'" in (e.message or ""):
+                unsupported.add(scheme)
+                bad.append(f"{quoted}: TensorFlow has no file system for scheme {scheme!r}")
+            else:
+                bad.append(f"{quoted} cannot be checked: {first_line(e)}")
+        except tf.errors.OpError as e:
+            bad.append(f"{quoted} cannot be checked: {first_line(e)}")
+    if bad:
+        expected = "expected every entry to name an existing regular file"
+        if unsupported:
+            expected += (" on a file system TensorFlow has (gs://, file://, ...; others may need a plugin "
+                         "such as tensorflow-io)")
         raise ConfigError(Problem(config.source, "$.args.dataset.args.list_file",
-                                  f"the list file names data files that cannot be opened: {', '.join(missing)}"))
+                                  f"{dataset.list_file or 'the list file'} names data files that cannot be read: "
+                                  f"{quote_entries(bad)}: {expected}", dataset.list_file_line))
 
 
 def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True) -> tf.data.Dataset:

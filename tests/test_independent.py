@@ -316,7 +316,8 @@ def test_dir_dataset_walks_subdirectories_in_sorted_order(tmp_path):
     write_records(tmp_path / "b" / "y.tfrecords", [example(id=("int", [2]))])
     (tmp_path / "b" / "ignored.txt").write_text("not data")
     cfg = loader_config(tmp_path, [("id", "id")], inputs=["id"], target_batch_size=5)
-    assert [list(b["id"]) for b in collect(build_input_fn(cfg)())] == [[1, 2, 3]]
+    # Sorted by relative path (a.tfrecords, b/deep/z.tfrecords, b/y.tfrecords), not in walk order.
+    assert [list(b["id"]) for b in collect(build_input_fn(cfg)())] == [[1, 3, 2]]
 
 
 def test_input_context_shards_files_and_uses_per_replica_batch(numbered_dataset):

@@ -2,11 +2,18 @@
 
 ``dir`` walks a local directory; ``list`` reads a list file whose entries may
 be anything ``tf.io.gfile`` opens. Remote entries (with a URL scheme) are
-checked when the pipeline is built, since checking them needs TensorFlow.
+checked when the pipeline is built (``sources.check_remote_files``), since
+checking them needs TensorFlow.
+
+Errors quote file contents briefly (:func:`quote_entries`): a list file of
+100,000 missing entries names the first few, not all of them.
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.spec.document import Document
@@ -14,10 +21,65 @@ from batchloaders.spec.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.spec.model import Dataset
 
 DATA_SUFFIX = ".tfrecords"
+MAX_LIST_BYTES = 256 * 2**20  # a list file larger than this is refused
+MAX_LINE_CHARS = 4096  # a longer line means the list file is not a list of paths
+MAX_QUOTED = 5  # entries an error quotes before "... and N more"
+MAX_QUOTE_CHARS = 120  # an entry longer than this is quoted shortened
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
+def url_scheme(path: str) -> str | None:
+    """The URL scheme of a list entry ('gs' for 'gs://b/x'), or None for a local path."""
+    match = _SCHEME.match(path)
+    return match.group(1) if match else None
+
+
+def shorten(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
+    """``text`` quoted, with its middle replaced by '...' when it is longer than ``limit`` characters."""
+    if len(text) > limit:
+        head = (limit - 3) // 2
+        text = text[:head] + "..." + text[len(text) - (limit - 3 - head):]
+    return repr(text)
+
+
+def quote_entries(items: list[str], limit: int = MAX_QUOTED) -> str:
+    """The first ``limit`` items joined by '; ', then '; ... and N more' if there are more."""
+    shown = "; ".join(items[:limit])
+    return shown + (f"; ... and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _kind(path: str) -> tuple[str, os.stat_result | None]:
+    """What ``path`` is, following symlinks: ("file", st), ("directory", st) or (description, None|st)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            try:
+                return f"a dangling symlink to {shorten(os.readlink(path))}", None
+            except OSError:
+                return "a dangling symlink", None
+        return "missing", None
+    except ValueError:  # an embedded NUL character
+        return "not a valid path", None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symlink loop", None
+        return f"unreadable ({e.strerror})", None
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return "file", st
+    if stat.S_ISDIR(mode):
+        return "directory", st
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name, st
+    return "a special file", st
+
+
+def _article(kind: str) -> str:
+    return {"file": "a regular file", "directory": "a directory"}.get(kind, kind)
 
 
 def resolve(spec: dict, doc: Document) -> Dataset:
@@ -25,54 +87,173 @@ def resolve(spec: dict, doc: Document) -> Dataset:
     kind, args = spec["type"], spec["args"]
     base = doc.base_dir
 
+    def config_line(key: str) -> int | None:
+        return doc.line_of(("args", "dataset", "args", key))
+
     def fail(key: str, message: str):
-        parts = ("args", "dataset", "args", key)
-        raise ConfigError(Problem(doc.source, "$.args.dataset.args." + key, message, doc.line_of(parts)))
+        raise ConfigError(doc.problem(("args", "dataset", "args", key), message))
 
     if kind == "dir":
-        data_dir = os.path.normpath(os.path.join(base, os.path.expanduser(args["data_dir"])))
-        if not os.path.isdir(data_dir):
-            fail("data_dir", f"found {args['data_dir']!r} ({data_dir}): expected an existing directory")
-        manifest_path = os.path.join(data_dir, MANIFEST_NAME)
-        if not os.path.isfile(manifest_path):
-            fail("data_dir", f"no {MANIFEST_NAME} in {data_dir}: expected the dataset manifest at the top "
-                             "level of data_dir")
-        files = []
-        for root, dirs, names in os.walk(data_dir, followlinks=True):
-            dirs.sort()
-            files.extend(os.path.join(root, n) for n in sorted(names) if n.endswith(DATA_SUFFIX))
-        if not files:
-            fail("data_dir", f"no *{DATA_SUFFIX} data file under {data_dir}: expected at least one")
-        return Dataset("dir", load_manifest(manifest_path), tuple(files))
+        return _resolve_dir(args, base, fail)
+    return _resolve_list(args, base, fail, config_line("list_file"))
 
+
+def _resolve_dir(args: dict, base: str, fail) -> Dataset:
+    data_dir = os.path.normpath(os.path.join(base, os.path.expanduser(args["data_dir"])))
+    what, top = _kind(data_dir)
+    if what == "missing":
+        fail("data_dir", f"found {args['data_dir']!r} ({data_dir}): expected an existing directory")
+    if what != "directory":
+        fail("data_dir", f"found {args['data_dir']!r} ({data_dir}), {_article(what)}: expected an existing directory")
+    manifest_path = os.path.join(data_dir, MANIFEST_NAME)
+    what, _ = _kind(manifest_path)
+    if what == "missing":
+        fail("data_dir", f"no {MANIFEST_NAME} in {data_dir}: expected the dataset manifest at the top "
+                         "level of data_dir")
+    if what != "file":
+        fail("data_dir", f"found {MANIFEST_NAME} in {data_dir}, {_article(what)}: expected the dataset "
+                         "manifest, a regular JSON file")
+    files, problems = _walk(data_dir, top)
+    if problems:
+        fail("data_dir", f"found paths under {data_dir} that cannot be read: {quote_entries(problems)}: expected "
+                         f"every *{DATA_SUFFIX} entry to be a regular file and every directory to be listable")
+    if not files:
+        fail("data_dir", f"no *{DATA_SUFFIX} data file under {data_dir}: expected at least one")
+    return Dataset("dir", load_manifest(manifest_path), tuple(files))
+
+
+def _walk(data_dir: str, top: os.stat_result) -> tuple[list[str], list[str]]:
+    """Every data file under ``data_dir`` in sorted order of its relative path's components.
+
+    Symlinks are followed, but each real directory is listed once and each real
+    file (same device and inode) is included once: the first occurrence in
+    that order wins, so a symlink loop ends at the directory it points back to.
+    Returns the files and a description of each path that cannot be read.
+    """
+    files: list[str] = []
+    problems: list[str] = []
+    seen_dirs = {(top.st_dev, top.st_ino)}
+    seen_files: set[tuple[int, int]] = set()
+
+    def listing(path: str, rel: tuple[str, ...]):
+        try:
+            with os.scandir(path) as it:
+                names = sorted(entry.name for entry in it)
+        except OSError as e:
+            problems.append(f"directory {shorten(os.path.join(*rel) if rel else '.')} cannot be listed "
+                            f"({e.strerror or e})")
+            return iter(())
+        return iter([(os.path.join(path, name), rel + (name,)) for name in names])
+
+    # Depth first, children in name order, files and directories mixed: a pre-order walk visits
+    # relative paths in the order of their component tuples, ('a', 'x.tfrecords') < ('a.tfrecords',).
+    stack = [listing(data_dir, ())]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        path, rel = item
+        what, st = _kind(path)
+        if what == "directory":
+            key = (st.st_dev, st.st_ino)
+            if key not in seen_dirs:
+                seen_dirs.add(key)
+                stack.append(listing(path, rel))
+        elif rel[-1].endswith(DATA_SUFFIX):
+            if what == "file":
+                key = (st.st_dev, st.st_ino)
+                if key not in seen_files:
+                    seen_files.add(key)
+                    files.append(path)
+            else:
+                problems.append(f"{shorten(os.path.join(*rel))} " + ("vanished during the walk" if what == "missing"
+                                                                     else f"is {_article(what)}"))
+    return files, problems
+
+
+def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Dataset:
     manifest_path = os.path.normpath(os.path.join(base, os.path.expanduser(args["manifest_file"])))
     list_path = os.path.normpath(os.path.join(base, os.path.expanduser(args["list_file"])))
-    for key, path in (("manifest_file", manifest_path), ("list_file", list_path)):
-        if os.path.isdir(path):
-            fail(key, f"found {args[key]!r} ({path}), a directory: expected a file")
-    if not os.path.isfile(manifest_path):
-        fail("manifest_file", f"found {args['manifest_file']!r} ({manifest_path}): no such manifest file")
-    try:
-        with open(list_path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        fail("list_file", f"found {args['list_file']!r} ({list_path}): no such list file")
-    files, missing = [], []
+    for key, path, name in (("manifest_file", manifest_path, "manifest file"), ("list_file", list_path, "list file")):
+        what, _ = _kind(path)
+        if what == "missing":
+            fail(key, f"found {args[key]!r} ({path}): no such {name}")
+        if what != "file":
+            fail(key, f"found {args[key]!r} ({path}), {_article(what)}: expected a file")
+
+    lines = _read_list(list_path, lambda message: fail("list_file", message))
+    files, numbers, bad = [], [], []
     list_dir = os.path.dirname(list_path)
     for number, line in enumerate(lines, 1):
         entry = line.strip()
         if not entry or entry.startswith("#"):
             continue
-        if not _is_remote(entry):
-            entry = os.path.normpath(os.path.join(list_dir, os.path.expanduser(entry)))
-            if not os.path.isfile(entry):
-                missing.append(f"line {number}: {line.strip()!r}")
+        if url_scheme(entry) is None:
+            raw, entry = entry, os.path.normpath(os.path.join(list_dir, os.path.expanduser(entry)))
+            what, _ = _kind(entry)
+            if what != "file":
+                bad.append(f"line {number}: {shorten(raw)} " + ("does not exist" if what == "missing" else
+                                                                  f"is {_article(what)}"))
         files.append(entry)
-    if missing:
-        fail("list_file", f"{list_path} names data files that do not exist: {'; '.join(missing)}")
+        numbers.append(number)
+    if bad:
+        fail("list_file", f"{list_path} names data files that cannot be read: {quote_entries(bad)}: expected "
+                          "every entry to name an existing regular file")
     if not files:
         fail("list_file", f"{list_path} lists no data file: expected one path per line")
-    return Dataset("list", load_manifest(manifest_path), tuple(files))
+    return Dataset("list", load_manifest(manifest_path), tuple(files), list_file=list_path,
+                   entry_lines=tuple(numbers), list_file_line=list_file_line)
 
 
-__all__ = ["resolve", "ManifestError"]
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n} bytes"
+
+
+def _line_at(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _read_list(list_path: str, fail) -> list[str]:
+    """The lines of a list file; anything that is not a bounded UTF-8 text list fails without quoting it."""
+    expected = "expected a text file with one data file path per line"
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the check above must not block the open.
+        fd = os.open(list_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        fail(f"cannot open {list_path} ({e.strerror}): {expected}")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                fail(f"found {list_path}, not a regular file: {expected}")
+            if st.st_size > MAX_LIST_BYTES:
+                fail(f"found {list_path} of {st.st_size} bytes: expected a list file of at most "
+                     f"{_size(MAX_LIST_BYTES)}")
+            data = f.read(MAX_LIST_BYTES + 1)
+        except OSError as e:
+            fail(f"cannot read {list_path} ({e.strerror}): {expected}")
+    if len(data) > MAX_LIST_BYTES:  # it grew since fstat
+        fail(f"found {list_path} of more than {MAX_LIST_BYTES} bytes: expected a list file of at most "
+             f"{_size(MAX_LIST_BYTES)}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        fail(f"found a binary file: {list_path} holds a NUL byte on line {_line_at(data, nul)} "
+             f"(is it a data file?): {expected}")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail(f"found bytes that are not UTF-8 text on line {_line_at(data, e.start)} of {list_path} "
+             f"(is it a data file?): {expected}")
+    # Only '\n' ends a line ('\r\n' too), so line numbers are the ones an editor shows.
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE_CHARS:
+            fail(f"found {len(line)} characters on line {number} of {list_path}: {expected}, each at most "
+                 f"{MAX_LINE_CHARS} characters")
+    return lines
+
+
+__all__ = ["resolve", "url_scheme", "shorten", "quote_entries", "ManifestError"]

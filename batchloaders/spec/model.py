@@ -59,6 +59,10 @@ class Dataset:
     manifest: Manifest
     files: tuple[str, ...]  # data files, sorted for dir, in list order for list
     json_path: str = "$.args.dataset"
+    # list datasets only, so that checks made later (remote entries) can say where an entry came from:
+    list_file: str | None = None  # the resolved list file
+    entry_lines: tuple[int, ...] = ()  # line in list_file of each of files
+    list_file_line: int | None = None  # line of args.dataset.args.list_file in the config, if known
 
 
 @dataclasses.dataclass(frozen=True)
