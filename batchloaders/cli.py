@@ -7,7 +7,8 @@ importing TensorFlow, so it runs fast in CI and pre-commit hooks::
     OK configs/mnist.yaml
     configs/typo.yaml: $.args.tagret_batch_size: unknown key 'tagret_batch_size' (did you mean ...) (line 6)
 
-Exit status: 0 when every file is valid, 1 when any is not, 2 on a usage error.
+Every file is checked; a last line counts the invalid ones. Exit status: 0 when every
+file is valid, 1 when any is not, 2 on a usage error.
 
 ``batchloaders describe CONFIG`` prints what a config compiles to (tensors,
 padding, parsing path); ``batchloaders bench CONFIG`` runs it and prints its
@@ -61,6 +62,9 @@ def validate_file(path: str) -> list[str]:
             load_config(path)
     except BatchLoaderError as error:
         return [str(problem) for problem in error.problems]
+    except Exception as error:  # a bug of ours: report it against this file and go on to the next
+        return [f"{path}: $: internal error while checking this file ({type(error).__name__}: {error}); "
+                "please report it"]
     return []
 
 
@@ -72,14 +76,18 @@ def validate(paths: Sequence[str], out: TextIO | None = None) -> int:
     except ValueError as error:
         print(f"batchloaders validate: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    code = EXIT_OK
-    for path in files:
+    invalid = problems = 0
+    for path in files:  # every file is checked, whatever the ones before it held
         lines = validate_file(path)
         for line in lines or [f"OK {path}"]:
             print(line, file=out)
-        if lines:
-            code = EXIT_INVALID
-    return code
+        invalid += bool(lines)
+        problems += len(lines)
+    if invalid:
+        print(f"{invalid} of {len(files)} file{'s' * (len(files) != 1)} invalid ({problems} "
+              f"problem{'s' * (problems != 1)})", file=out)
+        return EXIT_INVALID
+    return EXIT_OK
 
 
 def _run_validate(args: argparse.Namespace) -> int:

@@ -19,9 +19,12 @@ class Problem:
     path: str  # JSON path such as "$.args.primary_features[1].to_name"
     message: str
     line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
-        where = f" (line {self.line})" if self.line else ""
+        where = ""
+        if self.line:
+            where = f" (line {self.line}, column {self.column})" if self.column else f" (line {self.line})"
         return f"{self.file}: {self.path}: {self.message}{where}"
 
 
@@ -53,9 +56,11 @@ def json_path(parts: Iterable[str | int]) -> str:
     """Render path components as a JSON path: ("args", "x", 1) -> "$.args.x[1]"."""
     out = "$"
     for part in parts:
-        if isinstance(part, int):
+        if isinstance(part, int) and not isinstance(part, bool):
             out += f"[{part}]"
-        elif part.isidentifier():
+            continue
+        part = str(part)
+        if part.isidentifier():
             out += f".{part}"
         else:
             out += f"[{part!r}]"

@@ -74,9 +74,10 @@ def test_every_schema_problem_is_printed(workspace):
     (workspace / "configs" / "bad.yaml").write_text(bad)
     result = run("validate", "configs/bad.yaml", cwd=workspace)
     assert result.stdout.splitlines() == [
-        "configs/bad.yaml: $.args.epochs: expected integer or null, found string 'many' (line 7)",
-        "configs/bad.yaml: $.args.num_prefetch: expected an integer >= -1, found -5 (line 9)",
-        "configs/bad.yaml: $.args.primary_features[1]: missing required key 'to_name' (line 12)",
+        "configs/bad.yaml: $.args.epochs: expected integer or null, found string 'many' (line 7, column 3)",
+        "configs/bad.yaml: $.args.num_prefetch: expected an integer >= -1, found -5 (line 9, column 3)",
+        "configs/bad.yaml: $.args.primary_features[1]: missing required key 'to_name' (line 12, column 7)",
+        "1 of 1 file invalid (3 problems)",
     ]
     assert result.returncode == 1
 
@@ -85,11 +86,11 @@ def test_misspelt_key_gets_a_suggestion(workspace):
     (workspace / "configs" / "typo.yaml").write_text(GOOD_CONFIG.replace("target_batch_size", "tagret_batch_size"))
     result = run("validate", "configs/typo.yaml", cwd=workspace)
     lines = result.stdout.splitlines()
-    assert lines[0] == "configs/typo.yaml: $.args: missing required key 'target_batch_size' (line 3)"
+    assert lines[0] == "configs/typo.yaml: $.args: missing required key 'target_batch_size' (line 3, column 1)"
     assert lines[1].startswith("configs/typo.yaml: $.args.tagret_batch_size: unknown key 'tagret_batch_size' "
                                "(did you mean 'target_batch_size'?); allowed keys: dataset, target_batch_size, ")
-    assert lines[1].endswith(" (line 5)")
-    assert len(lines) == 2
+    assert lines[1].endswith(" (line 5, column 3)")
+    assert lines[2:] == ["1 of 1 file invalid (2 problems)"]
     assert result.returncode == 1
 
 
@@ -99,7 +100,8 @@ def test_problem_found_after_the_schema_check(workspace):
     result = run("validate", "configs/lable.yaml", cwd=workspace)
     assert result.returncode == 1
     assert result.stdout.startswith("configs/lable.yaml: $.args.primary_features[1].from_name: ")
-    assert "'lable'" in result.stdout and result.stdout.rstrip().endswith("(line 12)")
+    first = result.stdout.splitlines()[0]
+    assert "'lable'" in first and first.endswith("(line 12, column 8)")
 
 
 def test_bad_manifest(workspace):
@@ -108,7 +110,7 @@ def test_bad_manifest(workspace):
          "features": [{"name": "x", "dtype": "float32", "shape": [2], "deserialize_type": "float"}]}))
     result = run("validate", "other_manifest.json", cwd=workspace)
     assert result.stdout == ("other_manifest.json: $.compression: unknown compression 'zip' (did you mean 'gzip'?); "
-                             "expected one of: null, zlib, gzip\n")
+                             "expected one of: null, zlib, gzip (line 1, column 2)\n1 of 1 file invalid (1 problem)\n")
     assert result.returncode == 1
 
 
@@ -123,9 +125,10 @@ def test_directory_is_searched_without_recursing(workspace):
     result = run("validate", "configs", cwd=workspace)
     assert result.stdout.splitlines() == [
         "configs/bad.yml: $.type: unknown loader type 'independant' (did you mean 'independent'?); "
-        "expected one of: independent, continuous_sequence, discrete_sequence (line 1)",
+        "expected one of: independent, continuous_sequence, discrete_sequence (line 1, column 1)",
         "OK configs/good.yaml",
-        "configs/old_manifest.json: $.features: expected at least 1 item, found 0",
+        "configs/old_manifest.json: $.features: expected at least 1 item, found 0 (line 1, column 47)",
+        "2 of 3 files invalid (2 problems)",
     ]
     assert result.returncode == 1
 
@@ -142,7 +145,7 @@ def test_missing_and_malformed_files_are_invalid(workspace):
     lines = result.stdout.splitlines()
     assert lines[0] == "missing.yaml: $: file not found"
     assert lines[1].startswith("broken.yaml: $: malformed YAML: ")
-    assert len(lines) == 2
+    assert lines[2:] == ["2 of 2 files invalid (2 problems)"]
     assert result.returncode == 1
 
 

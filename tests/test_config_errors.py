@@ -213,7 +213,7 @@ def test_malformed_yaml_names_the_line(tmp_path):
 def test_malformed_json_names_the_line(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{\n  "type": "independent",\n  "args": {,}\n}\n')
-    with pytest.raises(ConfigError, match=r"bad\.json: \$: malformed JSON: .* at line 3"):
+    with pytest.raises(ConfigError, match=r"bad\.json: \$: malformed JSON: .* \(line 3, column 12\)"):
         load_config(path)
 
 
@@ -318,7 +318,7 @@ args:
         load_config(path)  # the anchor's host key is not a config key; the merge itself worked
     path.write_text(path.read_text().replace("common: &common {from_name: x}\n", "").replace(
         "[{<<: *common, to_name: x}]", "[{from_name: x, to_name: x}]").replace("type: independent", "? [a]\n: 1\ntype: independent"))
-    with pytest.raises(ConfigError, match="found a list as a key"):
+    with pytest.raises(ConfigError, match=r"found a list as a key: expected a name"):
         load_config(path)
 
 

@@ -109,7 +109,7 @@ BAD_CONFIGS = [
     (config(args__target_batch_size=True), "$.args.target_batch_size", "expected integer, found boolean true"),
     (config(args__target_batch_size=0), "$.args.target_batch_size", "expected an integer >= 1, found 0"),
     (config(args__target_batch_size=2.5), "$.args.target_batch_size", "expected integer, found number 2.5"),
-    (config(args__num_parallel_reads=0), "$.args.num_parallel_reads", "expected an integer >= 1 or -1, found integer 0"),
+    (config(args__num_parallel_reads=0), "$.args.num_parallel_reads", "expected an integer from 1 to 1024 or -1, found integer 0"),
     (config(args__num_prefetch=-2), "$.args.num_prefetch", "expected an integer >= -1, found -2"),
     (config(args__num_interleave_in_buffer_elements=True), "$.args.num_interleave_in_buffer_elements",
      "expected integer, found boolean true"),
@@ -184,7 +184,7 @@ BAD_MANIFESTS = [
     (manifest(feature__dtype="flaot32"), "$.features[0].dtype",
      "unknown dtype 'flaot32' (did you mean 'float32'?); expected one of: float16, "),
     (manifest(feature__name=""), "$.features[0].name", "expected a non-empty string"),
-    (manifest(feature__shape=[28, -1]), "$.features[0].shape[1]", "expected an integer >= 0, found -1"),
+    (manifest(feature__shape=[28, -1]), "$.features[0].shape[1]", "expected an integer >= 1, found -1"),
     (manifest(feature__shape="28x28"), "$.features[0].shape", "expected array, found string '28x28'"),
     (manifest(feature__deserialize_type="integer"), "$.features[0].deserialize_type",
      "unknown deserialize type 'integer'"),
@@ -282,17 +282,19 @@ def test_problems_carry_file_path_and_line():
             "    - {from_name: b, to_nme: b}\n")     # 11
     problems = problems_of(text, CONFIG, source="configs/x.yaml")
     assert [str(p) for p in problems] == [
-        "configs/x.yaml: $.args.epochs: expected integer or null, found string 'many' (line 6)",
-        "configs/x.yaml: $.args.primary_features[1]: missing required key 'to_name' (line 11)",
+        "configs/x.yaml: $.args.epochs: expected integer or null, found string 'many' (line 6, column 3)",
+        "configs/x.yaml: $.args.primary_features[1]: missing required key 'to_name' (line 11, column 7)",
         "configs/x.yaml: $.args.primary_features[1].to_nme: unknown key 'to_nme' (did you mean 'to_name'?); "
-        "allowed keys: from_name, to_name (line 11)",
+        "allowed keys: from_name, to_name (line 11, column 22)",
     ]
 
 
-def test_json_documents_have_no_line():
-    text = json.dumps(manifest(compression="rar"))
+def test_json_documents_have_line_and_column():
+    text = json.dumps(manifest(compression="rar"), indent=2)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if '"compression"' in t)
     problems = schema_problems(parse_text(text, "m/__manifest__.json", ManifestError), MANIFEST)
-    assert [(p.file, p.path, p.line) for p in problems] == [("m/__manifest__.json", "$.compression", None)]
+    assert [(p.file, p.path, p.line, p.column) for p in problems] == [
+        ("m/__manifest__.json", "$.compression", line, 3)]
 
 
 def test_every_error_is_reported_sorted_by_path():

@@ -50,14 +50,18 @@ def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None
             zero = b"\0" * (math.prod(shape) * dtype.size)
             mask = tf.sequence_mask(lengths, tf.shape(x)[1])
             x = tf.where(mask, x, tf.constant(zero))
-        out = tf.io.decode_raw(x, dtype, little_endian=feature.endian != "big")
+        # Raw bools are bytes: any byte but 0 is true (decode_raw to bool would copy bytes
+        # such as 2 into bools, which C++ leaves undefined).
+        stored = tf.uint8 if dtype == tf.bool else dtype
+        out = tf.io.decode_raw(x, stored, little_endian=feature.endian != "big")
         if not feature.var_len and feature.raw_len > 1:
             shape = [feature.raw_len] + shape
         if isinstance(lead, int):
             # Keep the batch axis explicit: a byte string of the wrong size must fail, not
             # silently change the number of examples.
             lead = tf.shape(x)[:lead]
-        return _reshape(out, lead, shape)
+        out = _reshape(out, lead, shape)
+        return tf.not_equal(out, 0) if dtype == tf.bool else out
     out = _reshape(x, lead, shape)
     return out if out.dtype == dtype else tf.cast(out, dtype)
 

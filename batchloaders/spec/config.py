@@ -1,18 +1,20 @@
 """Turn a loader config document into a checked, typed :class:`LoaderConfig`.
 
 Order: schema check (structure) -> dataset and manifest -> semantic checks a
-schema cannot express (names, references, ranks, loader rules) -> frozen
-objects. Every problem found is collected and raised together.
+schema cannot express (names, references, ranks, loader rules, memory) ->
+frozen objects. Semantic checks run on every part that passed the schema, and
+every problem found, of either kind, is collected and raised together.
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Iterable, Mapping
 
-from batchloaders.errors import BatchLoaderError, ConfigError, Problem, json_path, suggest
+from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders.registry import SECONDARY, STEPS, CheckContext, load_builtin_types
 from batchloaders.spec import datasets
-from batchloaders.spec.document import Document, load_file, parse_text
+from batchloaders.spec.resources import check_resources
+from batchloaders.spec.document import Document, check_plain, load_file, parse_text
 from batchloaders.spec.model import (LoaderConfig, PadSpec, PrimaryFeature, SecondaryFeature, Step,
                                      TensorInfo)
 
@@ -25,6 +27,7 @@ def load_config(config: str | os.PathLike | Mapping, *, model_names: tuple[Itera
     (used when a Keras model is passed to ``build_input_fn``).
     """
     if isinstance(config, Mapping):
+        check_plain(config, "<dict>", ConfigError)
         doc = Document(dict(config), "<dict>", os.getcwd(), {})
     elif isinstance(config, (str, os.PathLike)):
         doc = load_file(config, ConfigError)
@@ -39,46 +42,88 @@ def config_from_text(text: str, source: str = "<text>", *, base_dir: str = ".", 
 
 
 class _Checker:
-    def __init__(self, doc: Document):
+    """Collects problems; knows which paths broke the schema so semantic checks skip them."""
+
+    def __init__(self, doc: Document, problems: list[Problem], invalid: set[tuple]):
         self.doc = doc
-        self.problems: list[Problem] = []
+        self.problems: list[Problem] = list(problems)
+        self.invalid = invalid
 
     def __call__(self, parts: tuple, message: str) -> None:
-        self.problems.append(Problem(self.doc.source, json_path(parts), message, self.doc.line_of(parts)))
+        self.problems.append(self.doc.problem(tuple(parts), message))
 
     def at(self, prefix: tuple):
         return lambda parts, message: self(prefix + tuple(parts), message)
 
+    def error(self) -> BatchLoaderError:
+        """All problems in one error: a ManifestError when only the manifest is wrong."""
+        if all(p.file != self.doc.source for p in self.problems):
+            return ManifestError(self.problems)
+        return ConfigError(self.problems)
+
+    def valid(self, parts: tuple) -> bool:
+        """True when nothing at, above or below ``parts`` broke the schema."""
+        n = len(parts)
+        return not any(bad[:n] == parts or parts[:len(bad)] == bad for bad in self.invalid)
+
 
 def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
-    from batchloaders.spec.schema import schema_problems
+    from batchloaders.spec.schema import schema_check
 
     load_builtin_types()
-    problems = schema_problems(doc, "loader_config.schema.json")
-    if problems:
+    problems, invalid = schema_check(doc, "loader_config.schema.json")
+    data = doc.data
+    check = _Checker(doc, problems, invalid)
+    # Semantic checks need a known loader type and an args object; past that, they run on
+    # every part that passed the schema, so one run reports both kinds of problem.
+    if problems and not (isinstance(data, dict) and check.valid(("type",)) and isinstance(data.get("args"), dict)
+                         and ("args",) not in invalid):
         raise ConfigError(problems)
-    data, args = doc.data, doc.data["args"]
-    check = _Checker(doc)
+    args = data["args"]
     loader_type = data["type"]
+    valid = check.valid
+
+    def value(*parts, default=None):
+        """args[parts...] when present and schema-valid, else ``default``."""
+        node = args
+        for part in parts:
+            if not valid(("args",) + parts) or not isinstance(node, (dict, list)):
+                return default
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return default
+        return node
+
+    def items(key: str) -> list[tuple[int, dict]]:
+        """(index, item) of each schema-valid entry of the list args[key]."""
+        entries = args.get(key, ())
+        if not isinstance(entries, list):
+            return []
+        return [(i, e) for i, e in enumerate(entries) if valid(("args", key, i))]
 
     # The dataset and its manifest come first: every from_name is checked against it. When
     # they cannot be found, the checks that need no manifest still run and report too.
-    try:
-        dataset = datasets.resolve(args["dataset"], doc)
-    except ConfigError as error:
-        check.problems.extend(error.problems)
-        dataset = None
+    dataset = None
+    if valid(("args", "dataset")):
+        try:
+            dataset = datasets.resolve(args["dataset"], doc)
+        except BatchLoaderError as error:
+            check.problems.extend(error.problems)
     manifest = dataset.manifest if dataset is not None else None
 
+    model_known = True
     if model_names is not None:
         inputs, targets = (tuple(n) for n in model_names)
-    elif "model" in data:
+    elif "model" in data and valid(("model",)):
         inputs, targets = tuple(data["model"].get("inputs", ())), tuple(data["model"].get("targets", ()))
+    elif "model" in data:
+        inputs, targets, model_known = (), (), False  # reported by the schema; unknown names check nothing
     else:
         inputs, targets = (), ()
         check(("model",), "missing the 'model' block: expected {inputs: [...], targets: [...]} naming the "
                           "model's input and target tensors (or pass model= to build_input_fn)")
-    if model_names is not None or "model" in data:
+    if model_known and (model_names is not None or "model" in data):
         if not inputs:
             where = ("model",) if model_names is None else ("model", "inputs")
             check(where, "found no model input: expected at least one to_name in model.inputs")
@@ -96,13 +141,31 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                                      "every to_name must be unique")
         else:
             seen[to_name] = at + ("to_name",)
-        if (wanted or model_names is not None or "model" in data) and to_name not in wanted:
+        if model_known and (wanted or model_names is not None or "model" in data) and to_name not in wanted:
             check(at + ("to_name",), f"to_name {to_name!r} is constructed but not used by the model: expected one "
                                      f"of the model's inputs or targets ({', '.join(sorted(wanted))})"
                                      f"{suggest(to_name, wanted)}")
 
+    unnamed = []  # broken entries whose to_name is unknown: they may produce any model tensor
+
+    def claim_broken(key: str) -> None:
+        """Entries that broke the schema still define their to_name: later checks stay quiet about it."""
+        entries = args.get(key, [])
+        if not isinstance(entries, list) or (not valid(("args", key)) and not entries):
+            unnamed.append(key)
+        for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+            name = entry.get("to_name") if isinstance(entry, dict) else None
+            if valid(("args", key, i)):
+                continue
+            if isinstance(name, str) and valid(("args", key, i, "to_name")):
+                seen.setdefault(name, ("args", key, i, "to_name"))
+            else:
+                unnamed.append(key)
+
+    lo, hi = value("min_window"), value("max_window")
+    window = lo if loader_type != "independent" and lo is not None and lo == hi else None
     primary = []
-    for i, p in enumerate(args["primary_features"]):
+    for i, p in items("primary_features"):
         at = ("args", "primary_features", i)
         claim(p["to_name"], at)
         primary.append(PrimaryFeature(p["from_name"], p["to_name"], json_path(at)))
@@ -115,17 +178,19 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                                        f"{', '.join(manifest.features)}")
             continue
         primaries[p["to_name"]] = feature
-        window = args["min_window"] if loader_type != "independent" and args["min_window"] == args["max_window"] else None
         tensors[p["to_name"]] = _primary_info(feature, loader_type, manifest.allow_var_len, window, check.at(at))
+    claim_broken("primary_features")
 
     if manifest is None:  # without a manifest no tensor can be typed: report what is known now
-        for i, s2 in enumerate(args.get("secondary_features", ())):
+        for i, s2 in items("secondary_features"):
             claim(s2["to_name"], ("args", "secondary_features", i))
-        _unproduced(inputs, targets, seen, check)
-        raise ConfigError(check.problems)
+        claim_broken("secondary_features")
+        if model_known and not unnamed:
+            _unproduced(inputs, targets, seen, check)
+        raise check.error()
 
     secondary = []
-    for i, s in enumerate(args.get("secondary_features", ())):
+    for i, s in items("secondary_features"):
         at = ("args", "secondary_features", i)
         claim(s["to_name"], at)
         kind = SECONDARY.get(s["type"])
@@ -141,10 +206,17 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             if info is not None:
                 tensors[s["to_name"]] = info
         secondary.append(SecondaryFeature(s["to_name"], s["type"], item_args, json_path(at), info))
+    claim_broken("secondary_features")
 
     steps = []
-    for i, st in enumerate(args.get("processing_steps", ())):
+    all_steps = args.get("processing_steps", [])
+    for i, st in enumerate(all_steps if isinstance(all_steps, list) else []):
         at = ("args", "processing_steps", i)
+        if not valid(at):
+            # A broken step leaves its tensor unknown: nothing can say what it would become.
+            if isinstance(st, dict) and isinstance(st.get("tensor"), str):
+                tensors.pop(st["tensor"], None)
+            continue
         kind, name, step_args = STEPS.get(st["type"]), st["tensor"], dict(st.get("args", {}))
         steps.append(Step(name, st["type"], step_args, json_path(at), tensors.get(name)))
         if name not in seen:
@@ -159,13 +231,21 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             else:
                 tensors[name] = info
 
-    _unproduced(inputs, targets, seen, check)
+    if model_known and not unnamed:
+        _unproduced(inputs, targets, seen, check)
 
-    padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check)
-    _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
+    padding, pad_specs = False, {}
+    if valid(("args", "padding")):
+        padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check)
+    rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",
+                                                  "padding", "secondary_features", "processing_steps"))
+    if rules_ok:
+        _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
+    if not check.problems:
+        check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check)
 
     if check.problems:
-        raise ConfigError(check.problems)
+        raise check.error()
 
     def opt(key, default=None):
         value = args.get(key, default)

@@ -1,8 +1,15 @@
-"""Load a YAML or JSON document and remember the line of every JSON path.
+"""Load a YAML or JSON document safely and remember where every JSON path is.
 
-Errors about a config name the line as well as the JSON path, so the loader
-keeps a map from path tuples to 1-based line numbers (YAML only; JSON errors
-from the parser carry their own line).
+Configs and manifests are plain data: maps with string keys, lists, strings,
+numbers, booleans and null. Anything else a YAML or JSON parser would accept
+(tags such as ``!!set``, timestamps, recursive aliases, alias chains that
+expand to billions of nodes, nesting thousands deep, NaN in JSON, huge files)
+is refused here with an error naming the file, line and column, before any
+other code walks the data.
+
+Errors about a document name the line and column as well as the JSON path,
+so the loader keeps a map from path tuples to positions (YAML, and JSON
+files that the YAML reader can also read, which is nearly all of them).
 """
 from __future__ import annotations
 
@@ -13,20 +20,26 @@ from typing import Any
 
 import yaml
 
-from batchloaders.errors import BatchLoaderError, Problem
+from batchloaders.errors import BatchLoaderError, Problem, json_path
+
+# Limits on what a config or manifest may be. A manifest listing every file of
+# a large dataset with counts and checksums stays far below them.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 64  # nesting of maps and lists; the deepest real config nests 7 levels
+MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to a document
 
 
 @dataclasses.dataclass(frozen=True)
 class Document:
-    """A parsed document, the file it came from, and a path -> line map."""
+    """A parsed document, the file it came from, and a path -> (line, column) map (1-based)."""
 
     data: Any
     source: str  # the file name used in error messages ("<dict>" for in-memory)
     base_dir: str  # directory that relative paths inside the document resolve against
-    lines: dict[tuple, int] = dataclasses.field(default_factory=dict)
+    lines: dict[tuple, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
-    def line_of(self, path: tuple) -> int | None:
-        """Line of the closest enclosing node that has one."""
+    def position_of(self, path: tuple) -> tuple[int, int] | None:
+        """(line, column) of the closest enclosing node that has one."""
         path = tuple(path)
         while True:
             if path in self.lines:
@@ -35,21 +48,65 @@ class Document:
                 return None
             path = path[:-1]
 
+    def line_of(self, path: tuple) -> int | None:
+        position = self.position_of(path)
+        return position[0] if position else None
+
+    def problem(self, path: tuple, message: str) -> Problem:
+        """A Problem at ``path`` of this document, with its line and column when known."""
+        position = self.position_of(path)
+        line, column = position if position else (None, None)
+        return Problem(self.source, json_path(path), message, line, column)
+
 
 def _yaml_lines(node: yaml.Node, path: tuple, out: dict) -> None:
-    out[path] = node.start_mark.line + 1
+    out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode):
                 _yaml_lines(value, path + (key.value,), out)
-                out[path + (key.value,)] = key.start_mark.line + 1
+                # A key's own position is where a user looks for it.
+                out[path + (key.value,)] = (key.start_mark.line + 1, key.start_mark.column + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _yaml_lines(item, path + (i,), out)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (YAML silently keeps the last)."""
+class _Refused(yaml.MarkedYAMLError):
+    """Input that is valid YAML but not plain data."""
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """SafeLoader limited to plain data: no tags, no timestamps, string keys only, bounded depth.
+
+    Also rejects a key given twice in one mapping (YAML silently keeps the last).
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self.alias_targets: list[yaml.Node] = []
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            self.alias_targets.append(node)
+            return node
+        if event.tag is not None:  # an explicit tag: !!int, !!set, !custom, or "!"
+            tag = event.tag.replace("tag:yaml.org,2002:", "!!")
+            raise _Refused(None, None, f"found the tag {tag!r}: expected plain data without tags "
+                                       "(remove the tag; quote the value if it is a string)", event.start_mark)
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if self._depth >= MAX_DEPTH:
+                raise _Refused(None, None, f"found maps and lists nested more than {MAX_DEPTH} levels deep: "
+                                           f"expected at most {MAX_DEPTH}", event.start_mark)
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -57,65 +114,188 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, (str, int, float, bool, type(None))):
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found a {type(key).__name__} as a key, expected a name", key_node.start_mark)
+            if not isinstance(key, str):
+                what = (f"a {type(key).__name__}" if isinstance(key, (list, dict))
+                        else f"the {type(key).__name__} {key!r}")
+                raise _Refused(None, None, f"found {what} as a key: expected a name (quote it to make it a "
+                                           "string)", key_node.start_mark)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark)
+                raise _Refused(None, None, f"found duplicate key {key!r}: expected each key once (YAML would "
+                                           "silently keep the last)", key_node.start_mark)
             seen[key] = True
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts
+            raise _Refused(None, None, f"found an integer of {len(node.value)} characters: expected a number "
+                                       "TensorFlow can hold (at most 19 digits)", node.start_mark) from None
+
+
+_PlainLoader.add_constructor("tag:yaml.org,2002:int", _PlainLoader.construct_yaml_int)
+# Dates stay strings (a name such as 2024-01-01 must not turn into a datetime) and "="
+# stays a string (SafeLoader has no constructor for YAML's value tag).
+_PlainLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers
+            if tag not in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _expansion(root: yaml.Node) -> tuple[int, int, int, yaml.Node | None]:
+    """(expanded node count, distinct node count, expanded nesting depth, a node on an alias cycle or None).
+
+    Computed once per distinct node and without recursion, so an alias chain
+    that expands to billions of nodes costs as much as its text.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def children(node):
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        return []
+
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            kids = children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = (1 if isinstance(node, yaml.CollectionNode) else 0) + max(
+                (depth[id(k)] for k in kids), default=0)
+            on_path.discard(key)
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            return 0, 0, 0, node
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in children(node) if id(kid) not in size)
+    return size[id(root)], len(size), depth[id(root)], None
+
+
+def check_plain(data: Any, source: str, error_cls: type[BatchLoaderError]) -> None:
+    """Refuse in-memory data (a dict config) that is not plain, finite and shallow."""
+    stack = [(data, (), 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:  # also ends a walk round a dict that contains itself
+                raise error_cls(Problem(source, json_path(path), f"found maps and lists nested more than "
+                                                                 f"{MAX_DEPTH} levels deep: expected at most "
+                                                                 f"{MAX_DEPTH}"))
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise error_cls(Problem(source, json_path(path), f"found the {type(key).__name__} "
+                                                                         f"{key!r} as a key: expected a string"))
+                    stack.append((item, path + (key,), depth + 1))
+            else:
+                stack.extend((item, path + (i,), depth + 1) for i, item in enumerate(value))
 
 
 def parse_text(text: str, source: str, error_cls: type[BatchLoaderError], *, base_dir: str = ".",
                fmt: str | None = None) -> Document:
-    """Parse YAML or JSON text; malformed input raises ``error_cls`` naming the line."""
+    """Parse YAML or JSON text; malformed or non-plain input raises ``error_cls`` naming the line."""
     if fmt is None:
         fmt = "json" if source.endswith(".json") else "yaml"
     if fmt == "json":
-        def no_duplicates(pairs):
-            keys = [k for k, _ in pairs]
-            dup = next((k for k in keys if keys.count(k) > 1), None)
-            if dup is not None:
-                raise ValueError(f"duplicate key {dup!r}")
-            return dict(pairs)
-        try:
-            data = json.loads(text, object_pairs_hook=no_duplicates)
-        except json.JSONDecodeError as e:
-            raise error_cls(Problem(source, "$", f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                                    e.lineno)) from None
-        except ValueError as e:
-            raise error_cls(Problem(source, "$", f"malformed JSON: {e}")) from None
-        return Document(data, source, base_dir, {})
-    try:
-        node = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else None
-        what = " ".join(x for x in (e.context, e.problem) if x)
-        raise error_cls(Problem(source, "$", f"malformed YAML: {what} at line {line}", line)) from None
-    except yaml.YAMLError as e:
-        raise error_cls(Problem(source, "$", f"malformed YAML: {e}")) from None
-    lines: dict[tuple, int] = {}
-    if node is not None:
-        _yaml_lines(node, (), lines)
+        data = _parse_json(text, source, error_cls)
+        try:  # JSON is (nearly always) YAML too: borrow YAML's positions for error messages
+            lines = _parse_yaml(text, source, error_cls)[1]
+        except BatchLoaderError:
+            lines = {}
+        return Document(data, source, base_dir, lines)
+    data, lines = _parse_yaml(text, source, error_cls)
     return Document(data, source, base_dir, lines)
 
 
+def _parse_json(text: str, source: str, error_cls: type[BatchLoaderError]) -> Any:
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        dup = next((k for k in keys if keys.count(k) > 1), None)
+        if dup is not None:
+            raise ValueError(f"duplicate key {dup!r}")
+        return dict(pairs)
+
+    def no_constant(name):
+        raise ValueError(f"found {name}, which is not a JSON number: expected a finite number")
+
+    try:
+        data = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except json.JSONDecodeError as e:
+        raise error_cls(Problem(source, "$", f"malformed JSON: {e.msg}", e.lineno, e.colno)) from None
+    except RecursionError:
+        raise error_cls(Problem(source, "$", f"malformed JSON: maps and lists nested too deep: expected at "
+                                             f"most {MAX_DEPTH} levels")) from None
+    except ValueError as e:
+        raise error_cls(Problem(source, "$", f"malformed JSON: {e}")) from None
+    check_plain(data, source, error_cls)
+    return data
+
+
+def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tuple[Any, dict]:
+    loader = _PlainLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            added, deepest, cycle = 0, 0, None
+            if loader.alias_targets:
+                expanded, distinct, deepest, cycle = _expansion(node)
+                added = expanded - distinct
+            if cycle is not None:
+                raise _Refused(None, None, "found an alias inside the node it refers to (a recursive "
+                                           "alias): expected plain, finite data", cycle.start_mark)
+            if added > MAX_ALIAS_NODES:
+                raise _Refused(None, None, f"found aliases that expand to {added:,} more nodes: expected at "
+                                           f"most {MAX_ALIAS_NODES:,} (write the repeated parts out, or use "
+                                           "fewer nested aliases)", loader.alias_targets[-1].start_mark)
+            if deepest > MAX_DEPTH:
+                raise _Refused(None, None, f"found aliases that nest maps and lists {deepest} levels deep: "
+                                           f"expected at most {MAX_DEPTH}", loader.alias_targets[-1].start_mark)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        what = " ".join(x for x in (e.context, e.problem) if x)
+        kind = "unsupported" if isinstance(e, _Refused) else "malformed"
+        raise error_cls(Problem(source, "$", f"{kind} YAML: {what}", line, column)) from None
+    except yaml.YAMLError as e:
+        raise error_cls(Problem(source, "$", f"malformed YAML: {e}")) from None
+    finally:
+        loader.dispose()
+    lines: dict[tuple, tuple[int, int]] = {}
+    if node is not None:
+        _yaml_lines(node, (), lines)
+    return data, lines
+
+
 def load_file(path: str | os.PathLike, error_cls: type[BatchLoaderError]) -> Document:
-    """Read a .yaml/.yml/.json file; a missing or unreadable file raises ``error_cls``."""
+    """Read a .yaml/.yml/.json file; a missing, unreadable or oversized file raises ``error_cls``."""
     path = os.fspath(path)
     if not path.endswith((".yaml", ".yml", ".json")):
         raise error_cls(Problem(path, "$", "unsupported file type: expected a .yaml, .yml or .json file"))
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise error_cls(Problem(path, "$", "file not found")) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise error_cls(Problem(path, "$", f"cannot read file: {e}")) from None
+    except OSError as e:
+        raise error_cls(Problem(path, "$", f"cannot read file: {e.strerror or e}")) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error_cls(Problem(path, "$", f"found a file over {MAX_FILE_BYTES // 2**20} MiB: expected a config "
+                                           "or manifest (is this a data file?)"))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise error_cls(Problem(path, "$", f"found bytes that are not UTF-8 text at byte {e.start}: expected a "
+                                           "UTF-8 text file (is this a data file?)", line)) from None
     return parse_text(text, path, error_cls, base_dir=os.path.dirname(os.path.abspath(path)),
                       fmt="json" if path.endswith(".json") else "yaml")

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 
-from batchloaders.errors import ManifestError, Problem, json_path
+from batchloaders.errors import ManifestError
 from batchloaders.spec.document import Document, load_file
+from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
 from batchloaders.spec.model import Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
@@ -16,20 +17,29 @@ def load_manifest(path: str | os.PathLike) -> Manifest:
 
 
 def manifest_from_document(doc: Document) -> Manifest:
-    from batchloaders.spec.schema import schema_problems  # jsonschema is only needed here
+    from batchloaders.spec.schema import schema_check  # jsonschema is only needed here
 
-    problems = schema_problems(doc, "manifest.schema.json")
-    if problems:
-        raise ManifestError(problems)
+    problems, invalid = schema_check(doc, "manifest.schema.json")
     data = doc.data
+    # Semantic checks run on every feature that passed the schema, so one run reports both kinds.
+    if problems and not (isinstance(data, dict) and isinstance(data.get("features"), list)
+                         and not any(bad[:1] in ((), ("allow_var_len",)) for bad in invalid)
+                         and "allow_var_len" in data):
+        raise ManifestError(problems)
     allow_var_len = data["allow_var_len"]
     features: dict[str, ManifestFeature] = {}
 
     def problem(parts, message):
-        problems.append(Problem(doc.source, json_path(parts), message, doc.line_of(tuple(parts))))
+        problems.append(doc.problem(tuple(parts), message))
+
+    def valid(parts) -> bool:
+        n = len(parts)
+        return not any(bad[:n] == parts or parts[:len(bad)] == bad for bad in invalid)
 
     for i, f in enumerate(data["features"]):
         at = ("features", i)
+        if not valid(at):
+            continue
         name, dtype, dtype_kind = f["name"], f["dtype"], f["deserialize_type"]
         if name in features:
             problem(at + ("name",), f"duplicate feature name {name!r}: every feature name must be unique")
@@ -49,16 +59,33 @@ def manifest_from_document(doc: Document) -> Manifest:
         if dtype_kind in ("int", "float", "raw") and dtype == "string":
             problem(at + ("dtype",), f"found dtype 'string' for deserialize_type {dtype_kind!r}: expected a "
                                      "numeric or bool dtype (use deserialize_type 'string' for bytes)")
-        if dtype_kind == "raw" and dtype in ("bool", "uint32", "uint64"):
+        if dtype_kind == "raw" and dtype in ("uint32", "uint64"):
             problem(at + ("dtype",), f"found dtype {dtype!r} for deserialize_type 'raw', which tf.io.decode_raw "
                                      "cannot produce: expected another numeric dtype (e.g. uint8, int32, int64, "
-                                     "float32)")
+                                     "float32) or bool")
         args = f.get("deserialize_args") or {}
-        features[name] = ManifestFeature(
+        feature = ManifestFeature(
             name=name, dtype=dtype, shape=tuple(f["shape"]), var_len=bool(var_len),
             deserialize_type=dtype_kind, endian=args.get("endian"),
             raw_len=1 if var_len else int(args.get("len", 1)))
+        _check_record_size(feature, at, problem)
+        features[name] = feature
     if problems:
         raise ManifestError(problems)
     return Manifest(path=doc.source, compression=data["compression"], allow_var_len=allow_var_len,
                     features=features)
+
+
+def _check_record_size(feature: ManifestFeature, at: tuple, problem) -> None:
+    """One record's value of a feature (one step of a feature list) must fit TensorFlow and protobuf."""
+    count = elements(feature.record_shape)
+    size = count * ITEM_BYTES[feature.dtype]
+    where = at + (("deserialize_args", "len") if feature.raw_len > 1 else ("shape",))
+    unit = "one step of this feature list" if feature.var_len else "one record's value of this feature"
+    if count > MAX_RECORD_ELEMENTS:
+        problem(where, f"found {count:,} elements in {unit} (shape {list(feature.record_shape)}): expected at "
+                       f"most {MAX_RECORD_ELEMENTS:,}")
+    elif size > MAX_RECORD_BYTES:
+        problem(where, f"found {size:,} bytes in {unit} (shape {list(feature.record_shape)}, "
+                       f"{feature.dtype}): expected at most {MAX_RECORD_BYTES:,} (a record is one protobuf, "
+                       "which holds at most 2 GiB)")

@@ -28,7 +28,7 @@ from referencing.jsonschema import DRAFT202012
 from batchloaders.errors import Problem, json_path, suggest
 from batchloaders.spec.document import Document
 
-__all__ = ["schema_problems", "schema_names", "load_schema", "schema_text"]
+__all__ = ["schema_problems", "schema_check", "schema_names", "load_schema", "schema_text"]
 
 
 def _schemas_dir():
@@ -87,7 +87,31 @@ def _validator(schema_file: str):
 
 def schema_problems(doc: Document, schema_file: str) -> list[Problem]:
     """Every way ``doc.data`` breaks ``schema_file``, sorted by JSON path; empty when valid."""
+    return schema_check(doc, schema_file)[0]
+
+
+def schema_check(doc: Document, schema_file: str) -> tuple[list[Problem], set[tuple]]:
+    """(problems, invalid paths): the paths whose values broke the schema or are missing.
+
+    Semantic checks run on everything outside the invalid paths, so that one
+    run reports structural and semantic problems together. An unknown key
+    invalidates nothing (no check reads it); a missing required key
+    invalidates just that key.
+    """
     errors = list(_validator(schema_file).iter_errors(doc.data))
+    invalid: set[tuple] = set()
+    for error in errors:
+        parts = tuple(error.absolute_path)
+        if error.validator == "additionalProperties":
+            continue
+        if error.validator == "required" and isinstance(error.instance, dict):
+            invalid.update(parts + (key,) for key in error.validator_value if key not in error.instance)
+        else:
+            invalid.add(parts)
+    return _problems(doc, errors), invalid
+
+
+def _problems(doc: Document, errors: list) -> list[Problem]:
     typed_paths = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
     seen: set[tuple[tuple, str]] = set()
     found: list[tuple[tuple, str]] = []
@@ -104,7 +128,7 @@ def schema_problems(doc: Document, schema_file: str) -> list[Problem]:
                 seen.add((where, message))
                 found.append((where, message))
     found.sort(key=lambda item: (_sort_key(item[0]), item[1]))
-    return [Problem(doc.source, json_path(where), message, doc.line_of(where)) for where, message in found]
+    return [doc.problem(where, message) for where, message in found]
 
 
 def _sort_key(parts: tuple) -> tuple:
@@ -151,6 +175,8 @@ def _explain(error: jsonschema.ValidationError) -> Iterator[tuple[tuple, str]]:
     elif kind in ("minimum", "maximum"):
         op = ">=" if kind == "minimum" else "<="
         yield parts, f"expected {_number_noun(schema)} {op} {value}, found {_literal(instance)}"
+    elif kind == "maxItems":
+        yield parts, f"expected at most {value} items, found {len(instance)}"
     elif kind == "minItems":
         yield parts, f"expected at least {value} item{'s' * (value != 1)}, found {len(instance)}"
     elif kind == "minLength":
@@ -225,6 +251,8 @@ def _expected(schema: dict) -> str:
         return _literal(schema["const"])
     if "enum" in schema:
         return "one of: " + _choices(schema["enum"])
+    if "minimum" in schema and "maximum" in schema:
+        return f"{_number_noun(schema)} from {schema['minimum']} to {schema['maximum']}"
     if "minimum" in schema:
         return f"{_number_noun(schema)} >= {schema['minimum']}"
     if "type" in schema:

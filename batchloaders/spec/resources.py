@@ -1,0 +1,60 @@
+"""Memory a config asks for, estimated from the manifest's shapes before any data is read.
+
+Each number of a config is bounded by the schema, but products of numbers are
+not: a batch of 2**20 windows of 2**31 steps passes every bound and would still
+exhaust memory (or overflow int64 inside TensorFlow) instead of failing with an
+error. Variable axes count as 1 step and window axes as max_window, so the
+estimate is a lower bound of what the batch holds at its largest.
+"""
+from __future__ import annotations
+
+from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
+
+
+def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict) -> int:
+    """Bytes of one example of one tensor: padded axes at their padded size, window axes at ``window``."""
+    dims = []
+    for axis, dim in enumerate(info.shape):
+        fixed = pad_spec.shape[axis] if pad_spec is not None and pad_spec.shape is not None else -1
+        if fixed != -1:
+            dim = fixed if dim is None else max(dim, fixed)
+        elif dim is None and axis == 0 and window is not None and name in primaries:
+            dim = window  # the window axis of a sequence loader's primary tensor
+        dims.append(dim)
+    return elements(dims) * ITEM_BYTES[info.dtype]
+
+
+def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict, outputs: set, check) -> None:
+    """Report a batch, shuffle buffer or read buffers that cannot fit in memory."""
+    window = args.get("max_window") if loader_type != "independent" else None
+    primaries = {p["to_name"] for p in args["primary_features"]}
+    sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries)
+             for name in sorted(outputs) if name in tensors}
+    if not sizes:
+        return
+    per_example = sum(sizes.values())
+    largest = max(sizes, key=sizes.get)
+    batch = args["target_batch_size"]
+    if batch * per_example > MAX_BATCH_BYTES:
+        check(("args", "target_batch_size"),
+              f"one batch of {batch} examples would hold at least {gib(batch * per_example)} "
+              f"({per_example:,} bytes per example, {sizes[largest]:,} of them in tensor {largest!r}, counting "
+              f"variable axes as 1 step{' and window axes as max_window' if window else ''}): expected at most "
+              f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size"
+              f"{', max_window' if window else ''} or the padded shapes")
+    if args.get("shuffle") and args.get("num_shuffle_buffer_elements"):
+        held = args["num_shuffle_buffer_elements"] * per_example
+        if held > MAX_HELD_BYTES:
+            check(("args", "num_shuffle_buffer_elements"),
+                  f"a shuffle buffer of {args['num_shuffle_buffer_elements']:,} examples of at least "
+                  f"{per_example:,} bytes would hold at least {gib(held)}: expected at most "
+                  f"{gib(MAX_HELD_BYTES)}; lower num_shuffle_buffer_elements")
+    open_files = args.get("num_mix_files") if args.get("shuffle") else args.get("num_parallel_reads")
+    open_files = max(1, open_files or 1)
+    buffers = open_files * args["num_read_buffer_bytes"]
+    if buffers > MAX_HELD_BYTES:
+        which = "num_mix_files" if args.get("shuffle") else "num_parallel_reads"
+        check(("args", "num_read_buffer_bytes"),
+              f"{open_files} open files ({which}) with read buffers of {args['num_read_buffer_bytes']:,} bytes "
+              f"would hold {gib(buffers)}: expected at most {gib(MAX_HELD_BYTES)}; lower num_read_buffer_bytes "
+              f"or {which}")
