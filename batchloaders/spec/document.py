@@ -241,8 +241,9 @@ def _parse_json(text: str, source: str, error_cls: type[BatchLoaderError]) -> An
 
 
 def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tuple[Any, dict]:
-    loader = _PlainLoader(text)
+    loader = None
     try:
+        loader = _PlainLoader(text)  # reads the whole text: unprintable characters fail here
         node = loader.get_single_node()
         if node is not None:
             added, deepest, cycle = 0, 0, None
@@ -269,7 +270,8 @@ def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tu
     except yaml.YAMLError as e:
         raise error_cls(Problem(source, "$", f"malformed YAML: {e}")) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     lines: dict[tuple, tuple[int, int]] = {}
     if node is not None:
         _yaml_lines(node, (), lines)
