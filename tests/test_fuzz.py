@@ -44,9 +44,9 @@ VALIDATE_SECONDS = 1.0  # load_config / load_manifest of one case
 BUILD_SECONDS = 20.0
 WORKER_MEMORY_BYTES = 4 * 2**30  # resident memory per worker: more is a runaway allocation, and the case fails
 
-N_CONFIG = int(1600 * SCALE)  # examples (of WORKERS cases each) of mutated configs
+N_CONFIG = int(1500 * SCALE)  # examples (of WORKERS cases each) of mutated configs
 N_MANIFEST = int(500 * SCALE)
-N_BUILD = int(250 * SCALE)
+N_BUILD = int(220 * SCALE)
 N_MANIFEST_BUILD = int(60 * SCALE)
 ACCEPTED = {"ok", "batchloader_error", "data_error"}
 
@@ -275,6 +275,14 @@ REGRESSIONS = [
     ("billion laughs, 7 lines", Draft("config", "indep", LAUGHS_7, ".yaml"), {BAD}),
     ("billion laughs in a value", _yaml_value("indep", "seed", fc.billion_laughs_value(9)), {BAD}),
     ("5000-digit integer", _yaml_value("indep", "seed", "1" * 5000), {BAD}),
+    # found by this fuzzer
+    ("NUL character in YAML", Draft("config", "indep", "\x00", ".yaml"), {BAD}),
+    ("BEL character in a YAML value", _yaml_value("indep", "name", "a\x07b"), {BAD}),
+    ("U+FFFE in a JSON string", Draft("config", "indep_gz", '{"name": "\ufffe"}', ".json"), {BAD}),
+    ("slice index of 5000 digits", _with("indep", ("args", "processing_steps", 0, "args", "slice"),
+                                         "[" + "1" * 5000 + "]"), {BAD}),
+    ("slice index of 5000 zeros", _with("indep", ("args", "processing_steps", 0, "args", "slice"),
+                                        "[" + "0" * 5000 + "]"), {"ok"}),  # index 0
     # unicode
     ("unicode name", _with("indep", ("name",), "日本語 🙂 \u202e"), {"ok"}),
     ("unicode key", _yaml_value("indep", "seed", "1\n名前: x"), {BAD}),

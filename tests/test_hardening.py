@@ -213,12 +213,12 @@ def test_numbers_past_their_bound_are_refused(data, key, value, words):
 
 def test_shuffle_buffers_past_their_bound_are_refused(data):
     cfg = base(data, shuffle=True, num_shuffle_buffer_elements=2**24 + 1, num_filenames_shuffle_buffer=2**30,
-               num_mix_files=65537)
+               num_mix_files=1025)
     with pytest.raises(ConfigError) as info:
         build_input_fn(cfg)
     assert [str(p).split(": ", 1)[1] for p in info.value.problems] == [
         "$.args.num_filenames_shuffle_buffer: expected an integer <= 16777216, found 1073741824",
-        "$.args.num_mix_files: expected an integer <= 65536, found 65537",
+        "$.args.num_mix_files: expected an integer <= 1024, found 1025",
         "$.args.num_shuffle_buffer_elements: expected an integer <= 16777216, found 16777217",
     ]
 
@@ -227,8 +227,8 @@ def test_every_bound_at_its_maximum_runs(data):
     # The largest value of every reading and shuffling argument at once still gives the right batch
     # (a value that crashed TensorFlow would kill this test run).
     cfg = base(data, target_batch_size=2**20, epochs=1, num_parallel_reads=1024, num_parallel_parses=1024,
-               num_prefetch=4096, num_read_buffer_bytes=2**18, seed=2**63 - 1, shuffle=True,
-               num_shuffle_buffer_elements=2**24, num_filenames_shuffle_buffer=2**24, num_mix_files=65536,
+               num_prefetch=4096, num_read_buffer_bytes=2**24, seed=2**63 - 1, shuffle=True,
+               num_shuffle_buffer_elements=2**24, num_filenames_shuffle_buffer=2**24, num_mix_files=1024,
                num_interleave_out_buffer_elements=2**31 - 1, num_interleave_in_buffer_elements=2**31 - 1)
     ((x, ids),) = collect(build_input_fn(cfg)())
     order = np.argsort(ids["id"])
@@ -260,8 +260,8 @@ TOO_MUCH = [
      "a shuffle buffer of 16,777,216 examples of at least 602,112 bytes would hold at least 9,408 GiB: expected "
      "at most 16 GiB; lower num_shuffle_buffer_elements"),
     ("read buffers", dict(shuffle=True, num_shuffle_buffer_elements=1, num_filenames_shuffle_buffer=1,
-                          num_mix_files=65536, num_read_buffer_bytes=2**30), "$.args.num_read_buffer_bytes",
-     "65536 open files (num_mix_files) with read buffers of 1,073,741,824 bytes would hold 65,536 GiB"),
+                          num_mix_files=1024, num_read_buffer_bytes=2**30), "$.args.num_read_buffer_bytes",
+     "1024 open files (num_mix_files) with read buffers of 1,073,741,824 bytes would hold 1,024 GiB"),
 ]
 
 

@@ -32,7 +32,8 @@ def _int(token: str, text: str) -> int:
     if len(digits) > len(str(_MAX)) or int(digits or "0") > _MAX:
         raise SliceSyntaxError(f"found the integer {_short(token)} in {_short(text)!r}: expected integers "
                                f"from -{_MAX} to {_MAX} (2**31 - 1)")
-    return int(token)
+    value = int(digits or "0")  # never int(token): leading zeros alone can pass Python's digit limit
+    return -value if token.startswith("-") else value
 
 
 def parse_slice(text: str) -> tuple[int | slice, ...]:
