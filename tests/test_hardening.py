@@ -46,6 +46,9 @@ YAML_REFUSED = [
     ("list key", "? [a]\n: x\n", 1, 3, "found a list as a key: expected a name"),
     ("duplicate key", "type: a\ntype: b\n", 2, 1, "found duplicate key 'type'"),
     ("huge integer", "args:\n  epochs: " + "9" * 5000 + "\n", 2, 11, "found an integer of 5000 characters"),
+    ("base-60 integer", "args:\n  epochs: 1" + ":1" * 300_000 + "\n", 2, 11, "found an integer of 600001 characters"),
+    ("base-60 float", "args:\n  epochs: 1:30.5\n", 2, 11, "base-60 forms such as 1:30 are refused"),
+    ("long hex integer", "args:\n  seed: 0x" + "f" * 300 + "\n", 2, 9, "found an integer of 302 characters"),
     ("two documents", "type: a\n---\ntype: b\n", 2, 1, "expected a single document"),
     ("unclosed list", "type: independent\nargs: [\n", 3, 1, "malformed YAML"),
 ]
@@ -407,3 +410,33 @@ def test_validate_reports_every_file_and_counts_the_bad_ones(tmp_path, data):
     assert lines[1] == "OK good.yaml"
     assert lines[4:] == ["3 of 4 files invalid (3 problems)"]
     assert result.returncode == 1
+
+
+# Found in review: values no schema bound covers.
+def test_integer_too_big_for_a_float_is_out_of_range(data):
+    cfg = base(data, padding=[{"tensor": "x", "value": 10**400}])
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert [(p.path, p.message.split(":")[0]) for p in info.value.problems] == [
+        ("$.args.padding[0].value", "found an integer of 401 digits")]
+
+
+@pytest.mark.parametrize("key,value", [("data_dir", "~a\x00b"), ("data_dir", "~\ud800")])
+def test_paths_no_file_system_accepts_are_located(data, key, value):
+    cfg = base(data)
+    cfg["args"]["dataset"]["args"][key] = value
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    (problem,) = info.value.problems
+    assert problem.path == f"$.args.dataset.args.{key}" and "which is not a valid path" in problem.message
+
+
+def test_min_window_above_max_window_is_reported_once(tmp_path):
+    from seqdata import sequence_config, write_continuous
+
+    write_continuous(tmp_path, [4])
+    cfg = sequence_config(tmp_path, "continuous_sequence", [("x", "x")], inputs=["x"], lo=5, hi=2)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert [(p.path, p.message) for p in info.value.problems] == [
+        ("$.args.min_window", "found min_window 5 > max_window 2: expected min_window <= max_window")]

@@ -26,6 +26,8 @@ def check_value(value, dtype: str) -> str | None:
             return f"found {value!r}: expected an integer (without a decimal point) for dtype {dtype!r}"
     else:
         limits = np.finfo(np.float32 if dtype == "bfloat16" else dtype)
+    if isinstance(value, int) and dtype.startswith(("float", "bfloat")) and abs(value) > 2**1024:
+        return f"found an integer of {len(str(abs(value)))} digits: expected a value from {limits.min} to {limits.max} for dtype {dtype!r}"
     if not limits.min <= value <= limits.max:
         return f"found {value!r}: expected a value from {limits.min} to {limits.max} for dtype {dtype!r}"
     return None

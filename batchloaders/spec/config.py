@@ -361,7 +361,7 @@ def _loader_rules(loader_type, args, manifest, tensors, padding, secondary, step
     window_varies = False
     if loader_type != "independent":
         lo, hi = args["min_window"], args["max_window"]
-        window_varies = lo != hi
+        window_varies = lo < hi  # lo > hi is reported here; saying it needs padding too would be noise
         if lo > hi:
             check(("args", "min_window"), f"found min_window {lo} > max_window {hi}: expected min_window <= max_window")
     if loader_type == "continuous_sequence" and not manifest.allow_var_len:
@@ -380,7 +380,7 @@ def _loader_rules(loader_type, args, manifest, tensors, padding, secondary, step
                       f"feature {p['from_name']!r} has {steps} steps per record along its first axis but "
                       f"{first[0]!r} has {first[1]}: the continuous_sequence loader concatenates records along "
                       "that axis, so every selected feature needs the same length per record")
-    if padding:
+    if padding or (loader_type != "independent" and lo > hi):  # no window size to pad to yet
         return
     variable = [name for name, info in tensors.items() if None in info.shape]
     if window_varies and variable:

@@ -98,8 +98,16 @@ def resolve(spec: dict, doc: Document) -> Dataset:
     return _resolve_list(args, base, fail, config_line("list_file"))
 
 
+def _local_path(args: dict, key: str, base: str, fail) -> str:
+    """args[key] resolved against ``base``; a name no file system accepts is a located error."""
+    try:
+        return os.path.normpath(os.path.join(base, os.path.expanduser(args[key])))
+    except (ValueError, UnicodeError) as e:  # a NUL byte or a lone surrogate, e.g. in "~\\0"
+        fail(key, f"found {shorten(args[key])!r}, which is not a valid path ({e}): expected a file system path")
+
+
 def _resolve_dir(args: dict, base: str, fail) -> Dataset:
-    data_dir = os.path.normpath(os.path.join(base, os.path.expanduser(args["data_dir"])))
+    data_dir = _local_path(args, "data_dir", base, fail)
     what, top = _kind(data_dir)
     if what == "missing":
         fail("data_dir", f"found {args['data_dir']!r} ({data_dir}): expected an existing directory")
@@ -173,8 +181,8 @@ def _walk(data_dir: str, top: os.stat_result) -> tuple[list[str], list[str]]:
 
 
 def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Dataset:
-    manifest_path = os.path.normpath(os.path.join(base, os.path.expanduser(args["manifest_file"])))
-    list_path = os.path.normpath(os.path.join(base, os.path.expanduser(args["list_file"])))
+    manifest_path = _local_path(args, "manifest_file", base, fail)
+    list_path = _local_path(args, "list_file", base, fail)
     for key, path, name in (("manifest_file", manifest_path, "manifest file"), ("list_file", list_path, "list file")):
         what, _ = _kind(path)
         if what == "missing":

@@ -126,6 +126,11 @@ class _PlainLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node):
+        # Base-60 forms (1:2:3) are built digit by digit in quadratic time; no config number is
+        # longer than 32 characters (2**63 has 19 digits, 0x/0b forms and underscores add some).
+        if len(node.value) > 32:
+            raise _Refused(None, None, f"found an integer of {len(node.value)} characters: expected a number "
+                                       "TensorFlow can hold (at most 19 digits)", node.start_mark)
         try:
             return super().construct_yaml_int(node)
         except ValueError:  # more digits than Python converts
@@ -133,7 +138,16 @@ class _PlainLoader(yaml.SafeLoader):
                                        "TensorFlow can hold (at most 19 digits)", node.start_mark) from None
 
 
+    def construct_yaml_float(self, node):
+        if len(node.value) > 400 or ":" in node.value:  # base-60 floats: quadratic, and never meant
+            raise _Refused(None, None, f"found the number {node.value[:40]!r}: expected a decimal number of at "
+                                       "most 400 characters (base-60 forms such as 1:30 are refused; quote a "
+                                       "string)", node.start_mark)
+        return super().construct_yaml_float(node)
+
+
 _PlainLoader.add_constructor("tag:yaml.org,2002:int", _PlainLoader.construct_yaml_int)
+_PlainLoader.add_constructor("tag:yaml.org,2002:float", _PlainLoader.construct_yaml_float)
 # Dates stay strings (a name such as 2024-01-01 must not turn into a datetime) and "="
 # stays a string (SafeLoader has no constructor for YAML's value tag).
 _PlainLoader.yaml_implicit_resolvers = {
