@@ -33,21 +33,14 @@ import time
 import yaml
 from hypothesis import strategies as st
 
+from conftest import feature as _feature
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER_SCRIPT = os.path.join(HERE, "fuzz_worker.py")
 
 # ---------------------------------------------------------------------------------------------
 # Tiny datasets and valid base documents
 # ---------------------------------------------------------------------------------------------
-
-
-def _feature(name, dtype, shape, kind, var_len=None, **args):
-    out = {"name": name, "dtype": dtype, "shape": list(shape), "deserialize_type": kind}
-    if var_len is not None:
-        out["var_len"] = var_len
-    if args:
-        out["deserialize_args"] = args
-    return out
 
 
 _INDEP_FEATURES = [_feature("id", "int64", [], "int"), _feature("x", "float32", [3], "float"),

@@ -76,3 +76,22 @@ def windows_of(batches, name, lengths_name=None):
         for i, row in enumerate(tensors[name]):
             out.append(row[: tensors[lengths_name][i]] if lengths_name else row)
     return out
+
+
+def discrete_windows(batches, files):
+    """[(file, first record, k)] of every window, checking it is k whole consecutive records of one file."""
+    out = []
+    for batch in batches:
+        for i in range(len(batch["rid"])):
+            k = int(batch["n_rid"][i])
+            f, r0 = divmod(int(batch["rid"][i][0]), 100)
+            records = range(r0, r0 + k)
+            np.testing.assert_array_equal(batch["rid"][i][:k], [100 * f + r for r in records])
+            np.testing.assert_array_equal(batch["pair"][i][:k], [[f, r] for r in records])
+            frames = np.concatenate([discrete_steps(f, r, files[f][r][0]) for r in records])
+            words = np.concatenate([discrete_steps(f, r, files[f][r][1]) for r in records])
+            assert batch["n_frames"][i] == len(frames) and batch["n_words"][i] == len(words)
+            np.testing.assert_array_equal(batch["frames"][i][:len(frames)], np.stack([frames, -frames], 1))
+            np.testing.assert_array_equal(batch["words"][i][:len(words)], words)
+            out.append((f, r0, k))
+    return out

@@ -12,7 +12,7 @@ import tensorflow as tf
 import batchloaders
 from batchloaders import ConfigError
 from conftest import collect
-from seqdata import discrete_steps, sequence_config, write_discrete
+from seqdata import discrete_steps, discrete_windows, sequence_config, write_discrete
 
 # (frames, words) per record; some feature lists are empty.
 FILES = [
@@ -34,22 +34,7 @@ def run(directory, lo, hi, primary=PRIMARY, **args):
 
 def split(batches, files=FILES):
     """[(file, first record, k)] of every window, checking each is k whole consecutive records of one file."""
-    out = []
-    for batch in batches:
-        for i in range(len(batch["rid"])):
-            k = int(batch["n_rid"][i])
-            rids = batch["rid"][i][:k]
-            f, r0 = divmod(int(rids[0]), 100)
-            records = range(r0, r0 + k)
-            np.testing.assert_array_equal(rids, [100 * f + r for r in records])
-            np.testing.assert_array_equal(batch["pair"][i][:k], [[f, r] for r in records])
-            frames = np.concatenate([discrete_steps(f, r, files[f][r][0]) for r in records])
-            words = np.concatenate([discrete_steps(f, r, files[f][r][1]) for r in records])
-            assert batch["n_frames"][i] == len(frames) and batch["n_words"][i] == len(words)
-            np.testing.assert_array_equal(batch["frames"][i][:len(frames)], np.stack([frames, -frames], 1))
-            np.testing.assert_array_equal(batch["words"][i][:len(words)], words)
-            out.append((f, r0, k))
-    return out
+    return discrete_windows(batches, files)
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])

@@ -24,7 +24,8 @@ import batchloaders
 from batchloaders.loaders import discrete_sequence
 from batchloaders.loaders import windows as windows_module
 from conftest import collect
-from seqdata import continuous_value, discrete_steps, sequence_config, write_continuous, write_discrete
+from seqdata import (continuous_value, discrete_steps, discrete_windows, sequence_config, write_continuous,
+                     write_discrete)
 
 HASHES = pathlib.Path(__file__).parent / "data" / "window_hashes.json"
 SHUFFLE = dict(shuffle=True, num_shuffle_buffer_elements=16, num_filenames_shuffle_buffer=3, num_mix_files=2)
@@ -97,25 +98,6 @@ def continuous_windows(batches):
             np.testing.assert_array_equal(x, np.stack([y, -y], 1))
             assert (batch["y"][i][n:] == 0).all()  # padding past the window's length
             out.append((f, start, int(n)))
-    return out
-
-
-def discrete_windows(batches, files):
-    """[(file, first record, k)] of every window, checking it is k whole consecutive records of one file."""
-    out = []
-    for batch in batches:
-        for i in range(len(batch["rid"])):
-            k = int(batch["n_rid"][i])
-            f, r0 = divmod(int(batch["rid"][i][0]), 100)
-            records = range(r0, r0 + k)
-            np.testing.assert_array_equal(batch["rid"][i][:k], [100 * f + r for r in records])
-            np.testing.assert_array_equal(batch["pair"][i][:k], [[f, r] for r in records])
-            frames = np.concatenate([discrete_steps(f, r, files[f][r][0]) for r in records])
-            words = np.concatenate([discrete_steps(f, r, files[f][r][1]) for r in records])
-            assert batch["n_frames"][i] == len(frames) and batch["n_words"][i] == len(words)
-            np.testing.assert_array_equal(batch["frames"][i][:len(frames)], np.stack([frames, -frames], 1))
-            np.testing.assert_array_equal(batch["words"][i][:len(words)], words)
-            out.append((f, r0, k))
     return out
 
 
