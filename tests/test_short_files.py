@@ -24,7 +24,7 @@ import batchloaders
 from batchloaders.loaders import discrete_sequence
 from batchloaders.loaders import windows as windows_module
 from conftest import collect
-from seqdata import (continuous_value, discrete_steps, discrete_windows, sequence_config, write_continuous,
+from seqdata import (continuous_value, discrete_windows, sequence_config, write_continuous,
                      write_discrete)
 
 HASHES = pathlib.Path(__file__).parent / "data" / "window_hashes.json"
