@@ -173,7 +173,9 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
         out["padded"] = {name: tf.size(tensors[name], out_type=tf.int64) for name in names}
         return out
 
-    return loader.batches(config, None, batch_size).map(measure, num_parallel_calls=AUTOTUNE)
+    from batchloaders.integrity import Reader
+
+    return loader.batches(config, None, batch_size, Reader(config)).map(measure, num_parallel_calls=AUTOTUNE)
 
 
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:

@@ -79,6 +79,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     from batchloaders.sources import check_remote_files
 
     check_remote_files(loader_config)
+    from batchloaders.integrity import Reader
+
+    reader = Reader(loader_config)  # file sizes and counts are read once, here
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None) -> tf.data.Dataset:
@@ -96,8 +99,14 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         if input_context is not None and input_context.num_replicas_in_sync > 1:
             # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
             batch_size = input_context.get_per_replica_batch_size(batch_size)
-        elements, decode = base.source(loader, loader_config, input_context, batch_size)
+        elements, decode = base.source(loader, loader_config, input_context, batch_size, reader)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
+
+    def skipped():
+        """What ``on_corrupt: skip_file`` skipped so far (a SkipReport); None under ``on_corrupt: fail``."""
+        return reader.skipped.report() if reader.skipped is not None else None
+
+    input_fn.skipped = skipped  # type: ignore[attr-defined]
     return input_fn

@@ -7,6 +7,8 @@ parallel calls, ``sloppy_interleave`` -> ``deterministic=False``,
 ``num_interleave_out_buffer_elements`` -> a prefetch buffer per open file,
 ``num_interleave_in_buffer_elements`` -> file names prefetched ahead of the
 interleave, ``num_read_buffer_bytes`` -> ``TFRecordDataset(buffer_size=...)``.
+
+Every file is read on its own through ``integrity.Reader``, which checks its end.
 """
 from __future__ import annotations
 
@@ -67,8 +69,12 @@ def check_remote_files(config: LoaderConfig) -> None:
 
 
 def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True) -> tf.data.Dataset:
-    """File names, sharded and shuffled; ``repeat=False`` leaves repeating to ``repeat_epochs``."""
-    files = tf.data.Dataset.from_tensor_slices(list(config.dataset.files))
+    """``{"file": name, "index": position in config.dataset.files}``, sharded and shuffled.
+
+    ``repeat=False`` leaves repeating to ``repeat_epochs``.
+    """
+    names = list(config.dataset.files)
+    files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int32)})
     if input_context is not None and input_context.num_input_pipelines > 1:
         files = files.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if config.shuffle:
@@ -89,40 +95,42 @@ def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Da
     return elements.repeat(config.epochs)
 
 
-def read_records(config: LoaderConfig, filename: tf.Tensor) -> tf.data.Dataset:
-    return tf.data.TFRecordDataset(filename, compression_type=config.dataset.manifest.tf_compression,
-                                   buffer_size=config.num_read_buffer_bytes)
+# Records are read in blocks of this many, which the end-of-file check (integrity.py) walks one
+# block at a time; the independent loader unbatches them again.
+RECORDS_PER_BLOCK = 256
+
+
+def read_files(config: LoaderConfig, reader, files: tf.data.Dataset) -> tf.data.Dataset:
+    """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
+
+    ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
+    errors. Each file is read on its own so that ``reader`` can check where it ends.
+    """
+    def per_file(element):
+        def numbered(block):
+            count = tf.size(block["serialized"], out_type=tf.int64)
+            return {"serialized": block["serialized"], "file": tf.fill([count], element["index"]),
+                    "record": block["first"] + tf.range(count)}
+        return reader.blocks(element["file"], element["index"], RECORDS_PER_BLOCK).map(numbered).unbatch()
+
+    return interleave(config, files, per_file)
 
 
 def _cycle(config: LoaderConfig) -> int:
     return config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1)
 
 
-def read_files(config: LoaderConfig, files: tf.data.Dataset) -> tf.data.Dataset:
-    """Every record of ``files``, in the order ``interleave`` with ``read_records`` gives.
-
-    One file at a time: the names go straight to TFRecordDataset, which reads
-    them with a single flat_map. (A TFRecordDataset of one name is a flat_map
-    itself, so opening one per file inside ``files.flat_map`` adds a second hop
-    per record: 10-15% of the independent loader's throughput on small
-    fixed-length records, see benchmarks/.)
-    """
-    if _cycle(config) > 1:
-        return interleave(config, files, lambda filename: read_records(config, filename))
-    records = tf.data.TFRecordDataset(files, compression_type=config.dataset.manifest.tf_compression,
-                                      buffer_size=config.num_read_buffer_bytes)
-    out_buffer = config.num_interleave_out_buffer_elements
-    return records.prefetch(out_buffer) if out_buffer > 1 else records
-
-
 def interleave(config: LoaderConfig, files: tf.data.Dataset,
-               per_file: Callable[[tf.Tensor], tf.data.Dataset]) -> tf.data.Dataset:
-    """Read several files at once; unshuffled loaders read files in order unless num_parallel_reads > 1."""
+               per_file: Callable[[dict], tf.data.Dataset]) -> tf.data.Dataset:
+    """Read several files at once; unshuffled loaders read files in order unless num_parallel_reads > 1.
+
+    ``per_file`` gets one element of :func:`file_names` (``{"file", "index"}``).
+    """
     cycle = _cycle(config)
     out_buffer = config.num_interleave_out_buffer_elements
 
-    def open_file(filename):
-        ds = per_file(filename)
+    def open_file(element):
+        ds = per_file(element)
         return ds.prefetch(out_buffer) if out_buffer > 1 else ds
 
     if cycle == 1:

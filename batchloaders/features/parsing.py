@@ -35,20 +35,53 @@ def storage_spec(feature: ManifestFeature):
     return tf.io.FixedLenFeature([size], stored)
 
 
-def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None) -> tf.Tensor:
+def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) -> tf.Tensor:
+    """Fail, naming the record, when a raw byte string does not hold exactly one value of the manifest's shape.
+
+    Without this, a wrong size surfaces as a reshape error naming no record, or
+    not at all when a later step slices the tensor (the optimizer drops the reshape).
+    """
+    expected = math.prod(feature.shape) * tf_dtype(feature.dtype).size
+    sizes = tf.strings.length(x)
+    wrong = tf.not_equal(sizes, expected)
+    if mask is not None:
+        wrong = tf.logical_and(wrong, mask)
+
+    def fail():
+        flat_wrong, flat_sizes = tf.reshape(wrong, [-1]), tf.reshape(sizes, [-1])
+        at = tf.argmax(tf.cast(flat_wrong, tf.int32), output_type=tf.int32)
+        if names is None:
+            record = tf.constant("a record")
+        else:
+            record = names[at // (tf.size(flat_wrong) // tf.maximum(tf.size(names), 1))]
+        where = "a step of feature list" if feature.var_len else "feature"
+        message = tf.strings.join([
+            record, f": {where} {feature.name} holds ", tf.strings.as_string(flat_sizes[at]),
+            f" bytes: the manifest says deserialize_type raw, dtype {feature.dtype}, shape {list(feature.shape)}, "
+            f"which takes {expected} bytes per byte string"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
+
+    return tf.cond(tf.reduce_any(wrong), fail, lambda: tf.constant(True))
+
+
+def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None) -> tf.Tensor:
     """Turn a parsed storage tensor into the manifest's dtype and shape.
 
     ``lead``: the number of leading axes to keep (1 for [B], 2 for [B, T]) or a
-    tensor of their sizes; ``lengths`` [B] marks the valid steps of a feature list.
+    tensor of their sizes; ``lengths`` [B] marks the valid steps of a feature list;
+    ``names`` [B] names the records in errors.
     """
     dtype = tf_dtype(feature.dtype)
     shape = list(feature.shape)
     if feature.deserialize_type == "raw":
+        mask = tf.sequence_mask(lengths, tf.shape(x)[1]) if lengths is not None else None
+        with tf.control_dependencies([check_raw_sizes(x, feature, names, mask)]):
+            x = tf.identity(x)
         if lengths is not None:
             # Padded steps hold b"", which decode_raw cannot split into elements; give
             # them zero bytes of the right size (they are masked out later anyway).
             zero = b"\0" * (math.prod(shape) * dtype.size)
-            mask = tf.sequence_mask(lengths, tf.shape(x)[1])
             x = tf.where(mask, x, tf.constant(zero))
         # Raw bools are bytes: any byte but 0 is true (decode_raw to bool would copy bytes
         # such as 2 into bools, which C++ leaves undefined).
@@ -74,30 +107,32 @@ def _reshape(x: tf.Tensor, lead, shape: list[int]) -> tf.Tensor:
     return tf.reshape(x, tf.concat([lead, tf.constant(shape, tf.int32)], 0))
 
 
-def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, ManifestFeature]):
+def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, ManifestFeature], names=None):
     """Parse a [B] vector of serialized records.
 
-    Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
+    ``names`` [B] ('path: record N') makes TensorFlow's parse errors and our own
+    checks say which record of which file disagrees with the manifest. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
     lists padded to the batch maximum), ``lengths[to_name]`` is the [B] valid
     length of each feature list's first axis.
     """
     by_name = {f.name: f for f in selected.values()}
     values, lengths = {}, {}
     if not manifest.allow_var_len:
-        parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()})
+        parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()},
+                                     example_names=names)
         for to_name, f in selected.items():
-            values[to_name] = decode(parsed[f.name], f, 1)
+            values[to_name] = decode(parsed[f.name], f, 1, names=names)
         return values, lengths
     context = {n: storage_spec(f) for n, f in by_name.items() if not f.var_len}
     sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len}
     ctx, seq, seq_len = tf.io.parse_sequence_example(serialized, context_features=context or None,
-                                                     sequence_features=sequence or None)
+                                                     sequence_features=sequence or None, example_names=names)
     for to_name, f in selected.items():
         if f.var_len:
             x = seq[f.name]
             n = tf.cast(seq_len[f.name], tf.int64)
-            values[to_name] = decode(x, f, 2, n)
+            values[to_name] = decode(x, f, 2, n, names=names)
             lengths[to_name] = n
         else:
-            values[to_name] = decode(ctx[f.name], f, 1)
+            values[to_name] = decode(ctx[f.name], f, 1, names=names)
     return values, lengths

@@ -1,6 +1,6 @@
 """The compile template every loader shares.
 
-A loader supplies ``batches(config, input_context, batch_size)``: a dataset of
+A loader supplies ``batches(config, input_context, batch_size, reader)``: a dataset of
 ``{"values": ..., "lengths": ..., "extras": ...}`` dicts, each one batch. The
 template then builds secondary features, runs processing steps in order,
 pads, splits model inputs from targets and prefetches.
@@ -39,15 +39,15 @@ def _same(tensors):
     return tensors
 
 
-def source(loader, config: LoaderConfig, input_context, batch_size: int):
+def source(loader, config: LoaderConfig, input_context, batch_size: int, reader):
     """(dataset, decode): a loader's elements and the function turning one into a batch dict.
 
     A loader that can defer work into the compiler's single map stage (the
     independent loader defers parsing) defines ``source``; others give batches.
     """
     if hasattr(loader, "source"):
-        return loader.source(config, input_context, batch_size)
-    return loader.batches(config, input_context, batch_size), _same
+        return loader.source(config, input_context, batch_size, reader)
+    return loader.batches(config, input_context, batch_size, reader), _same
 
 
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,

@@ -36,21 +36,28 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
     names = list(lengths)
     table = tf.stack([lengths[n] for n in names], axis=1)  # [records, features]
     differs = tf.reduce_any(tf.not_equal(table, table[:, :1]), axis=1)
-    bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
-    detail = tf.strings.reduce_join(
-        [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
-        separator=", ")
-    message = tf.strings.join([
-        filename, ": record ", tf.strings.as_string(first_record + tf.cast(bad, tf.int64)),
-        ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): the "
-        "continuous_sequence loader concatenates records along that axis, so every selected feature needs "
-        "the same length in every record"])
-    return [tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [message], summarize=1)]
+
+    def fail():  # the message is built only when a record differs (blocks may be empty)
+        bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
+        detail = tf.strings.reduce_join(
+            [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
+            separator=", ")
+        message = tf.strings.join([
+            filename, ": record ", tf.strings.as_string(first_record + tf.cast(bad, tf.int64)),
+            ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): "
+            "the continuous_sequence loader concatenates records along that axis, so every selected feature "
+            "needs the same length in every record"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
+
+    return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
 def frames(serialized, first_record, filename, manifest, selected: dict) -> dict:
     """Parse a block of records and concatenate them along the first axis: {to_name: [steps, ...]}."""
-    values, lengths = parse_batch(serialized, manifest, selected)
+    names = tf.strings.join([filename, ": record ", tf.strings.as_string(
+        first_record + tf.range(tf.size(serialized, out_type=tf.int64)))])
+    values, lengths = parse_batch(serialized, manifest, selected, names=names)
     checks = _check_same_lengths(lengths, filename, first_record)
     out = {}
     with tf.control_dependencies(checks):
@@ -62,15 +69,15 @@ def frames(serialized, first_record, filename, manifest, selected: dict) -> dict
     return out
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int) -> tf.data.Dataset:
+def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
 
-    def file_blocks(filename):
-        blocks = sources.read_records(config, filename).batch(per_block).enumerate()
+    def file_blocks(filename, index):
+        blocks = reader.blocks(filename, index, per_block)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
-        return blocks.map(lambda i, serialized: frames(serialized, i * per_block, filename, manifest, selected),
+        return blocks.map(lambda b: frames(b["serialized"], b["first"], filename, manifest, selected),
                           num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):

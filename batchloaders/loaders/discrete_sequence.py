@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
 
 
-def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | None) -> dict:
+def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | None, names=None) -> dict:
     """Parse the records of consecutive windows and build them.
 
     ``serialized`` [m] holds the records of the windows back to back and
     ``counts`` [n] how many records each window takes (sum m). Returns
     ``{"values", "lengths", "extras"}`` with a leading window axis [n].
     """
-    values, lengths = parse_batch(serialized, manifest, selected)
+    values, lengths = parse_batch(serialized, manifest, selected, names=names)
     records = tf.size(serialized, out_type=tf.int64)
     width = fixed_count if fixed_count is not None else tf.reduce_max(counts)
     slot = tf.range(width, dtype=tf.int64)[None, :]
@@ -62,18 +61,22 @@ def records_per_block(config: LoaderConfig) -> int:
     return max(SERIALIZED_RECORDS_PER_BLOCK, 2 * config.max_window)
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int) -> tf.data.Dataset:
+def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config)
     fixed_count = config.min_window if config.min_window == config.max_window else None
 
-    def file_blocks(filename):
-        return sources.read_records(config, filename).batch(per_block).map(lambda s: {"serialized": s})
+    def file_blocks(filename, index):
+        def numbered(block):
+            return {"serialized": block["serialized"],
+                    "record": block["first"] + tf.range(tf.size(block["serialized"], out_type=tf.int64))}
+        return reader.blocks(filename, index, per_block).map(numbered)
 
     def make_windows(element):
         starts, counts = element["starts"], element["lens"]
-        used = element["buffer"]["serialized"][starts[0]:starts[-1] + counts[-1]]
-        return assemble(used, counts, manifest, selected, fixed_count)
+        used = slice(starts[0], starts[-1] + counts[-1])
+        names = reader.record_names(element["file"], element["buffer"]["record"][used])
+        return assemble(element["buffer"]["serialized"][used], counts, manifest, selected, fixed_count, names)
 
     return windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
                                   make_windows=make_windows, max_offset=config.max_window, unit="records")

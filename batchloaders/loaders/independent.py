@@ -14,13 +14,13 @@ from batchloaders.spec.model import LoaderConfig
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def source(config: LoaderConfig, input_context, batch_size: int):
+def source(config: LoaderConfig, input_context, batch_size: int, reader):
     """Batches of serialized records and the function that parses one.
 
     The compiler runs the parse in the same map as secondary features, steps
     and padding: one map stage per batch, as a hand-written pipeline would.
     """
-    records = sources.read_files(config, sources.file_names(config, input_context, repeat=False))
+    records = sources.read_files(config, reader, sources.file_names(config, input_context, repeat=False))
     if config.shuffle:
         records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                   reshuffle_each_iteration=True)
@@ -29,15 +29,16 @@ def source(config: LoaderConfig, input_context, batch_size: int):
     records = records.batch(batch_size, drop_remainder=drop)
     manifest, selected = config.dataset.manifest, config.selected
 
-    def parse(serialized):
-        values, lengths = parse_batch(serialized, manifest, selected)
+    def parse(records):
+        values, lengths = parse_batch(records["serialized"], manifest, selected,
+                                      names=reader.record_names(records["file"], records["record"]))
         return {"values": values, "lengths": lengths}
 
     return records, parse
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int) -> tf.data.Dataset:
+def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths"} dicts), as every loader provides."""
-    records, parse = source(config, input_context, batch_size)
+    records, parse = source(config, input_context, batch_size, reader)
     return records.map(parse, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)

@@ -126,7 +126,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     return marked.scan(initial, step)
 
 
-def guard_empty_passes(windows: tf.data.Dataset, shard_files: list[str], all_files: list[str],
+def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],
                        message: str) -> tf.data.Dataset:
     """Fail instead of hanging when a full pass over the files gives no window.
 
@@ -136,12 +136,9 @@ def guard_empty_passes(windows: tf.data.Dataset, shard_files: list[str], all_fil
     and ``fit`` would hang), so an InvalidArgumentError carrying ``message``
     and the longest file length is raised.
     """
-    first_index = {}
-    for i, name in enumerate(all_files):
-        first_index.setdefault(name, i)
     expected = [False] * len(all_files)
-    for name in shard_files:
-        expected[first_index[name]] = True
+    for i in shard:  # positions in all_files this input pipeline reads
+        expected[i] = True
     expected = tf.constant(expected)
     initial = (tf.zeros([len(all_files)], tf.bool), tf.constant(0, tf.int64))
 
@@ -166,37 +163,35 @@ def guard_empty_passes(windows: tf.data.Dataset, shard_files: list[str], all_fil
 
 
 def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
-                   file_blocks: Callable[[tf.Tensor], tf.data.Dataset],
+                   file_blocks: Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset],
                    make_windows: Callable[[dict], dict], max_offset: int, unit: str) -> tf.data.Dataset:
     """The dataset of window batches both sequence loaders return.
 
-    ``file_blocks(filename)`` yields a file's blocks (dicts of tensors sharing
+    ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
     their first axis); ``make_windows(element)`` turns one cut element into
     ``{"values", "lengths", "extras"}`` with a leading window axis.
     """
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
     all_files = list(config.dataset.files)
-    shard_files = all_files
+    shard = list(range(len(all_files)))
     if input_context is not None and input_context.num_input_pipelines > 1:
-        shard_files = all_files[input_context.input_pipeline_id::input_context.num_input_pipelines]
-    names = tf.constant(all_files)
+        shard = shard[input_context.input_pipeline_id::input_context.num_input_pipelines]
 
     # One epoch of files; the epoch is repeated after the window shuffle (below) so epochs never mix.
     # rerandomize_each_iteration gives every epoch new seeds, still reproducible from config.seed.
     seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
     files = tf.data.Dataset.zip((sources.file_names(config, input_context, repeat=False), seeds))
-    files = files.map(lambda name, seed: {"file": name, "seed": seed})
+    files = files.map(lambda name, seed: {**name, "seed": seed})
 
     def open_file(element):
-        index = tf.argmax(tf.cast(tf.equal(names, element["file"]), tf.int32), output_type=tf.int32)
-        cuts = stream(file_blocks(element["file"]), element["seed"], lo, hi, stride,
+        cuts = stream(file_blocks(element["file"], element["index"]), element["seed"], lo, hi, stride,
                       max_offset if config.shuffle else 0)
-        return cuts.map(lambda cut_: {**cut_, "file": index})
+        return cuts.map(lambda cut_: {**cut_, "file": element["index"]})
 
     cuts = sources.interleave(config, files, open_file)
-    cuts = guard_empty_passes(cuts, shard_files, all_files, (
-        f"{config.source}: $.args.min_window: a full pass over the {len(shard_files)} data file(s) gave no "
+    cuts = guard_empty_passes(cuts, shard, all_files, (
+        f"{config.source}: $.args.min_window: a full pass over the {len(shard)} data file(s) gave no "
         f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
         f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
         f"length); expected a smaller min_window or longer files"))

@@ -23,6 +23,9 @@ MAX_SHUFFLE_BUFFER = 2**24  # tf.data sets up every slot of a shuffle buffer fir
 MAX_COUNT = INT32_MAX  # epochs, interleave buffers, window lengths, strides
 MAX_SEED = INT64_MAX  # TensorFlow seeds are int64
 
+# Record accounting (a manifest's files): counts and sizes are int64 in TensorFlow.
+MAX_FILE_COUNT = INT64_MAX
+
 # Shapes (manifest features, const features, padding).
 MAX_DIM = INT32_MAX  # one axis
 MAX_RANK = 32  # axes of one tensor (TensorFlow allows 254; no real feature comes near)

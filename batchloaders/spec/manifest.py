@@ -6,7 +6,7 @@ import os
 from batchloaders.errors import ManifestError
 from batchloaders.spec.document import Document, load_file
 from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.spec.model import Manifest, ManifestFeature
+from batchloaders.spec.model import DataFile, Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
 
@@ -70,10 +70,34 @@ def manifest_from_document(doc: Document) -> Manifest:
             raw_len=1 if var_len else int(args.get("len", 1)))
         _check_record_size(feature, at, problem)
         features[name] = feature
+    files = _files(doc, data.get("files") if valid(("files",)) else None, problem)
     if problems:
         raise ManifestError(problems)
     return Manifest(path=doc.source, compression=data["compression"], allow_var_len=allow_var_len,
-                    features=features)
+                    features=features, files=files)
+
+
+def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
+    """The ``files`` entries by normalized absolute path; names must stay inside the manifest's directory."""
+    out: dict[str, DataFile] = {}
+    base = os.path.abspath(doc.base_dir)
+    for i, entry in enumerate(entries or ()):
+        at = ("files", i, "name")
+        name = entry["name"]
+        try:
+            path = os.path.normpath(os.path.join(base, name))
+        except ValueError as e:  # an embedded NUL
+            problem(at, f"found {name!r}, which is not a valid path ({e}): expected a path relative to {base}")
+            continue
+        if os.path.isabs(name) or os.path.relpath(path, base).split(os.sep)[0] == os.pardir:
+            problem(at, f"found {name!r}, outside the manifest's directory: expected a path relative to {base}")
+            continue
+        if path in out:
+            problem(at, f"found {name!r} a second time (first at line {out[path].line}): expected each file once")
+            continue
+        out[path] = DataFile(name=name, num_records=entry["num_records"], size_bytes=entry.get("size_bytes"),
+                             sha256=entry.get("sha256"), line=doc.line_of(("files", i)))
+    return out
 
 
 def _check_record_size(feature: ManifestFeature, at: tuple, problem) -> None:

@@ -6,6 +6,7 @@ resolved, every cross reference has been checked.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
@@ -42,11 +43,28 @@ class ManifestFeature:
 
 
 @dataclasses.dataclass(frozen=True)
+class DataFile:
+    """What the manifest records of one data file (its ``files`` entry)."""
+
+    name: str  # as written, relative to the manifest's directory
+    num_records: int
+    size_bytes: int | None = None
+    sha256: str | None = None
+    line: int | None = None  # of the entry in the manifest, for errors
+
+
+@dataclasses.dataclass(frozen=True)
 class Manifest:
     path: str
     compression: str | None
     allow_var_len: bool
     features: Mapping[str, ManifestFeature]
+    # Normalized absolute path -> entry, for every file the manifest's ``files`` lists.
+    files: Mapping[str, DataFile] = dataclasses.field(default_factory=dict)
+
+    def entry(self, path: str) -> DataFile | None:
+        """The ``files`` entry of data file ``path``, or None when the manifest does not list it."""
+        return self.files.get(os.path.normpath(os.path.abspath(path))) if self.files else None
 
     @property
     def tf_compression(self) -> str:
@@ -146,6 +164,7 @@ class LoaderConfig:
     max_window: int | None = None
     stride: int | None = None
     seed: int | None = None
+    on_corrupt: str = "fail"  # or "skip_file"
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
 
