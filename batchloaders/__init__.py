@@ -2,7 +2,8 @@
 
 Importing the package does not import TensorFlow; ``build_input_fn`` does, on first use.
 """
-from batchloaders.errors import BatchLoaderError, ConfigError, DataError, ManifestError, Problem
+from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, Problem, data_error_from,
+                                 data_errors)
 from batchloaders.spec.config import load_config
 from batchloaders.spec.manifest import load_manifest
 
@@ -20,4 +21,5 @@ def build_input_fn(config, *, model=None):
 
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "Problem", "build_input_fn",
+           "data_error_from", "data_errors",
            "load_config", "load_manifest", "__version__"]

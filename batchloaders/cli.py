@@ -8,11 +8,25 @@ importing TensorFlow, so it runs fast in CI and pre-commit hooks::
     configs/typo.yaml: $.args.tagret_batch_size: unknown key 'tagret_batch_size' (did you mean ...) (line 6)
 
 Every file is checked; a last line counts the invalid ones. Exit status: 0 when every
-file is valid, 1 when any is not, 2 on a usage error.
+file is valid, 1 when any is not, 2 on a usage error. ``validate --data`` then runs
+check-data on every valid config (this imports TensorFlow).
 
 ``batchloaders describe CONFIG`` prints what a config compiles to (tensors,
 padding, parsing path); ``batchloaders bench CONFIG`` runs it and prints its
-throughput. Both import TensorFlow; validate never does.
+throughput.
+
+Commands that read data files (:mod:`batchloaders.tools`), each printing one line per
+problem, path first, and exiting 1 when there is any:
+
+* ``batchloaders check-data CONFIG [--records N]``: the first N records (default 8) of
+  every data file against every feature of the manifest, in seconds;
+* ``batchloaders verify CONFIG|DIR``: every data file read whole: damaged frames, cut
+  files and streams, appended bytes, counts, sizes and checksums against the manifest's
+  ``files``, every record against the features, unlisted and missing files;
+* ``batchloaders manifest DIR``: writes or updates ``DIR/__manifest__.json`` with every
+  file's record count, size and SHA-256, inferring the features when none are declared.
+
+All but validate (without --data) import TensorFlow, inside the command.
 """
 from __future__ import annotations
 
@@ -68,8 +82,11 @@ def validate_file(path: str) -> list[str]:
     return []
 
 
-def validate(paths: Sequence[str], out: TextIO | None = None) -> int:
-    """Check every file (directories non-recursively), print one line per problem, return the exit code."""
+def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False) -> int:
+    """Check every file (directories non-recursively), print one line per problem, return the exit code.
+
+    ``data``: then run check-data on every valid config (this imports TensorFlow).
+    """
     out = out or sys.stdout
     try:
         files = expand(paths)
@@ -77,21 +94,37 @@ def validate(paths: Sequence[str], out: TextIO | None = None) -> int:
         print(f"batchloaders validate: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     invalid = problems = 0
+    valid_configs = []
     for path in files:  # every file is checked, whatever the ones before it held
         lines = validate_file(path)
         for line in lines or [f"OK {path}"]:
             print(line, file=out)
         invalid += bool(lines)
         problems += len(lines)
+        if not lines and not is_manifest(path):
+            valid_configs.append(path)
+    status = EXIT_OK
     if invalid:
         print(f"{invalid} of {len(files)} file{'s' * (len(files) != 1)} invalid ({problems} "
               f"problem{'s' * (problems != 1)})", file=out)
-        return EXIT_INVALID
-    return EXIT_OK
+        status = EXIT_INVALID
+    if data and valid_configs:
+        _quiet_tensorflow()
+        from batchloaders.tools import check_data
+
+        for path in valid_configs:
+            print(f"data of {path}:", file=out)
+            try:
+                status = max(status, check_data.run(path, out=out))
+            except BatchLoaderError as error:  # the data changed since the config was checked
+                for line in str(error).splitlines():
+                    print(line, file=out)
+                status = EXIT_INVALID
+    return status
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    return validate(args.paths)
+    return validate(args.paths, data=args.data)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                     ".json). Directories are searched non-recursively. Prints one line per problem and "
                     "'OK PATH' per valid file; exits 1 if any file is invalid.")
     check.add_argument("paths", nargs="+", metavar="PATH", help="a file, or a directory of files")
+    check.add_argument("--data", action="store_true",
+                       help="then check the first records of the data files of every valid config, as check-data "
+                            "does (imports TensorFlow)")
     check.set_defaults(run=_run_validate)
 
     # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
@@ -128,6 +164,40 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seconds", type=_positive(float), default=20.0, metavar="S",
                        help="stop after S seconds (default 20)")
     bench.set_defaults(run=_run_bench)
+
+    data = commands.add_parser(
+        "check-data", help="check the first records of every data file against the manifest",
+        description="Read the first --records records of every data file of the config's dataset and check "
+                    "them against every feature of the manifest: present, stored in the right list type, with "
+                    "the number of values (raw: bytes) the shape gives, as context features or feature lists "
+                    "as var_len says, Examples or SequenceExamples as allow_var_len says; and each file's "
+                    "first bytes: TFRecord, compressed as the manifest says. Prints one line per problem and "
+                    "'OK PATH' per good file; exits 1 if any file has problems.")
+    data.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    data.add_argument("--records", type=_positive(int), default=8, metavar="N",
+                      help="records to check at the start of each file (default 8)")
+    data.set_defaults(run=_run_check_data)
+
+    verify = commands.add_parser(
+        "verify", help="re-read every data file whole and check it against the manifest",
+        description="Read every data file whole (progress on stderr) and report damaged records, files cut "
+                    "inside a record or at a record boundary, cut or unfinished GZIP/ZLIB streams, appended "
+                    "bytes, record counts, sizes and SHA-256 that differ from the manifest's files entries, "
+                    "records that disagree with the manifest's features, and files the manifest does not list "
+                    "or lists but are missing. Exits 1 if any file has problems.")
+    verify.add_argument("target", metavar="CONFIG|DIR",
+                        help="a loader config, or a dataset directory holding __manifest__.json")
+    verify.set_defaults(run=_run_verify)
+
+    manifest = commands.add_parser(
+        "manifest", help="write or update a dataset directory's __manifest__.json",
+        description="Read every data file under DIR whole (progress on stderr) and write DIR/__manifest__.json "
+                    "with each file's name, num_records, size_bytes and sha256. Keys an existing manifest holds "
+                    "are kept; when it declares no features (or there is none), the features, allow_var_len "
+                    "and compression are inferred from the records. Refuses to write when a file is damaged. "
+                    "Exits 1 on any problem.")
+    manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
+    manifest.set_defaults(run=_run_manifest)
     return parser
 
 
@@ -167,6 +237,38 @@ def _run_bench(args: argparse.Namespace) -> int:
     except bench.FAILURES as error:
         return _fail("bench", error)
     return EXIT_OK
+
+
+def _quiet_tensorflow() -> None:
+    """Keep TensorFlow's C++ start-up messages out of a command's output (unless the user asks for them)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _run_check_data(args: argparse.Namespace) -> int:
+    _quiet_tensorflow()
+    from batchloaders.tools import check_data
+
+    try:
+        return check_data.run(args.config, records=args.records, out=sys.stdout)
+    except BatchLoaderError as error:
+        return _fail("check-data", error)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    _quiet_tensorflow()
+    from batchloaders.tools import verify
+
+    try:
+        return verify.run(args.target, out=sys.stdout, err=sys.stderr)
+    except BatchLoaderError as error:
+        return _fail("verify", error)
+
+
+def _run_manifest(args: argparse.Namespace) -> int:
+    _quiet_tensorflow()
+    from batchloaders.tools import write_manifest
+
+    return write_manifest.run(args.directory, out=sys.stdout, err=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,9 +6,11 @@ in one pass instead of one per run.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
-from typing import Iterable, Sequence
+import re
+from typing import Iterable, Iterator, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,54 @@ class ManifestError(BatchLoaderError):
 
 class DataError(BatchLoaderError):
     """The records in the data files disagree with the manifest or the config."""
+
+
+# What the pipeline's own checks (integrity.py, parsing.py) and TensorFlow's parse errors say, once
+# the record names the parse calls get ('path: record N') are in them.
+_ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)
+_PARSE_NAME = re.compile(r"Name: (?P<file>.*?): record (?P<record>\d+), (?P<text>.*?)(?: \[Op:|\n|$)", re.S)
+_DATA_ERROR = re.compile(r"^(?P<file>.*?): (?P<where>batchloaders data error at byte \d+[^:]*|record \d+): (?P<text>.*)$",
+                         re.S)
+
+
+def data_error_from(error: BaseException) -> "DataError | None":
+    """The DataError a TensorFlow error raised while a dataset ran stands for, or None if it is not a data error.
+
+    TensorFlow errors raised inside a running tf.data pipeline cannot be of our
+    classes; their messages start (after TensorFlow's own prefix) with the data
+    file's path. This turns them back into a DataError naming file, record and problem.
+    """
+    message = getattr(error, "message", None)
+    if not isinstance(message, str) or not type(error).__module__.startswith("tensorflow"):
+        return None
+    found = _ASSERTION.search(message)
+    if found:
+        data = _DATA_ERROR.match(found.group("text").replace("\\'", "'"))
+        if data:
+            return DataError(Problem(data.group("file"), data.group("where"), data.group("text").strip()))
+        return None
+    found = _PARSE_NAME.search(message)
+    if found:
+        text = " ".join(found.group("text").split())
+        return DataError(Problem(found.group("file"), f"record {found.group('record')}",
+                                 f"the record disagrees with the manifest: {text}"))
+    return None
+
+
+@contextlib.contextmanager
+def data_errors() -> Iterator[None]:
+    """Raise data errors of a running pipeline as :class:`DataError`, which names the file and record.
+
+    >>> with batchloaders.data_errors():
+    ...     model.fit(input_fn(), epochs=3)
+    """
+    try:
+        yield
+    except Exception as error:
+        converted = data_error_from(error)
+        if converted is None:
+            raise
+        raise converted from error
 
 
 def json_path(parts: Iterable[str | int]) -> str:

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
+from batchloaders.spec.accounting import expected_batches
 from batchloaders.spec.config import load_config
 from batchloaders.spec.model import LoaderConfig
 
@@ -44,6 +45,20 @@ def _packer(kind: str, names: list[str]):
     if kind == "list":
         return lambda tensors: tuple(tensors[n] for n in names)  # tf.data would stack a list
     return lambda tensors: tensors
+
+
+def _shard(config: LoaderConfig, input_context) -> list[int]:
+    """Positions in config.dataset.files this input pipeline reads; ConfigError when it would read none."""
+    files = len(config.dataset.files)
+    if input_context is None or input_context.num_input_pipelines <= 1:
+        return list(range(files))
+    pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if pipelines > files:
+        raise ConfigError(Problem(config.source, config.dataset.json_path, (
+            f"the dataset has {files} data file(s), but the job runs {pipelines} input pipelines and each reads "
+            f"its own share of the files: pipeline(s) {files}..{pipelines - 1} would read no file and give no "
+            f"batch; expected at least {pipelines} data files (split the data into more files)")))
+    return list(range(files))[pipeline::pipelines]
 
 
 def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=None) -> Callable[..., tf.data.Dataset]:
@@ -99,8 +114,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         if input_context is not None and input_context.num_replicas_in_sync > 1:
             # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
             batch_size = input_context.get_per_replica_batch_size(batch_size)
+        shard = _shard(loader_config, input_context)
+        reader.refresh()
         elements, decode = base.source(loader, loader_config, input_context, batch_size, reader)
-        return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode)
+        return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
+                                    cardinality=expected_batches(loader_config, shard, batch_size))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -192,6 +192,12 @@ class Reader:
         self.table = file_table(config)
         self.skipped = SkipCounter(self.table) if config.on_corrupt == "skip_file" else None
 
+    def refresh(self) -> None:
+        """Read the files' sizes again: each dataset built checks the files as they are when it is built."""
+        self.table = file_table(self.config)
+        if self.skipped is not None:
+            self.skipped.table = self.table
+
     def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int) -> tf.data.Dataset:
         return checked_blocks(self.config, self.table, filename, index, block, self.skipped)
 

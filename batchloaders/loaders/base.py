@@ -51,7 +51,9 @@ def source(loader, config: LoaderConfig, input_context, batch_size: int, reader)
 
 
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
-                    pack_inputs=_same, pack_targets=_same, decode=_same) -> tf.data.Dataset:
+                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None
+                    ) -> tf.data.Dataset:
+    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
 
     def to_model(element):
@@ -69,6 +71,9 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
     if config.epochs is None:
         # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
         ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    elif cardinality is not None:
+        # Keras then knows the steps per epoch. The end-of-file checks fail first if a count is off.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
     if config.num_prefetch is None:
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:

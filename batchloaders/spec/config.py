@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders.registry import SECONDARY, STEPS, CheckContext, load_builtin_types
 from batchloaders.spec import datasets
+from batchloaders.spec import accounting
 from batchloaders.spec.resources import check_resources
 from batchloaders.spec.document import Document, check_plain, load_file, parse_text
 from batchloaders.spec.model import (LoaderConfig, PadSpec, PrimaryFeature, SecondaryFeature, Step,
@@ -243,6 +244,9 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
     if not check.problems:
         check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check)
+    if not check.problems:  # the manifest's record counts, when it lists the files
+        check.problems.extend(accounting.size_problems(dataset))
+        accounting.empty_output_problems(args, loader_type, dataset, check)
 
     if check.problems:
         raise check.error()

@@ -1,0 +1,123 @@
+"""What a manifest's record counts (its ``files``) tell before any record is read.
+
+When the manifest lists every file a config reads, the number of records is
+known: configs that would yield no batch at all are refused when they are
+checked (naming why), and the independent loader's number of batches is
+known, so the dataset declares its cardinality. A listed file whose size on
+disk differs from the manifest's ``size_bytes`` changed after the manifest was
+written (cut, appended or replaced): that is reported before training starts.
+"""
+from __future__ import annotations
+
+import os
+
+from batchloaders.errors import Problem
+from batchloaders.spec.datasets import url_scheme
+from batchloaders.spec.model import Dataset, LoaderConfig, Manifest
+
+
+def record_counts(manifest: Manifest, files) -> list[int] | None:
+    """The manifest's num_records of each of ``files``, or None unless it lists every one."""
+    counts = []
+    for path in files:
+        entry = manifest.entry(path) if url_scheme(path) is None else None
+        if entry is None:
+            return None
+        counts.append(entry.num_records)
+    return counts
+
+
+def size_problems(dataset: Dataset) -> list[Problem]:
+    """Listed local files whose size differs from the manifest's size_bytes."""
+    manifest = dataset.manifest
+    index = {path: i for i, path in enumerate(manifest.files)}
+    problems = []
+    for path in dict.fromkeys(dataset.files):
+        entry = manifest.entry(path) if url_scheme(path) is None else None
+        if entry is None or entry.size_bytes is None:
+            continue
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue  # reported when the dataset is read
+        if size != entry.size_bytes:
+            i = index[os.path.normpath(os.path.abspath(path))]
+            problems.append(Problem(manifest.path, f"$.files[{i}].size_bytes", (
+                f"data file {path} is {size:,} bytes, but the manifest records {entry.size_bytes:,} bytes "
+                f"({entry.num_records:,} records): the file was cut, appended to or replaced after the manifest "
+                "was written; run `batchloaders verify` on the dataset to see what changed, and "
+                "`batchloaders manifest` on its directory to record it anew"), entry.line))
+    return problems
+
+
+def units_per_record(args: dict, loader_type: str, manifest: Manifest) -> int | None:
+    """Window units one record gives: 1 record (discrete), its fixed steps (continuous), or None (varies)."""
+    if loader_type == "discrete_sequence":
+        return 1
+    steps = set()
+    for p in args["primary_features"]:
+        feature = manifest.features.get(p["from_name"])
+        if feature is None or feature.steps_per_record is None:
+            return None
+        steps.add(feature.steps_per_record)
+    return steps.pop() if len(steps) == 1 else None
+
+
+def max_windows(units: int, lo: int, stride: int | None) -> int:
+    """The most windows a file of ``units`` units can give (every window min_window long, no offset)."""
+    if units < lo:
+        return 0
+    return (units - lo) // stride + 1 if stride else units // lo
+
+
+def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check) -> None:
+    """Report configs whose data, by the manifest's counts, give no batch at all."""
+    counts = record_counts(dataset.manifest, dataset.files)
+    if counts is None:
+        return
+    batch, epochs = args["target_batch_size"], args["epochs"]
+    drop = bool(args["drop_remainder"]) and epochs is not None
+    listed = f"the manifest {dataset.manifest.path} lists {sum(counts):,} records in the {len(counts)} data file(s)"
+    if sum(counts) == 0:
+        check(("args", "dataset"), f"{listed}: every data file is empty, so no batch would come out; expected "
+                                   "data files with records")
+        return
+    if loader_type == "independent":
+        if drop and epochs * sum(counts) < batch:
+            check(("args", "target_batch_size"), (
+                f"{listed}, {epochs * sum(counts):,} examples in {epochs} epoch(s), fewer than target_batch_size "
+                f"{batch} with drop_remainder true: no batch would come out; expected a target_batch_size of at "
+                f"most {epochs * sum(counts):,}, or drop_remainder false"))
+        return
+    per_record = units_per_record(args, loader_type, dataset.manifest)
+    if per_record is None:
+        return
+    unit = "records" if loader_type == "discrete_sequence" else "steps"
+    lo, stride = args["min_window"], args.get("stride") if loader_type == "continuous_sequence" else None
+    units = [n * per_record for n in counts]
+    if max(units) < lo:
+        check(("args", "min_window"), (
+            f"{listed}; the longest file holds {max(units):,} {unit}, fewer than min_window = {lo}: no window "
+            f"would come out; expected a min_window of at most {max(units):,}"))
+        return
+    most = sum(max_windows(u, lo, stride) for u in units)
+    if drop and epochs * most < batch:
+        check(("args", "target_batch_size"), (
+            f"{listed}, which give at most {most:,} windows of min_window = {lo} {unit} per epoch, "
+            f"{epochs * most:,} in {epochs} epoch(s), fewer than target_batch_size {batch} with drop_remainder "
+            f"true: no batch would come out; expected a smaller target_batch_size, or drop_remainder false"))
+
+
+def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int) -> int | None:
+    """Batches one input pipeline reading files ``shard`` gives, when the manifest's counts fix it.
+
+    Only the independent loader has a count fixed by its records (windows are
+    drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
+    """
+    if config.type != "independent" or config.epochs is None or config.on_corrupt != "fail":
+        return None
+    counts = record_counts(config.dataset.manifest, config.dataset.files)
+    if counts is None:
+        return None
+    total = config.epochs * sum(counts[i] for i in shard)
+    return total // batch_size if config.drop_remainder else -(-total // batch_size)

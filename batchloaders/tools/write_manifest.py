@@ -1,0 +1,227 @@
+"""``batchloaders manifest DIR``: write or update ``DIR/__manifest__.json`` from the data files under DIR.
+
+Every data file (``*.tfrecords``, found as a ``dir`` dataset finds them) is read
+whole, with a progress line on stderr, and listed in ``files`` with its
+name (relative to DIR, '/' between directories), ``num_records``,
+``size_bytes`` and ``sha256``. A damaged file (see :mod:`batchloaders.tools.verify`)
+stops the command: no manifest is written with counts that are wrong.
+
+The keys an existing manifest holds (``compression``, ``allow_var_len``,
+``features`` and any other) are kept. When it declares no features, or there
+is no manifest yet, the features are inferred from the first records of every
+file (:mod:`batchloaders.tools.infer`), along with ``allow_var_len``;
+``compression`` is told from the files' bytes when the manifest does not
+give it. The new manifest is checked as ``validate`` would before it
+replaces the old one (written to a temporary file, then renamed)::
+
+    $ batchloaders manifest data/mnist
+    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (int64 [784]), label (int64 [1])
+    wrote data/mnist/__manifest__.json: 2 files, 60,000 records, 47,040,000 bytes
+
+Exit status: 0 when the manifest was written, 1 otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Iterator, Sequence, TextIO
+
+from batchloaders.errors import BatchLoaderError, ManifestError
+from batchloaders.spec.datasets import DATA_SUFFIX, _walk
+from batchloaders.spec.document import load_file, parse_text
+from batchloaders.spec.manifest import MANIFEST_NAME, manifest_from_document
+from batchloaders.spec.model import COMPRESSIONS
+from batchloaders.tools.infer import SAMPLE_RECORDS, infer
+from batchloaders.tools.progress import Progress
+from batchloaders.tools.records import (ReadError, compression_name, count, read_records, scan_file, shown,
+                                        sniff)
+
+KEY_ORDER = ("compression", "allow_var_len", "features", "files")
+
+
+class Refused(Exception):
+    """The manifest cannot be written; the message (possibly several lines) says why."""
+
+
+def run(directory: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        lines = write(directory, err)
+    except (Refused, BatchLoaderError) as error:
+        for line in str(error).splitlines():
+            print(f"batchloaders manifest: error: {line}", file=err)
+        return 1
+    for line in lines:
+        print(line, file=out)
+    return 0
+
+
+def data_files(directory: str) -> list[str]:
+    """The data files under ``directory``, in the order a ``dir`` dataset reads them; Refused if there are none."""
+    try:
+        top = os.stat(directory)
+    except OSError as error:
+        raise Refused(f"{directory}: {error.strerror or error}: expected a dataset directory") from None
+    if not os.path.isdir(directory):
+        raise Refused(f"{directory} is not a directory: expected a dataset directory")
+    files, unreadable = _walk(directory, top)
+    if unreadable:
+        raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
+    if not files:
+        raise Refused(f"no *{DATA_SUFFIX} data file under {directory}")
+    return files
+
+
+def _existing(path: str) -> dict:
+    """The manifest already there as plain data, {} if there is none."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        data = load_file(path, ManifestError).data
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nfix or remove the existing manifest first") from None
+    if not isinstance(data, dict):
+        raise Refused(f"{shown(path)}: $: found a JSON {type(data).__name__}: expected an object; fix or remove "
+                      "the existing manifest first")
+    return data
+
+
+def _compression(files: Sequence[str], existing: dict) -> str | None:
+    """The manifest's compression if it gives one, else the one the files' bytes show."""
+    if "compression" in existing:
+        compression = existing["compression"]
+        if compression not in COMPRESSIONS:
+            raise Refused(f"the existing manifest says compression {json.dumps(compression)}: expected null, "
+                          "'zlib' or 'gzip'")
+        return compression
+    found: dict[str | None, str] = {}
+    for path in files:
+        kind = sniff(path)
+        if kind.kind == "other":
+            raise Refused(f"{shown(path)}: not a TFRecord file: {kind.detail}")
+        if kind.kind != "empty":
+            found.setdefault(kind.compression, path)
+    if len(found) > 1:
+        raise Refused("the data files are not all compressed alike: " + "; ".join(
+            f"{shown(path)} is {sniff(path).describe()}" for path in found.values()))
+    return next(iter(found), None)
+
+
+def _samples(files: Sequence[str], compression: str | None) -> Iterator[tuple[str, int, bytes]]:
+    for path in files:
+        try:
+            for index, _, serialized in read_records(path, compression, limit=SAMPLE_RECORDS):
+                yield path, index, serialized
+        except ReadError:
+            pass  # cannot happen after a clean scan, unless the file changed since
+
+
+def _feature_text(feature: dict) -> str:
+    shape = "[" + ", ".join(map(str, feature["shape"])) + "]"
+    return f"{feature['name']} ({feature['dtype']} {shape}{', feature list' if feature['var_len'] else ''})"
+
+
+def write(directory: str, err: TextIO) -> list[str]:
+    """Write the manifest; return the summary lines. Left-out features are reported on ``err``."""
+    files = data_files(directory)
+    manifest_path = os.path.join(directory, MANIFEST_NAME)
+    existing = _existing(manifest_path)
+    compression = _compression(files, existing)
+
+    progress = Progress("manifest", len(files), err)
+    entries, problems = [], []
+    try:
+        for path in files:
+            try:
+                scan = scan_file(path, compression, progress=progress)
+            except OSError as error:
+                problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
+                continue
+            finally:
+                progress.file_done()
+            problems += [f"{shown(path)}: {problem}" for problem in scan.problems]
+            name = os.path.relpath(path, directory).replace(os.sep, "/")
+            entries.append({"name": name, "num_records": scan.records, "size_bytes": scan.size,
+                            "sha256": scan.sha256})
+    finally:
+        progress.close()
+    if problems:
+        raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
+                                            "files (see `batchloaders verify`)"]))
+
+    summary = []
+    declared = existing.get("features")
+    features, allow_var_len = declared, existing.get("allow_var_len")
+    if not (isinstance(declared, list) and declared):
+        inferred = infer(_samples(files, compression))
+        for line in inferred.left_out:
+            print(f"batchloaders manifest: {line}", file=err)
+        if not inferred.features:
+            raise Refused(f"no feature could be inferred from the {count(inferred.records, 'record')} looked at "
+                          f"(the first {SAMPLE_RECORDS} of each file); declare the features in {manifest_path}")
+        features, allow_var_len = inferred.features, inferred.allow_var_len
+        kind = "tf.train.SequenceExample" if allow_var_len else "tf.train.Example"
+        summary.append(f"features inferred from {count(inferred.records, 'record')} of {count(len(files), 'file')} "
+                       f"({kind}, compression {compression_name(compression)}): "
+                       + ", ".join(_feature_text(f) for f in features))
+    else:
+        if allow_var_len is None:
+            allow_var_len = infer(_samples(files, compression)).allow_var_len
+        names = [f.get("name") if isinstance(f, dict) else "?" for f in features]
+        summary.append(f"features kept from the existing manifest: {', '.join(map(str, names))}")
+
+    data = {"compression": compression, "allow_var_len": allow_var_len, "features": features, "files": entries}
+    data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
+    text = to_json(data) + "\n"
+    try:  # what validate would say of it
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json"))
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nno manifest written: it would be invalid") from None
+    _replace(manifest_path, text)
+    records = sum(entry["num_records"] for entry in entries)
+    size = sum(entry["size_bytes"] for entry in entries)
+    summary.append(f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
+                   f"{count(size, 'byte')}")
+    return summary
+
+
+def to_json(value, level: int = 0) -> str:
+    """JSON indented by 2, with arrays of numbers and strings (shapes) kept on one line."""
+    inner, outer = "  " * (level + 1), "  " * level
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(key, ensure_ascii=False)}: {to_json(item, level + 1)}"
+                 for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + outer + "}"
+    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        return "[\n" + ",\n".join(inner + to_json(item, level + 1) for item in value) + "\n" + outer + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _replace(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(prefix=".__manifest__.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, _mode(path))
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def _mode(path: str) -> int:
+    """The permissions of the manifest being replaced, or those a new file gets under the umask."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -1,0 +1,285 @@
+"""The corruption matrix: damaged files and records that disagree with the manifest, for every loader.
+
+Each dataset has two files of 6 records. File A (``a.tfrecords``) is damaged
+as the case says, file B is intact. Record r of file f holds x = [c, c] and
+r = [c % 256, c % 256] (raw uint8) with c = 100 * f + r, so every delivered
+example says which record it came from. Every loader is set up so that one
+record makes one example (independent: batch 1; continuous: windows of the
+2 steps a record holds; discrete: windows of 1 record), unshuffled, with
+parallel reads off (files in order) and on (2 files interleaved).
+
+Expected outcome per case (see README, "Damaged data"):
+``good``: the records of file A delivered (A's own, before the damage), and
+what the check says: None (nothing noticed), or a substring of the error.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import struct
+
+import pytest
+
+import batchloaders
+from conftest import example, sequence_example, write_records
+
+RECORDS = 6
+A, B = 1, 2
+BAD = 3  # the record a damage hits
+
+
+def record(f: int, i: int, **change) -> bytes:
+    c = 100 * f + i
+    features = {"x": ("int", [c, c]), "r": ("string", [bytes([c % 256] * 2)])}
+    features.update(change)
+    return example(**{k: v for k, v in features.items() if v is not None})
+
+
+def offsets(records: list[bytes]) -> list[int]:
+    """Byte offset where each record's frame starts, then the file's end."""
+    out = [0]
+    for r in records:
+        out.append(out[-1] + len(r) + 16)
+    return out
+
+
+def flip(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1:]
+
+
+def framed(records):
+    """The bytes TFRecordWriter writes for ``records`` (written through TensorFlow to be exact)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = write_records(os.path.join(d, "x.tfrecords"), records)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+GOOD = [record(A, r) for r in range(RECORDS)]
+AT = offsets(GOOD)
+
+
+def damaged_bytes(case: str) -> tuple[bytes, str | None]:
+    """File A's bytes for ``case`` and the compression the manifest declares."""
+    data = framed(GOOD)
+    gz = gzip.compress(data)
+    return {
+        "intact": (data, None),
+        "truncated mid-payload": (data[:AT[BAD] + 12 + 5], None),
+        "truncated inside a header": (data[:AT[BAD] + 5], None),
+        "truncated at a boundary": (data[:AT[BAD]], None),
+        "flipped byte in length": (flip(data, AT[BAD] + 1), None),
+        "flipped byte in length checksum": (flip(data, AT[BAD] + 9), None),
+        "flipped byte in payload": (flip(data, AT[BAD] + 12 + 4), None),
+        "flipped byte in payload checksum": (flip(data, AT[BAD + 1] - 2), None),
+        "garbage appended": (data + b"not a record, just bytes", None),
+        "empty file": (b"", None),
+        "not a TFRecord file": (b"name,value\n" + b"a,1\n" * 40, None),
+        "GZIP read without compression": (gz, None),
+        "damaged GZIP": (gz[:len(gz) // 2] + bytes([gz[len(gz) // 2] ^ 0xFF]) + gz[len(gz) // 2 + 1:], "gzip"),
+        "GZIP missing its trailer": (gz[:-8], "gzip"),
+        "GZIP cut short": (gz[:20], "gzip"),
+    }[case]
+
+
+RECORD_CASES = {  # the BAD record of file A replaced; data that disagrees with the manifest
+    "record missing a feature": record(A, BAD, x=None),
+    "record with the wrong stored type": record(A, BAD, x=("float", [103.0, 103.0])),
+    "raw feature with the wrong byte length": record(A, BAD, r=("string", [b"\x67\x67\x67"])),
+    "shape that disagrees with the manifest": record(A, BAD, x=("int", [103, 103, 103])),
+    "SequenceExample read as Example": sequence_example({}, {"x": ("int", [[103], [103]])}),
+}
+
+# case -> (records of A delivered under fail, under skip_file, what the error or warning says).
+# None: read without any error or warning (with counts unknown): only verify can tell.
+FILE_CASES = {
+    "intact": (6, 6, None),
+    "truncated mid-payload": (3, 3, "after record 2"),
+    "truncated inside a header": (3, 3, "the rest is not a whole record"),
+    "truncated at a boundary": (3, 3, None),
+    "flipped byte in length": (3, 3, "frame or checksum is damaged"),
+    "flipped byte in length checksum": (3, 3, "frame or checksum is damaged"),
+    "flipped byte in payload": (3, 3, "frame or checksum is damaged"),
+    "flipped byte in payload checksum": (3, 3, "frame or checksum is damaged"),
+    "garbage appended": (6, 6, "after record 5"),
+    "empty file": (0, 0, None),
+    "not a TFRecord file": (0, 0, "before the first record"),
+    "GZIP read without compression": (0, 0, "before the first record"),
+    "damaged GZIP": (0, 0, "GZIP stream is damaged"),
+    "GZIP missing its trailer": (6, 6, "lacks its trailer"),
+    "GZIP cut short": (0, 0, "GZIP stream is damaged"),
+}
+# With the manifest's files listing num_records, a file that reads short says so.
+WITH_COUNTS = {"truncated at a boundary": "lists 6 records for this file, but 3 were read",
+               "empty file": "lists 6 records for this file, but 0 were read"}
+
+LOADERS = {
+    "independent": {"target_batch_size": 1},
+    "continuous_sequence": {"target_batch_size": 1, "min_window": 2, "max_window": 2},
+    "discrete_sequence": {"target_batch_size": 1, "min_window": 1, "max_window": 1},
+}
+
+
+def make_dataset(root, case: str, *, counts: bool = False) -> str:
+    """Write the dataset of ``case`` under root; return its directory."""
+    d = os.path.join(str(root), case.replace(" ", "_"))
+    os.makedirs(d, exist_ok=True)
+    compression = None
+    if case in RECORD_CASES:
+        records = list(GOOD)
+        records[BAD] = RECORD_CASES[case]
+        write_records(os.path.join(d, "a.tfrecords"), records)
+    else:
+        data, compression = damaged_bytes(case)
+        with open(os.path.join(d, "a.tfrecords"), "wb") as f:
+            f.write(data)
+    other = [record(B, r) for r in range(RECORDS)]
+    write_records(os.path.join(d, "b.tfrecords"), other, compression)
+    manifest = {"compression": compression, "allow_var_len": False, "features": [
+        {"name": "x", "dtype": "int64", "shape": [2], "deserialize_type": "int"},
+        {"name": "r", "dtype": "uint8", "shape": [2], "deserialize_type": "raw",
+         "deserialize_args": {"endian": "little"}}]}
+    if counts:
+        manifest["files"] = [{"name": "a.tfrecords", "num_records": RECORDS},
+                             {"name": "b.tfrecords", "num_records": RECORDS}]
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump(manifest, f)
+    return d
+
+
+def config(data_dir: str, loader: str, parallel: bool, on_corrupt: str) -> dict:
+    args = {"dataset": {"type": "dir", "args": {"data_dir": data_dir}}, "drop_remainder": False, "epochs": 1,
+            "num_parallel_reads": 2 if parallel else 1, "num_read_buffer_bytes": 0, "num_prefetch": -1,
+            "primary_features": [{"from_name": "x", "to_name": "x"}, {"from_name": "r", "to_name": "r"}],
+            "on_corrupt": on_corrupt, **LOADERS[loader]}
+    return {"type": loader, "model": {"inputs": ["x", "r"], "targets": []}, "args": args}
+
+
+def run(cfg: dict):
+    """(codes delivered, DataError or None, input_fn): every example's record code, in order."""
+    input_fn = batchloaders.build_input_fn(cfg)
+    codes, error = [], None
+    try:
+        with batchloaders.data_errors():
+            for batch in input_fn():
+                x, r = batch["x"].numpy().reshape(-1, 2), batch["r"].numpy().reshape(-1, 2)
+                for (c0, c1), (r0, r1) in zip(x.tolist(), r.tolist()):
+                    assert c0 == c1 and r0 == r1 == c0 % 256, (c0, c1, r0, r1)  # values stay whole
+                    codes.append(c0)
+    except batchloaders.DataError as e:
+        error = e
+    return codes, error, input_fn
+
+
+def a_codes(n: int) -> list[int]:
+    return [100 * A + r for r in range(n)]
+
+
+B_CODES = [100 * B + r for r in range(RECORDS)]
+MATRIX = [(case, loader, parallel) for case in FILE_CASES for loader in LOADERS for parallel in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corruption")
+    return {(case, counts): make_dataset(root / ("counts" if counts else "plain"), case, counts=counts)
+            for case in list(FILE_CASES) + list(RECORD_CASES) for counts in (False, True)}
+
+
+@pytest.mark.parametrize("case,loader,parallel", MATRIX,
+                         ids=[f"{c}-{l}-{'parallel' if p else 'serial'}" for c, l, p in MATRIX])
+def test_damaged_file_under_fail(datasets, case, loader, parallel):
+    delivered, _, says = FILE_CASES[case]
+    codes, error, _ = run(config(datasets[case, False], loader, parallel, "fail"))
+    assert [c for c in codes if c < 200] == a_codes(delivered)  # A's good records, in order, then the error
+    if says is None:
+        assert error is None
+        assert sorted(c for c in codes if c >= 200) == B_CODES
+        return
+    assert error is not None, f"{case}: no error"
+    problem = error.problems[0]
+    assert problem.file.endswith("a.tfrecords")
+    assert problem.path.startswith("batchloaders data error at byte ")
+    assert says in str(error)
+    if delivered:
+        assert f"after record {delivered - 1} " in problem.path
+    if not parallel:  # files in order: B is never reached
+        assert codes == a_codes(delivered)
+
+
+@pytest.mark.parametrize("case,loader,parallel", MATRIX,
+                         ids=[f"{c}-{l}-{'parallel' if p else 'serial'}" for c, l, p in MATRIX])
+def test_damaged_file_under_skip_file(datasets, capfd, case, loader, parallel):
+    _, delivered, says = FILE_CASES[case]
+    codes, error, input_fn = run(config(datasets[case, False], loader, parallel, "skip_file"))
+    assert error is None
+    assert sorted(codes) == a_codes(delivered) + B_CODES  # every good record, nothing twice
+    report = input_fn.skipped()
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "WARNING" in line and "a.tfrecords" in line]
+    if says is None:
+        assert report.files == {} and warnings == []
+        return
+    assert list(report.files) == [os.path.join(datasets[case, False], "a.tfrecords")]
+    assert report.files[os.path.join(datasets[case, False], "a.tfrecords")] == delivered
+    assert report.skipped_records is None  # counts unknown: the manifest lists no files
+    assert len(warnings) == 1 and says in warnings[0]
+    assert f"skipped the rest of the file ({delivered} records read from it)" in warnings[0]
+
+
+@pytest.mark.parametrize("case", sorted(WITH_COUNTS))
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_counts_catch_what_reads_cleanly(datasets, capfd, case, loader):
+    delivered = FILE_CASES[case][0]
+    codes, error, _ = run(config(datasets[case, True], loader, False, "fail"))
+    assert codes == a_codes(delivered)
+    assert error is not None and WITH_COUNTS[case] in str(error)
+    codes, error, input_fn = run(config(datasets[case, True], loader, True, "skip_file"))
+    assert error is None and sorted(codes) == a_codes(delivered) + B_CODES
+    report = input_fn.skipped()
+    assert report.skipped_files == 1 and report.skipped_records == RECORDS - delivered
+
+
+RECORD_MATRIX = [(case, loader, parallel, policy) for case in RECORD_CASES for loader in LOADERS
+                 for parallel in (False, True) for policy in ("fail", "skip_file")]
+
+
+@pytest.mark.parametrize("case,loader,parallel,policy", RECORD_MATRIX,
+                         ids=[f"{c}-{l}-{'parallel' if p else 'serial'}-{o}" for c, l, p, o in RECORD_MATRIX])
+def test_records_that_disagree_with_the_manifest_always_fail(datasets, case, loader, parallel, policy):
+    codes, error, _ = run(config(datasets[case, False], loader, parallel, policy))
+    assert error is not None, "never skipped"
+    problem = error.problems[0]
+    assert problem.file.endswith("a.tfrecords") and problem.path == f"record {BAD}"
+    assert ("x" in problem.message) or ("r" in problem.message)
+    a_seen = [c for c in codes if c < 200]
+    assert a_seen == a_codes(len(a_seen)) and len(a_seen) <= BAD  # nothing from the bad record on
+    if loader == "independent":  # one record per batch: every record before the bad one is delivered
+        assert a_seen == a_codes(BAD)
+
+
+def test_raw_length_error_says_what_the_manifest_expects(datasets):
+    _, error, _ = run(config(datasets["raw feature with the wrong byte length", False], "independent", False,
+                             "fail"))
+    assert str(error) == (f"{os.path.join(datasets['raw feature with the wrong byte length', False], 'a.tfrecords')}"
+                          ": record 3: feature r holds 3 bytes: the manifest says deserialize_type raw, dtype uint8, "
+                          "shape [2], which takes 2 bytes per byte string")
+
+
+def test_gzip_sizes_are_taken_from_the_trailer(tmp_path):
+    """The trailer check reads ISIZE; an intact GZIP dataset passes it (no false alarm)."""
+    d = make_dataset(tmp_path, "intact")
+    for name in ("a.tfrecords", "b.tfrecords"):
+        path = os.path.join(d, name)
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data))
+        assert struct.unpack("<I", gzip.compress(data)[-4:])[0] == len(data)
+    manifest = json.load(open(os.path.join(d, "__manifest__.json")))
+    manifest["compression"] = "gzip"
+    json.dump(manifest, open(os.path.join(d, "__manifest__.json"), "w"))
+    codes, error, _ = run(config(d, "independent", False, "fail"))
+    assert error is None and codes == a_codes(RECORDS) + B_CODES
