@@ -31,6 +31,7 @@ All but validate (without --data) import TensorFlow, inside the command.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Callable, Sequence, TextIO
@@ -176,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
     data.add_argument("--records", type=_positive(int), default=8, metavar="N",
                       help="records to check at the start of each file (default 8)")
-    data.set_defaults(run=_run_check_data)
+    data.set_defaults(run=_tool("check-data", "check_data",
+                                lambda tool, args: tool.run(args.config, records=args.records, out=sys.stdout)))
 
     verify = commands.add_parser(
         "verify", help="re-read every data file whole and check it against the manifest",
@@ -187,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "or lists but are missing. Exits 1 if any file has problems.")
     verify.add_argument("target", metavar="CONFIG|DIR",
                         help="a loader config, or a dataset directory holding __manifest__.json")
-    verify.set_defaults(run=_run_verify)
+    verify.set_defaults(run=_tool("verify", "verify",
+                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
 
     manifest = commands.add_parser(
         "manifest", help="write or update a dataset directory's __manifest__.json",
@@ -197,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "and compression are inferred from the records. Refuses to write when a file is damaged. "
                     "Exits 1 on any problem.")
     manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
-    manifest.set_defaults(run=_run_manifest)
+    manifest.set_defaults(run=_tool("manifest", "write_manifest",
+                                    lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
     return parser
 
 
@@ -240,35 +244,23 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 
 def _quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ start-up messages out of a command's output (unless the user asks for them)."""
+    """Keep TensorFlow's C++ info and warning logs out of a command's output, unless the user set the level."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _run_check_data(args: argparse.Namespace) -> int:
-    _quiet_tensorflow()
-    from batchloaders.tools import check_data
+def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Namespace], int]:
+    """The run function of a command of :mod:`batchloaders.tools`: ``call(module, args)`` -> exit status.
 
-    try:
-        return check_data.run(args.config, records=args.records, out=sys.stdout)
-    except BatchLoaderError as error:
-        return _fail("check-data", error)
-
-
-def _run_verify(args: argparse.Namespace) -> int:
-    _quiet_tensorflow()
-    from batchloaders.tools import verify
-
-    try:
-        return verify.run(args.target, out=sys.stdout, err=sys.stderr)
-    except BatchLoaderError as error:
-        return _fail("verify", error)
-
-
-def _run_manifest(args: argparse.Namespace) -> int:
-    _quiet_tensorflow()
-    from batchloaders.tools import write_manifest
-
-    return write_manifest.run(args.directory, out=sys.stdout, err=sys.stderr)
+    The module (and TensorFlow with it) is imported only when the command runs.
+    """
+    def run(args: argparse.Namespace) -> int:
+        _quiet_tensorflow()
+        tool = importlib.import_module(f"batchloaders.tools.{module}")
+        try:
+            return call(tool, args)
+        except BatchLoaderError as error:
+            return _fail(command, error)
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> None:

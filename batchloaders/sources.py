@@ -95,25 +95,45 @@ def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Da
     return elements.repeat(config.epochs)
 
 
-# Records are read in blocks of this many, which the end-of-file check (integrity.py) walks one
-# block at a time; the independent loader unbatches them again.
-RECORDS_PER_BLOCK = 256
+# Records are read in blocks, which the end-of-file check (integrity.py) walks one block at a
+# time; each block costs a fixed ~0.1 ms, so blocks hold up to 1024 records, fewer when records
+# are large (a block of every open file is held in memory).
+MAX_RECORDS_PER_BLOCK = 1024
+MIN_RECORDS_PER_BLOCK = 16
+BLOCK_BYTES = 8 * 2**20
 
 
-def read_files(config: LoaderConfig, reader, files: tf.data.Dataset) -> tf.data.Dataset:
+def records_per_block(config: LoaderConfig) -> int:
+    """Records per block for the independent loader, from the manifest's estimate of a record's size."""
+    from batchloaders.spec.limits import ITEM_BYTES, elements
+
+    record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
+    return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // max(record, 1)))
+
+
+def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 
     ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
-    errors. Each file is read on its own so that ``reader`` can check where it ends.
+    errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
+    blocks of records, or single records with ``unbatch`` (for shuffling or interleaving records).
     """
+    block = records_per_block(config)
+
     def per_file(element):
-        def numbered(block):
-            count = tf.size(block["serialized"], out_type=tf.int64)
-            return {"serialized": block["serialized"], "file": tf.fill([count], element["index"]),
-                    "record": block["first"] + tf.range(count)}
-        return reader.blocks(element["file"], element["index"], RECORDS_PER_BLOCK).map(numbered).unbatch()
+        def numbered(b):
+            count = tf.size(b["serialized"], out_type=tf.int64)
+            return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]),
+                    "record": b["first"] + tf.range(count)}
+        blocks = reader.blocks(element["file"], element["index"], block).map(numbered)
+        return blocks.unbatch() if unbatch else blocks
 
     return interleave(config, files, per_file)
+
+
+def reads_in_blocks(config: LoaderConfig) -> bool:
+    """Whether records may stay in blocks up to batching: unshuffled and one file at a time."""
+    return not config.shuffle and _cycle(config) == 1
 
 
 def _cycle(config: LoaderConfig) -> int:

@@ -20,13 +20,18 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader):
     The compiler runs the parse in the same map as secondary features, steps
     and padding: one map stage per batch, as a hand-written pipeline would.
     """
-    records = sources.read_files(config, reader, sources.file_names(config, input_context, repeat=False))
-    if config.shuffle:
-        records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
-                                  reshuffle_each_iteration=True)
-    records = sources.repeat_epochs(config, records)
+    files = sources.file_names(config, input_context, repeat=False)
     drop = config.drop_remainder or config.epochs is None
-    records = records.batch(batch_size, drop_remainder=drop)
+    if sources.reads_in_blocks(config):
+        # Blocks of one file after another: rebatch cuts them into batches without a step per record.
+        blocks = sources.read_blocks(config, reader, files, unbatch=False)
+        records = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+    else:
+        records = sources.read_blocks(config, reader, files, unbatch=True)
+        if config.shuffle:
+            records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
+                                      reshuffle_each_iteration=True)
+        records = sources.repeat_epochs(config, records).batch(batch_size, drop_remainder=drop)
     manifest, selected = config.dataset.manifest, config.selected
 
     def parse(records):

@@ -8,10 +8,12 @@ number of values the manifest's shape gives (byte strings of the right size
 for raw), as a context feature or a feature list as var_len says, in
 Examples or SequenceExamples as allow_var_len says. Before any record, the
 file's first bytes must be TFRecord, compressed as the manifest says. An
-empty file is fine here; ``batchloaders verify`` reads files whole::
+empty file is fine here; ``batchloaders verify`` reads files whole. A problem
+is one line (wrapped here)::
 
     $ batchloaders check-data configs/mnist.yaml
-    data/part-0.tfrecords: record 0: feature 'x': the manifest says float (float_list) of shape [4] (4 values), found an int64_list of 3 values (also in 7 more records: 1-7)
+    data/part-0.tfrecords: record 0: feature 'x': the manifest says float (float_list) of shape [4]
+        (4 values), found an int64_list of 3 values (also in 7 more records: 1-7)
     OK data/part-1.tfrecords (8 records checked)
     1 of 2 files have problems
 

@@ -138,8 +138,9 @@ def sniff_bytes(head: bytes) -> Sniffed:
         return Sniffed("other", f"it is {count(len(head), 'byte')}, shorter than one record header "
                                 f"({HEADER_BYTES} bytes), and not a GZIP or ZLIB stream")
     else:
-        return Sniffed("other", f"its first bytes, {_first_bytes(head)}, are neither a TFRecord record header (with its "
-                                "checksum) nor the start of a GZIP or ZLIB stream")
+        return Sniffed("other", f"its first bytes, {_first_bytes(head)}, are neither a TFRecord record header "
+                                "(with its checksum) nor the start of a GZIP or ZLIB stream (or the first record's "
+                                "header is damaged)")
     # A compressed stream: its content must be TFRecord too.
     stream = zlib.decompressobj(31 if kind == "gzip" else 15)
     try:
@@ -321,14 +322,14 @@ def scan_file(path: str, compression: str | None, *, manifest: Manifest | None =
             if progress is not None and scan.records % BLOCK == 0:
                 progress.advance(records=BLOCK)
     except ReadError as error:
-        scan.problems.append(read_problem(error, compression))
+        damage = [read_problem(error, compression)]
     else:
-        scan.problems.extend(_end_problems(scan, stream, consumed))
+        damage = _end_problems(scan, stream, consumed)
     finally:
         if progress is not None:
             progress.advance(records=scan.records % BLOCK)
-    scan.complete = not scan.problems
-    scan.problems.extend(records.lines())
+    scan.complete = not damage
+    scan.problems = records.lines() + damage  # in the order of the records they concern
     return scan
 
 

@@ -44,20 +44,23 @@ from batchloaders.tools.records import Scan, count, scan_file, shown, tf_message
 HASH_SHOWN = 12  # hex digits of a SHA-256 a message shows
 
 
-def target_files(target: str) -> tuple[Manifest, list[str]]:
-    """The manifest and data files a DIR or CONFIG argument names; raise BatchLoaderError."""
+def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
+    """The manifest and data files a DIR or CONFIG argument names, and the paths under DIR that cannot be read.
+
+    Raises BatchLoaderError when the manifest or config is invalid.
+    """
     if os.path.isdir(target):
         manifest = load_manifest(os.path.join(target, MANIFEST_NAME))
         files, unreadable = _walk(target, os.stat(target))
-        return manifest, files  # unreadable entries: every listed one is reported missing or read
+        return manifest, files, [f"{shown(target)}: {problem}" for problem in unreadable]
     dataset = load_dataset(target)
-    return dataset.manifest, list(dataset.files)
+    return dataset.manifest, list(dataset.files), []
 
 
 def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Verify a dataset directory or a config's dataset; raise BatchLoaderError if the manifest or config is invalid."""
-    manifest, files = target_files(target)
-    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr)
+    manifest, files, unreadable = target_files(target)
+    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable)
 
 
 def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
@@ -80,8 +83,12 @@ def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
     return problems
 
 
-def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO) -> int:
-    """Read every file whole, print a line per problem (or OK) and a summary; return the exit status."""
+def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO,
+                 unreadable: Sequence[str] = ()) -> int:
+    """Read every file whole, print a line per problem (or OK) and a summary; return the exit status.
+
+    ``unreadable``: lines for paths that look like data files but cannot be read, each counted as a file.
+    """
     progress = Progress("verify", len(files), err)
     where = shown(manifest.path)
     bad = 0
@@ -117,5 +124,8 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
                            f"{count(entry.num_records, 'record')}", out)
     finally:
         progress.close()
-    print(summary(bad + len(missing), len(files) + len(missing)), file=out)
-    return 1 if bad or missing else 0
+    for line in unreadable:
+        print(line, file=out)
+    bad += len(missing) + len(unreadable)
+    print(summary(bad, len(files) + len(missing) + len(unreadable)), file=out)
+    return 1 if bad else 0

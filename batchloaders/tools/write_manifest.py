@@ -12,10 +12,12 @@ is no manifest yet, the features are inferred from the first records of every
 file (:mod:`batchloaders.tools.infer`), along with ``allow_var_len``;
 ``compression`` is told from the files' bytes when the manifest does not
 give it. The new manifest is checked as ``validate`` would before it
-replaces the old one (written to a temporary file, then renamed)::
+replaces the old one (written to a temporary file, then renamed). The summary
+is two lines (the first wrapped here)::
 
     $ batchloaders manifest data/mnist
-    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (int64 [784]), label (int64 [1])
+    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (int64 [784]),
+        label (int64 [1])
     wrote data/mnist/__manifest__.json: 2 files, 60,000 records, 47,040,000 bytes
 
 Exit status: 0 when the manifest was written, 1 otherwise.
