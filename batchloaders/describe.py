@@ -135,6 +135,29 @@ def reading_line(config: LoaderConfig) -> str:
     return "reading: one file at a time, in order" if parallel == 1 else f"reading: {parallel} files at a time"
 
 
+def records_line(config: LoaderConfig) -> str:
+    """What the manifest's files[] says of the record count, and what follows from it."""
+    from batchloaders.spec.accounting import expected_batches, record_counts
+
+    counts = record_counts(config.dataset.manifest, config.dataset.files)
+    if counts is None:
+        listed = sum(config.dataset.manifest.entry(f) is not None for f in config.dataset.files)
+        return (f"records: unknown ({listed} of {len(counts or config.dataset.files)} data files listed with "
+                "num_records in the manifest; `batchloaders manifest DIR` records them)")
+    line = f"records: {sum(counts):,} in {len(counts)} files (from the manifest's files)"
+    batches = expected_batches(config, list(range(len(counts))), config.target_batch_size)
+    if batches is not None:
+        line += f"; {batches:,} batches in {config.epochs} epoch(s), the dataset's cardinality"
+    return line
+
+
+def integrity_line(config: LoaderConfig) -> str:
+    if config.on_corrupt == "skip_file":
+        return ("on_corrupt: skip_file: a damaged file is skipped from the damage on, with a warning; "
+                "input_fn.skipped() counts them")
+    return "on_corrupt: fail: a damaged file stops the run with an error naming it, its byte offset and last good record"
+
+
 def describe(config: LoaderConfig) -> list[str]:
     """The lines ``batchloaders describe`` prints for a checked config."""
     dataset = config.dataset
@@ -146,7 +169,9 @@ def describe(config: LoaderConfig) -> list[str]:
         f"{'; ' + dataset.manifest.compression + ' compressed' if dataset.manifest.compression else ''})",
         f"batch size: {config.target_batch_size} (drop_remainder {str(config.drop_remainder).lower()}; "
         f"epochs {epochs})",
+        records_line(config),
         reading_line(config),
+        integrity_line(config),
     ]
     window = windows_line(config)
     if window:

@@ -49,6 +49,19 @@ def write_records(path, records, compression=None) -> str:
     return str(path)
 
 
+def frame_offsets(records: list[bytes]) -> list[int]:
+    """Where each record's TFRecord frame begins in an uncompressed file, then where the file ends."""
+    out = [0]
+    for r in records:
+        out.append(out[-1] + len(r) + 16)  # length (8), its CRC (4), payload, payload CRC (4)
+    return out
+
+
+def flip_byte(data: bytes, at: int, mask: int = 0x01) -> bytes:
+    """``data`` with the byte at ``at`` XOR-ed with ``mask``."""
+    return data[:at] + bytes([data[at] ^ mask]) + data[at + 1:]
+
+
 def write_manifest(directory, features, *, allow_var_len=False, compression=None) -> str:
     os.makedirs(str(directory), exist_ok=True)
     path = os.path.join(str(directory), "__manifest__.json")

@@ -22,7 +22,7 @@ import struct
 import pytest
 
 import batchloaders
-from conftest import example, sequence_example, write_records
+from conftest import example, flip_byte, frame_offsets, sequence_example, write_records
 
 RECORDS = 6
 A, B = 1, 2
@@ -36,16 +36,8 @@ def record(f: int, i: int, **change) -> bytes:
     return example(**{k: v for k, v in features.items() if v is not None})
 
 
-def offsets(records: list[bytes]) -> list[int]:
-    """Byte offset where each record's frame starts, then the file's end."""
-    out = [0]
-    for r in records:
-        out.append(out[-1] + len(r) + 16)
-    return out
-
-
 def flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1:]
+    return flip_byte(data, at, 0x5A)
 
 
 def framed(records):
@@ -59,7 +51,7 @@ def framed(records):
 
 
 GOOD = [record(A, r) for r in range(RECORDS)]
-AT = offsets(GOOD)
+AT = frame_offsets(GOOD)
 
 
 def damaged_bytes(case: str) -> tuple[bytes, str | None]:
@@ -283,3 +275,59 @@ def test_gzip_sizes_are_taken_from_the_trailer(tmp_path):
     json.dump(manifest, open(os.path.join(d, "__manifest__.json"), "w"))
     codes, error, _ = run(config(d, "independent", False, "fail"))
     assert error is None and codes == a_codes(RECORDS) + B_CODES
+
+
+# What the offline tools say of file A. check-data reads the first records only (8 by default, all 6
+# here): what ends a file without an error is for verify, which needs the counts for a file cut at a
+# record boundary or emptied.
+CHECK_DATA_MISSES = {"intact", "truncated inside a header", "truncated at a boundary", "empty file",
+                     "GZIP missing its trailer"}
+VERIFY_MISSES_WITHOUT_COUNTS = {"intact", "truncated at a boundary", "empty file"}
+TOOL_SAYS = {
+    "truncated mid-payload": "record 3 at byte 132: cannot be read (truncated record at 132",
+    "truncated inside a header": "the file is 137 bytes, but its 3 records end at byte 132",
+    "truncated at a boundary": "the manifest lists 6 records for this file",
+    "flipped byte in length": "record 3 at byte 132: cannot be read (corrupted record at 132)",
+    "flipped byte in length checksum": "record 3 at byte 132: cannot be read (corrupted record at 132)",
+    "flipped byte in payload": "record 3 at byte 132: cannot be read (corrupted record at 144)",
+    "flipped byte in payload checksum": "record 3 at byte 132: cannot be read (corrupted record at 144)",
+    "garbage appended": "record 6 at byte 264: cannot be read",
+    "empty file": "the manifest lists 6 records for this file",
+    "not a TFRecord file": "not a TFRecord file",
+    "GZIP read without compression": "the file is GZIP-compressed, but the manifest says compression null",
+    "damaged GZIP": "record 0 at byte 0 of the uncompressed stream: cannot be read",
+    "GZIP missing its trailer": "the GZIP stream ends before its end marker",
+    "GZIP cut short": "record 0 at byte 0 of the uncompressed stream: cannot be read",
+    "record missing a feature": "record 3: feature 'x': the manifest says int (int64_list) of shape [2]",
+    "record with the wrong stored type": "record 3: feature 'x': the manifest says int (int64_list) of shape [2]",
+    "raw feature with the wrong byte length": "record 3: feature 'r': the manifest says raw uint8 of shape [2]",
+    "shape that disagrees with the manifest": "record 3: feature 'x': the manifest says int (int64_list) of shape [2]",
+    "SequenceExample read as Example": "record 3: holds feature lists ('x'), so it is a tf.train.SequenceExample",
+}
+TOOL_CASES = [(case, counts) for case in list(FILE_CASES) + list(RECORD_CASES) for counts in (False, True)]
+
+
+@pytest.mark.parametrize("case,counts", TOOL_CASES, ids=[f"{c}-{'counts' if n else 'no counts'}"
+                                                         for c, n in TOOL_CASES])
+def test_check_data_and_verify_on_the_matrix(datasets, case, counts):
+    import io
+
+    from batchloaders.tools import check_data, verify
+
+    d = datasets[case, counts]
+    manifest = batchloaders.load_manifest(os.path.join(d, "__manifest__.json"))
+    _, problems = check_data.check_file(os.path.join(d, "a.tfrecords"), manifest)
+    if case in CHECK_DATA_MISSES:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(TOOL_SAYS[case]), problems
+    out = io.StringIO()
+    status = verify.run(d, out, io.StringIO())
+    lines = out.getvalue().splitlines()
+    assert f"OK {os.path.join(d, 'b.tfrecords')} (6 records)" in lines
+    if case == "intact" or (case in VERIFY_MISSES_WITHOUT_COUNTS and not counts):
+        assert status == 0 and lines[-1] == "0 of 2 files have problems"
+        return
+    assert status == 1 and lines[-1] == "1 file has problems" or lines[-1] == "1 of 2 files have problems"
+    a_lines = [line for line in lines if line.startswith(os.path.join(d, "a.tfrecords") + ": ")]
+    assert a_lines and TOOL_SAYS[case] in a_lines[0], lines

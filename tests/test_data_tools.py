@@ -19,7 +19,8 @@ import pytest
 
 from batchloaders.cli import main
 from batchloaders.tools.progress import Progress
-from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
+from conftest import (example, feature, flip_byte, frame_offsets, loader_config, sequence_example, write_manifest,
+                      write_records)
 
 P0, P1, P2 = "d/part-0.tfrecords", "d/part-1.tfrecords", "d/part-2.tfrecords"
 FEATURES = [feature("id", "int64", [], "int"), feature("x", "float32", [2], "float"),
@@ -56,18 +57,7 @@ def good(f: int, n: int = 3) -> list[bytes]:
     return [record(f, r) for r in range(n)]
 
 
-def offsets(records: list[bytes]) -> list[int]:
-    """Where each record's frame begins in an uncompressed file, then where the file ends."""
-    out = [0]
-    for r in records:
-        out.append(out[-1] + len(r) + 16)
-    return out
-
-
-def flip(data: bytes, at: int) -> bytes:
-    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1:]
-
-
+offsets, flip = frame_offsets, flip_byte
 AT = offsets(good(1))  # where the records of part-1 (uncompressed) begin, then its end
 
 
