@@ -62,6 +62,11 @@ _DATA_ERROR = re.compile(r"^(?P<file>.*?): (?P<where>batchloaders data error at 
                          re.S)
 
 
+# A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
+_OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
+_OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
+
+
 def data_error_from(error: BaseException) -> "DataError | None":
     """The DataError a TensorFlow error raised while a dataset ran stands for, or None if it is not a data error.
 
@@ -78,6 +83,11 @@ def data_error_from(error: BaseException) -> "DataError | None":
         if data:
             return DataError(Problem(data.group("file"), data.group("where"), data.group("text").strip()))
         return None
+    found = _OPEN.search(message) if type(error).__name__ in _OPEN_ERRORS else None
+    if found:
+        return DataError(Problem(found.group("file").strip(), "open", (
+            f"the data file cannot be opened: {found.group('text').strip()} (was it deleted, moved or made "
+            "unreadable after the pipeline was built?)")))
     found = _PARSE_NAME.search(message)
     if found:
         text = " ".join(found.group("text").split())

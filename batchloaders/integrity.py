@@ -210,20 +210,32 @@ class Reader:
 DATA, RECOVER, CHECK = 0, 1, 2  # kinds of block the end-of-file scan walks
 
 
-def _fast_blocks(records: tf.data.Dataset, block: int) -> tf.data.Dataset:
+def _bounded(records: tf.data.Dataset, limit: tf.Tensor) -> tf.data.Dataset:
+    """``records`` with errors ignored, at most ``limit`` elements or errors in all.
+
+    Zip asks the range first, so each error swallowed still uses one number:
+    a file that vanished between ``_opened`` and the read (TensorFlow's reader
+    then retries it without end) stops after ``limit`` tries, and the end
+    check reports the records missing.
+    """
+    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors().map(lambda _, r: r)
+
+
+def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
     """(serialized [k], kind, swallowed): blocks with ignore_errors after batching, then two marker blocks.
 
     An error drops the block it happens in; the RECOVER marker block re-reads
     those records (see ``checked_blocks``) when the file's bytes do not add up.
     Costs nothing per record beyond ``batch``.
     """
-    blocks = tf.data.Dataset.zip((records.batch(block).ignore_errors(), tf.data.Dataset.from_tensors(DATA).repeat(),
+    blocks = tf.data.Dataset.zip((_bounded(records.batch(block), limit // block + 2),
+                                  tf.data.Dataset.from_tensors(DATA).repeat(),
                                   tf.data.Dataset.from_tensors(False).repeat()))
     markers = tf.data.Dataset.from_tensor_slices((tf.zeros([2, 0], tf.string), [RECOVER, CHECK], [False, False]))
     return blocks.concatenate(markers)
 
 
-def _exact_blocks(records: tf.data.Dataset, block: int) -> tf.data.Dataset:
+def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
     """Like :func:`_fast_blocks` for files whose size cannot be checked (ZLIB, unknown sizes).
 
     Records and an end marker are numbered before and after ``ignore_errors``:
@@ -233,7 +245,7 @@ def _exact_blocks(records: tf.data.Dataset, block: int) -> tf.data.Dataset:
     """
     flagged = tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(False).repeat())).concatenate(
         tf.data.Dataset.from_tensors((tf.constant(""), True)))
-    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(2**62), flagged)).ignore_errors()
+    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(limit + 2), flagged)).ignore_errors()
     numbered = tf.data.Dataset.zip((tf.data.Dataset.range(2**62), numbered)).batch(block)
 
     def split(after, numbered_):
@@ -245,6 +257,19 @@ def _exact_blocks(records: tf.data.Dataset, block: int) -> tf.data.Dataset:
 
     markers = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), CHECK, False))
     return numbered.map(split).concatenate(markers)
+
+
+def _opened(filename: tf.Tensor) -> tf.data.Dataset:
+    """One element, after the file was opened and (if it has any) one byte read, outside ignore_errors.
+
+    TensorFlow's reader retries a file it cannot open without moving on, so
+    under ``ignore_errors`` a file deleted or unreadable after the build would
+    spin forever. Here it fails at once with TensorFlow's error, which begins
+    with the path (``errors.data_error_from`` turns it into a DataError).
+    """
+    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
+    return tf.data.Dataset.from_tensors(filename).map(
+        lambda f: probe.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
 def exact_path(table: FileTable) -> bool:
@@ -268,9 +293,13 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
                                        buffer_size=config.num_read_buffer_bytes)
 
     exact = exact_path(table)
-    blocks = (_exact_blocks if exact else _fast_blocks)(open_records(), block)
     sizes, expected_bytes, counts = (tf.constant(t, tf.int64) for t in
                                      (table.sizes, table.expected_bytes, table.counts))
+    # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
+    expansion = 1 if compression is None else 1032
+    limit = tf.where(sizes[index] >= 0, sizes[index] * expansion // FRAME_BYTES + 1, 2**62)
+    blocks = _opened(filename).flat_map(
+        lambda _: (_exact_blocks if exact else _fast_blocks)(open_records(), block, limit))
     manifest_path = config.dataset.manifest.path
     on_corrupt = config.on_corrupt
 
@@ -301,7 +330,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     def recover(count):
         """The good records after the last whole block (fewer than ``block``), read again up to the damage,
         and whether an error stopped them (else the file's tail is no whole record)."""
-        again = _exact_blocks(open_records().skip(count).take(block), block)
+        again = _exact_blocks(open_records().skip(count).take(block), block, tf.constant(block, tf.int64))
         return again.reduce((tf.zeros([0], tf.string), tf.constant(False)),
                             lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2]))
 

@@ -20,6 +20,7 @@ import os
 import struct
 
 import pytest
+import tensorflow as tf
 
 import batchloaders
 from conftest import example, flip_byte, frame_offsets, sequence_example, write_records
@@ -250,6 +251,39 @@ def test_records_that_disagree_with_the_manifest_always_fail(datasets, case, loa
     assert a_seen == a_codes(len(a_seen)) and len(a_seen) <= BAD  # nothing from the bad record on
     if loader == "independent":  # one record per batch: every record before the bad one is delivered
         assert a_seen == a_codes(BAD)
+
+
+VANISH = [(loader, parallel, policy) for loader in LOADERS for parallel in (False, True)
+          for policy in ("fail", "skip_file")]
+
+
+@pytest.mark.parametrize("loader,parallel,policy", VANISH,
+                         ids=[f"{l}-{'parallel' if p else 'serial'}-{o}" for l, p, o in VANISH])
+def test_a_file_gone_after_the_build_fails_naming_it(tmp_path, loader, parallel, policy):
+    """TF's reader retries a file it cannot open forever under ignore_errors: this hung before the open probe."""
+    d = make_dataset(tmp_path, "intact")
+    input_fn = batchloaders.build_input_fn(config(d, loader, parallel, policy))
+    dataset = input_fn()
+    os.remove(os.path.join(d, "b.tfrecords"))
+    with pytest.raises(batchloaders.DataError) as caught:
+        with batchloaders.data_errors():
+            for _ in dataset:
+                pass
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.path) == (os.path.join(d, "b.tfrecords"), "open")
+    assert problem.message.startswith("the data file cannot be opened: No such file or directory")
+
+
+def test_a_file_that_cannot_be_opened_stops_the_ignoring_reader(tmp_path):
+    """The race after the probe: the bounded reader gives up after ``limit`` tries instead of spinning."""
+    from batchloaders.integrity import _bounded
+
+    gone = tf.data.TFRecordDataset(str(tmp_path / "gone.tfrecords"))
+    assert list(_bounded(gone, tf.constant(5, tf.int64))) == []
+    write_records(str(tmp_path / "here.tfrecords"), [b"r0", b"r1", b"r2"])
+    here = tf.data.TFRecordDataset(str(tmp_path / "here.tfrecords"))
+    assert [r.numpy() for r in _bounded(here, tf.constant(5, tf.int64))] == [b"r0", b"r1", b"r2"]
+    assert [r.numpy() for r in _bounded(here, tf.constant(2, tf.int64))] == [b"r0", b"r1"]
 
 
 def test_raw_length_error_says_what_the_manifest_expects(datasets):
