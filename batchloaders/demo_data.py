@@ -91,6 +91,15 @@ def write_sentences(out: str, groups: list[str]) -> None:
                 w.write(record.SerializeToString())
 
 
+def record_files(directory: str) -> None:
+    """Add every file's record count, size and SHA-256 to a dataset's manifest (``batchloaders manifest``)."""
+    import io
+
+    from batchloaders.tools.write_manifest import write
+
+    write(directory, io.StringIO())
+
+
 def generate(root: str | None = None) -> str:
     """Write every example dataset under ``root`` (default: demo_data/ in the repo); return root."""
     root = root or os.path.join(ROOT, "demo_data")
@@ -101,5 +110,7 @@ def generate(root: str | None = None) -> str:
     write_chars(os.path.join(root, "chars"), groups)
     write_stream(os.path.join(root, "stream"), groups)
     write_sentences(os.path.join(root, "sentences"), groups)
+    record_files(os.path.join(root, "chars"))
+    record_files(os.path.join(root, "sentences"))
     open(stamp, "w").close()
     return root
