@@ -58,10 +58,13 @@ class DataError(BatchLoaderError):
 # the record names the parse calls get ('path: record N') are in them.
 _ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)
 _PARSE_NAME = re.compile(r"Name: (?P<file>.*?): record (?P<record>\d+), (?P<text>.*?)(?: \[Op:|\n|$)", re.S)
-_DATA_ERROR = re.compile(r"^(?P<file>.*?): (?P<where>batchloaders data error at byte \d+[^:]*|record \d+): (?P<text>.*)$",
-                         re.S)
+MARKER = "batchloaders data error"  # begins the message of every damaged-file error integrity.py raises
+_DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+): (?P<text>.*)$", re.S)
 
 
+_NOT_A_PROTO = "Could not parse example input"
+# assert_cardinality (independent loader, counts listed): more records than the manifest lists.
+_TOO_MANY = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) elements? but contained at least")
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
 _OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
 _OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
@@ -75,8 +78,23 @@ def data_error_from(error: BaseException) -> "DataError | None":
     file's path. This turns them back into a DataError naming file, record and problem.
     """
     message = getattr(error, "message", None)
-    if not isinstance(message, str) or not type(error).__module__.startswith("tensorflow"):
+    if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes) and error.object.startswith(
+            b"{{function_node"):
+        # TensorFlow quotes a record it cannot parse in its error; bytes that are not UTF-8 break the
+        # conversion of that error to Python, and a UnicodeDecodeError carrying its text comes out instead.
+        message = error.object.decode("utf-8", "replace")
+    elif not isinstance(message, str) or not type(error).__module__.startswith("tensorflow"):
         return None
+    if _NOT_A_PROTO in message:
+        return DataError(Problem("<a data file>", "record", (
+            "a record is not a tf.train.Example or SequenceExample protobuf at all (TensorFlow's parser does not "
+            "say in which file or record: `batchloaders verify CONFIG` names them)")))
+    found = _TOO_MANY.search(message)
+    if found:
+        return DataError(Problem("<the manifest>", "$.files", (
+            f"the data gave more batches than the record counts the manifest's files list allow "
+            f"({found.group('expected')}): a listed count is too small, or a file changed after the manifest was "
+            "written (`batchloaders verify CONFIG` names it)")))
     found = _ASSERTION.search(message)
     if found:
         data = _DATA_ERROR.match(found.group("text").replace("\\'", "'"))

@@ -34,12 +34,12 @@ import sys
 
 import tensorflow as tf
 
+from batchloaders.errors import MARKER
 from batchloaders.spec.datasets import url_scheme
 from batchloaders.spec.model import LoaderConfig
 
 FRAME_BYTES = 16  # length (8), its masked CRC (4), the payload's masked CRC (4)
 UNKNOWN = -1
-MARKER = "batchloaders data error"  # begins every message, so errors can be recognised (errors.from_tf)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +91,7 @@ def file_table(config: LoaderConfig) -> FileTable:
 
 
 class SkipCounter:
-    """What ``on_corrupt: skip_file`` skipped: per damaged file, the records and bytes read before the damage.
+    """What ``on_corrupt: skip_file`` skipped: per damaged file, the records read before the damage, and how often.
 
     Tables are filled while the dataset runs; :meth:`report` reads them (after an epoch, or any time).
     """
@@ -99,20 +99,22 @@ class SkipCounter:
     def __init__(self, table: FileTable):
         self.table = table
         with tf.init_scope():
-            self.records = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=-1)
-            self.bytes = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=-1)
+            self.records = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+            self.skips = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
 
-    def add(self, filename, records, consumed):
-        return [self.records.insert(filename, records), self.bytes.insert(filename, consumed)]
+    def add(self, filename, records):
+        # A file listed twice, or skipped again in a later epoch, adds up.
+        return [self.records.insert(filename, self.records.lookup(filename) + records),
+                self.skips.insert(filename, self.skips.lookup(filename) + 1)]
 
     def report(self) -> "SkipReport":
-        keys, values = self.records.export()
-        read = {k.decode(): int(v) for k, v in zip(keys.numpy(), values.numpy())}
+        read, skips = ({k.decode(): int(v) for k, v in zip(*(t.numpy() for t in table.export()))}
+                       for table in (self.records, self.skips))
         index = {name: i for i, name in enumerate(self.table.names)}
         lost = {}
         for name, n in read.items():
             expected = self.table.counts[index[name]] if name in index else UNKNOWN
-            lost[name] = expected - n if expected != UNKNOWN else None
+            lost[name] = skips[name] * expected - n if expected != UNKNOWN else None
         return SkipReport(files=dict(sorted(read.items())), records_lost=dict(sorted(lost.items())))
 
 
@@ -172,7 +174,8 @@ def _reason(damaged, consumed, count, size, expected_bytes, expected_count, comp
                                       "or has bytes appended)", "the file changed while it was read")])))
     reasons.append((tf.not_equal(count, expected_count) & (expected_count >= 0), tf.strings.join([
         "the manifest ", manifest_path, " lists ", s(expected_count), " records for this file, but ", s(count),
-        " were read (the file was cut at a record boundary, or changed after the manifest was written)"])))
+        " were read ", tf.where(count < expected_count, "(the file was cut at a record boundary, or changed after the "
+                                "manifest was written)", "(records were added after the manifest was written)")])))
     out = tf.constant("")
     for condition, text in reversed(reasons):
         out = tf.where(condition, text, out)
@@ -322,7 +325,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
                                              tf.strings.as_string(count), " records read from it)"]),
                             output_stream=sys.stderr)]
             if skipped is not None:
-                ops += skipped.add(filename, count, consumed)
+                ops += skipped.add(filename, count)
             with tf.control_dependencies(ops):
                 return tf.constant(True)
         return tf.cond(problem, skip, lambda: tf.constant(False))

@@ -267,6 +267,10 @@ class StreamCheck:
                 return self._garbage(self.start)
             return (f"the {self.name} stream ends before its end marker and trailer: the file was cut, or was "
                     "never finished (TensorFlow's reader stops there without an error)")
+        if self.problem is None and self.members > 1:
+            return (f"the file holds {self.members} GZIP streams one after the other: TensorFlow reads them all, "
+                    "but the loader checks where a GZIP file ends against its trailer, which records the last "
+                    "stream only, and reports the file damaged (compress it again as one stream)")
         return self.problem
 
     def _garbage(self, at: int) -> str:
