@@ -151,7 +151,7 @@ class SkipReport:
         return "\n".join(lines)
 
 
-def _reason(damaged, consumed, count, size, expected_bytes, expected_count, compression, manifest_path):
+def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_count, compression, manifest_path):
     """Why a file's end does not add up, in words (a string tensor); the first applicable reason wins."""
     s = tf.strings.as_string
     stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
@@ -161,7 +161,9 @@ def _reason(damaged, consumed, count, size, expected_bytes, expected_count, comp
     else:
         broken = ("a record frame or checksum is damaged there, or the file ends inside a record (is it a "
                   "TFRecord file, and uncompressed, as the manifest says?)")
-    reasons = [(damaged, tf.constant(broken))]
+    reasons = [(unread, tf.constant("the file could not be read to its end: it cannot be opened (deleted, moved or "
+                                     "made unreadable after the pipeline was built?)")),
+               (damaged, tf.constant(broken))]
     if stream == "GZIP":
         reasons.append((tf.not_equal(consumed % 2**32, expected_bytes) & (expected_bytes >= 0), tf.strings.join([
             "the GZIP trailer records ", s(expected_bytes), " bytes of records (modulo 2**32), but the stream gave ",
@@ -217,15 +219,14 @@ def _bounded(records: tf.data.Dataset, limit: tf.Tensor) -> tf.data.Dataset:
     """``records`` with errors ignored, at most ``limit`` elements or errors in all.
 
     Zip asks the range first, so each error swallowed still uses one number:
-    a file that vanished between ``_opened`` and the read (TensorFlow's reader
-    then retries it without end) stops after ``limit`` tries, and the end
-    check reports the records missing.
+    a file that cannot be opened (TensorFlow's reader then retries it without
+    end) stops after ``limit`` tries, and the end check reports it.
     """
     return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors().map(lambda _, r: r)
 
 
 def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
-    """(serialized [k], kind, swallowed): blocks with ignore_errors after batching, then two marker blocks.
+    """(serialized [k], kind, swallowed, ended): blocks with ignore_errors after batching, then two marker blocks.
 
     An error drops the block it happens in; the RECOVER marker block re-reads
     those records (see ``checked_blocks``) when the file's bytes do not add up.
@@ -233,8 +234,10 @@ def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.d
     """
     blocks = tf.data.Dataset.zip((_bounded(records.batch(block), limit // block + 2),
                                   tf.data.Dataset.from_tensors(DATA).repeat(),
+                                  tf.data.Dataset.from_tensors(False).repeat(),
                                   tf.data.Dataset.from_tensors(False).repeat()))
-    markers = tf.data.Dataset.from_tensor_slices((tf.zeros([2, 0], tf.string), [RECOVER, CHECK], [False, False]))
+    markers = tf.data.Dataset.from_tensor_slices((tf.zeros([2, 0], tf.string), [RECOVER, CHECK], [False, False],
+                                                  [False, False]))
     return blocks.concatenate(markers)
 
 
@@ -256,9 +259,9 @@ def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.
         ended = tf.reduce_any(end)
         kept = tf.size(serialized) - tf.cast(ended, tf.int32)
         swallowed = ended & tf.reduce_any(tf.not_equal(before[-1:], after[-1:]))
-        return serialized[:kept], DATA, swallowed
+        return serialized[:kept], DATA, swallowed, ended
 
-    markers = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), CHECK, False))
+    markers = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), CHECK, False, False))
     return numbered.map(split).concatenate(markers)
 
 
@@ -301,14 +304,16 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
     expansion = 1 if compression is None else 1032
     limit = tf.where(sizes[index] >= 0, sizes[index] * expansion // FRAME_BYTES + 1, 2**62)
-    blocks = _opened(filename).flat_map(
-        lambda _: (_exact_blocks if exact else _fast_blocks)(open_records(), block, limit))
+    if exact:  # no small bound on retries here (sizes unknown or compressed): open the file first
+        blocks = _opened(filename).flat_map(lambda _: _exact_blocks(open_records(), block, limit))
+    else:
+        blocks = _fast_blocks(open_records(), block, limit)
     manifest_path = config.dataset.manifest.path
     on_corrupt = config.on_corrupt
 
-    def report(consumed, count, damaged):
+    def report(consumed, count, damaged, ended):
         """Check the file's end; fail, or warn and count, when it does not add up. Returns a bool tensor."""
-        problem, reason = _reason(damaged, consumed, count, sizes[index], expected_bytes[index], counts[index],
+        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, sizes[index], expected_bytes[index], counts[index],
                                   compression, manifest_path)
         message = tf.strings.join([
             filename, ": ", MARKER, " at byte ", tf.strings.as_string(consumed),
@@ -332,35 +337,38 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
 
     def recover(count):
         """The good records after the last whole block (fewer than ``block``), read again up to the damage,
-        and whether an error stopped them (else the file's tail is no whole record)."""
+        whether an error stopped them (else the file's tail is no whole record), and whether the read
+        got to the end (else the file cannot be opened)."""
         again = _exact_blocks(open_records().skip(count).take(block), block, tf.constant(block, tf.int64))
-        return again.reduce((tf.zeros([0], tf.string), tf.constant(False)),
-                            lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2]))
+        return again.reduce((tf.zeros([0], tf.string), tf.constant(False), tf.constant(False)),
+                            lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2], out[2] | b[3]))
 
     def bytes_of(serialized):
         return tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * tf.size(
             serialized, out_type=tf.int64)
 
     def step(state, element):
-        consumed, count, damaged = state
-        serialized, kind, swallowed = element
+        consumed, count, damaged, ended = state
+        serialized, kind, swallowed, reached = element
         if not exact:
             # The fast path drops the block an error happens in; the file's bytes then fall short.
             short = tf.equal(kind, RECOVER) & tf.not_equal(
                 consumed % 2**32 if compression == "gzip" else consumed, expected_bytes[index])
-            serialized, swallowed = tf.cond(short, lambda: recover(count), lambda: (serialized, swallowed))
+            serialized, swallowed, reached = tf.cond(short, lambda: recover(count),
+                                                     lambda: (serialized, swallowed, tf.equal(kind, RECOVER)))
+        ended = ended | reached
         first = count
         consumed += bytes_of(serialized)
         count += tf.size(serialized, out_type=tf.int64)
         damaged = damaged | swallowed
-        checked = tf.cond(tf.equal(kind, CHECK), lambda: report(consumed, count, damaged),
+        checked = tf.cond(tf.equal(kind, CHECK), lambda: report(consumed, count, damaged, ended),
                           lambda: tf.constant(False))
         with tf.control_dependencies([checked]):
             serialized = tf.identity(serialized)
-        return (consumed, count, damaged), {"serialized": serialized, "first": first}
+        return (consumed, count, damaged, ended), {"serialized": serialized, "first": first}
 
     zero = tf.constant(0, tf.int64)
-    checked_ = blocks.scan((zero, zero, tf.constant(False)), step)
+    checked_ = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), step)
     # Asking for the block after the last runs the check; dropping empty blocks keeps the loaders'
     # block sequence, and with it every window and hash, as it was before these checks.
     return checked_.filter(lambda b: tf.size(b["serialized"]) > 0)

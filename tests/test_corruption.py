@@ -273,11 +273,40 @@ VANISH = [(loader, parallel, policy) for loader in LOADERS for parallel in (Fals
 
 @pytest.mark.parametrize("loader,parallel,policy", VANISH,
                          ids=[f"{l}-{'parallel' if p else 'serial'}-{o}" for l, p, o in VANISH])
-def test_a_file_gone_after_the_build_fails_naming_it(tmp_path, loader, parallel, policy):
-    """TF's reader retries a file it cannot open forever under ignore_errors: this hung before the open probe."""
+def test_a_file_gone_after_the_build_is_reported(tmp_path, capfd, loader, parallel, policy):
+    """TF's reader retries a file it cannot open forever under ignore_errors: this hung before the bound."""
     d = make_dataset(tmp_path, "intact")
     input_fn = batchloaders.build_input_fn(config(d, loader, parallel, policy))
     dataset = input_fn()
+    os.remove(os.path.join(d, "b.tfrecords"))
+    codes, error = [], None
+    try:
+        with batchloaders.data_errors():
+            for batch in dataset:
+                codes += batch["x"].numpy().reshape(-1, 2)[:, 0].tolist()
+    except batchloaders.DataError as e:
+        error = e
+    says = "before the first record: the file could not be read to its end: it cannot be opened"
+    # Serial reads finish A before B's turn; parallel ones may stop A's early, in order.
+    assert codes == a_codes(RECORDS if policy == "skip_file" or not parallel else len(codes))
+    if policy == "fail":
+        assert error.problems[0].file == os.path.join(d, "b.tfrecords") and says in str(error)
+    else:
+        assert error is None and input_fn.skipped().files == {os.path.join(d, "b.tfrecords"): 0}
+        assert says in capfd.readouterr().err
+
+
+def test_a_zlib_file_gone_after_the_build_fails_naming_it(tmp_path):
+    """ZLIB files are read on the exact path, which opens each file before reading it."""
+    d = str(tmp_path)
+    write_records(os.path.join(d, "a.tfrecords"), GOOD, "zlib")
+    write_records(os.path.join(d, "b.tfrecords"), [record(B, r) for r in range(RECORDS)], "zlib")
+    make_dataset(tmp_path / "plain", "intact")
+    with open(tmp_path / "plain" / "intact" / "__manifest__.json") as f:
+        manifest = json.load(f)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({**manifest, "compression": "zlib"}, f)
+    dataset = batchloaders.build_input_fn(config(d, "independent", False, "fail"))()
     os.remove(os.path.join(d, "b.tfrecords"))
     with pytest.raises(batchloaders.DataError) as caught:
         with batchloaders.data_errors():
