@@ -1,200 +1,260 @@
-"""The hand-written tf.data pipelines our compiled configs are measured against.
+"""Hand-written tf.data pipelines that must yield exactly our batches.
 
-Each function is written out plainly so that a reader can check it does the
-same job as the config it is compared with (run.py names the pair): the same
-files in the same order, the same batch size, and the same output structure,
-dtypes and values -- run.py checks the first batches of both are equal before
-it times anything. Every pipeline repeats its files forever; run.py takes a
-fixed number of batches per round.
+Every function takes the sorted data files and the batch size and returns
+one epoch of ``(features, targets)`` dicts, as our configs do (run.py names
+the config each one is measured against). run.py hashes every tensor of
+every batch of a whole epoch and requires the same digest as ours, so these
+must reproduce our order, padding and dtypes exactly.
 
-"expert": what an experienced tf.data user writes (batch the serialized
-records, then one vectorized parse per batch). "record by record": the
-common tutorial pipeline (parse every record, then batch).
+How our configs order their output (unshuffled, ``num_parallel_reads: 4``):
+4 files are open at once and alternate, the next file taking the place of
+one that ends (``interleave(cycle_length=4, block_length=1)``). The
+independent loader alternates record by record, which
+``TFRecordDataset(files, num_parallel_reads=4)`` reproduces. The sequence
+loaders alternate by *block*: every element of a file's stream is the
+windows cut from one block of records (64 records for continuous_sequence
+with feature lists, 1024 for discrete_sequence), plus one empty element at
+the end of each file, which takes its turn too. ``sequence_windows`` copies
+that; it is the only way to get our order.
+
+Variants (run.py lists which it tries per case; the fastest identical one is
+"the strongest"):
+  * reading: parallel interleave (``num_parallel_calls``) or sequential;
+  * batch then parse (one vectorized parse per batch) or parse whole blocks
+    of a file inside the interleave, then rebatch;
+  * specialised ("zip"): every file holds the same number of records, so the
+    alternation is a transpose of one block of each of 4 files -- no
+    per-record interleave step at all. Valid for this data only.
+The naive pipelines parse record by record (the tutorial way).
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
-READ_BUFFER = 262144  # bytes; ours is given the same num_read_buffer_bytes
+READS = 4  # files open at once, as in our configs (num_parallel_reads)
+PARSES = 2  # parallel map calls (num_parallel_parses; 2 cores)
+PREFETCH = 4  # batches (num_prefetch)
+READ_BUFFER = 1 << 20  # bytes (num_read_buffer_bytes)
+BLOCK = 1024  # records per block when parsing whole blocks / zipping
 
 
-def records(files: list[str]) -> tf.data.Dataset:
-    """The serialized records of ``files`` in order, forever."""
-    return tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER).repeat()
+# --- parsing: one batch of serialized records -> (features, targets) ----------------------------
+
+LABEL = tf.io.FixedLenFeature([], tf.int64)
+FLOATS = {"x": tf.io.FixedLenFeature([64], tf.float32), "label": LABEL}
+RAW_FLOATS = {"x": tf.io.FixedLenFeature([], tf.string), "label": LABEL}
+IMAGES = {"image": tf.io.FixedLenFeature([], tf.string), "label": LABEL}
+SPEECH = {"frames": tf.io.FixedLenSequenceFeature([40], tf.float32),
+          "labels": tf.io.FixedLenSequenceFeature([], tf.int64)}
 
 
-# --- raw read ceiling --------------------------------------------------------------------------
-
-def read_only(files: list[str], batch_size: int) -> tf.data.Dataset:
-    """Nothing but reading: the serialized records, batched so that they reach Python like the others.
-
-    (Counting single records inside the graph with Dataset.reduce is no
-    ceiling: its per-element function call is slower than reading.)
-    """
-    return records(files).batch(batch_size, drop_remainder=True)
+def parse_floats(serialized):
+    p = tf.io.parse_example(serialized, FLOATS)
+    return {"x": p["x"]}, {"label": p["label"]}
 
 
-# --- fixed-length floats: x = 64 floats, label = one int ---------------------------------------
-
-FIXED_SPEC = {"x": tf.io.FixedLenFeature([64], tf.float32), "label": tf.io.FixedLenFeature([1], tf.int64)}
-
-
-def fixed_expert(files: list[str], batch_size: int) -> tf.data.Dataset:
-    def parse(serialized):
-        parsed = tf.io.parse_example(serialized, FIXED_SPEC)
-        return {"x": parsed["x"]}, {"label": tf.reshape(parsed["label"], [-1])}
-
-    return (records(files).batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+def parse_raw_floats(serialized):
+    p = tf.io.parse_example(serialized, RAW_FLOATS)
+    return {"x": tf.reshape(tf.io.decode_raw(p["x"], tf.float32, little_endian=True), [-1, 64])}, \
+        {"label": p["label"]}
 
 
-def fixed_record_by_record(files: list[str], batch_size: int) -> tf.data.Dataset:
-    def parse(serialized):
-        parsed = tf.io.parse_single_example(serialized, FIXED_SPEC)
-        return {"x": parsed["x"]}, {"label": tf.reshape(parsed["label"], [])}
-
-    return (records(files).map(parse, num_parallel_calls=AUTOTUNE)
-            .batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE))
+def parse_images(serialized):
+    p = tf.io.parse_example(serialized, IMAGES)
+    return {"image": tf.reshape(tf.io.decode_raw(p["image"], tf.uint8), [-1, 32, 32, 3])}, {"label": p["label"]}
 
 
-# --- raw bytes: image = 256 raw uint8 in one bytes string, label = one int ---------------------
-
-RAW_SPEC = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([1], tf.int64)}
-
-
-def raw_expert(files: list[str], batch_size: int) -> tf.data.Dataset:
-    def parse(serialized):
-        parsed = tf.io.parse_example(serialized, RAW_SPEC)
-        image = tf.reshape(tf.io.decode_raw(parsed["image"], tf.uint8), [-1, 256])
-        return {"image": image}, {"label": tf.reshape(parsed["label"], [-1])}
-
-    return (records(files).batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+def parse_speech(serialized):
+    """Frames and labels, padded with 0 to the longest record of the batch."""
+    _, lists, _ = tf.io.parse_sequence_example(serialized, sequence_features=SPEECH)
+    return {"frames": lists["frames"]}, {"labels": lists["labels"]}
 
 
-def raw_record_by_record(files: list[str], batch_size: int) -> tf.data.Dataset:
-    def parse(serialized):
-        parsed = tf.io.parse_single_example(serialized, RAW_SPEC)
-        image = tf.reshape(tf.io.decode_raw(parsed["image"], tf.uint8), [256])
-        return {"image": image}, {"label": tf.reshape(parsed["label"], [])}
-
-    return (records(files).map(parse, num_parallel_calls=AUTOTUNE)
-            .batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE))
-
-
-# --- variable-length SequenceExamples: tokens = feature list of ints, label = context int ------
-
-TOKENS = {"tokens": tf.io.FixedLenSequenceFeature([], tf.int64)}
-LABEL = {"label": tf.io.FixedLenFeature([], tf.int64)}
+def parse_speech_slices(serialized):
+    """The speech_slices config by hand: n = length, frames[:-1] (pad 0), next = labels[1:] (pad -1)."""
+    _, lists, lengths = tf.io.parse_sequence_example(serialized, sequence_features=SPEECH)
+    n = lengths["frames"]
+    width = tf.reduce_max(n) - 1
+    valid = tf.sequence_mask(n - 1, width)
+    frames = tf.where(valid[:, :, None], lists["frames"][:, :width], 0.0)
+    following = tf.where(valid, lists["labels"][:, 1:width + 1], tf.constant(-1, tf.int64))
+    return {"frames": frames, "n": tf.cast(n, tf.int32)}, {"next": following}
 
 
-def varlen_record_by_record(files: list[str], batch_size: int) -> tf.data.Dataset:
-    """parse_single_sequence_example per record, then padded_batch (pads with 0 to the batch maximum)."""
-    def parse(serialized):
-        context, lists = tf.io.parse_single_sequence_example(serialized, context_features=LABEL,
-                                                             sequence_features=TOKENS)
-        return {"tokens": lists["tokens"]}, {"label": context["label"]}
-
-    return (records(files).map(parse, num_parallel_calls=AUTOTUNE)
-            .padded_batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE))
+def one(parse):
+    """A batch parser applied to one record (for record-by-record pipelines)."""
+    return lambda serialized: tf.nest.map_structure(lambda t: t[0], parse(serialized[None]))
 
 
-def next_token_expert(files: list[str], batch_size: int) -> tf.data.Dataset:
-    """Batched parse, then inputs = tokens[:-1], n = length, targets = tokens[1:] (padded with -1), label.
+# --- independent: record-by-record alternation of 4 files ---------------------------------------
 
-    The same job as the "secondary + slices + padding" config: every tensor is
-    cut to the batch's longest example and padded past each example's length.
-    """
-    def parse(serialized):
-        context, lists, lengths = tf.io.parse_sequence_example(serialized, context_features=LABEL,
-                                                               sequence_features=TOKENS)
-        tokens, length = lists["tokens"], lengths["tokens"]
-        width = tf.reduce_max(length) - 1
-        valid = tf.sequence_mask(length - 1, width)
-        inputs = tf.where(valid, tokens[:, :width], tf.constant(0, tf.int64))
-        targets = tf.where(valid, tokens[:, 1:width + 1], tf.constant(-1, tf.int64))
-        return ({"tokens": inputs, "n": tf.cast(length, tf.int32)},
-                {"next": targets, "label": context["label"]})
-
-    return (records(files).batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+def _reader(filename):
+    return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER)
 
 
-# --- continuous windows: each file is one sequence of frames (32 frames of 4 floats per record) --
+def interleaved(files, parallel: bool = True) -> tf.data.Dataset:
+    """Serialized records, 4 files alternating record by record."""
+    if parallel:
+        return tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER, num_parallel_reads=READS)
+    return tf.data.Dataset.from_tensor_slices(files).interleave(_reader, cycle_length=READS, block_length=1)
 
-def stream_record_by_record(files: list[str], batch_size: int, window: int = 64) -> tf.data.Dataset:
-    """Per file: parse each record, unbatch into frames, rebatch into back-to-back windows; batch windows."""
-    spec = {"frames": tf.io.FixedLenFeature([32 * 4], tf.float32)}
 
-    def parse(serialized):
-        return tf.reshape(tf.io.parse_single_example(serialized, spec)["frames"], [32, 4])
+def zipped(files) -> tf.data.Dataset:
+    """The same order, specialised to files of equal length: per group of 4 files, a block of each,
+    stacked [4, k] and transposed, gives the alternation; no per-record step."""
+    groups = tf.data.Dataset.from_tensor_slices([files[i:i + READS] for i in range(0, len(files), READS)])
 
+    def group(names):
+        blocks = tuple(_reader(names[j]).batch(BLOCK) for j in range(READS))
+        return tf.data.Dataset.zip(blocks).map(lambda *b: tf.reshape(tf.transpose(tf.stack(b)), [-1]))
+
+    return groups.flat_map(group)
+
+
+def batch_then_parse(parse, parallel: bool = True):
+    def make(files, batch_size):
+        return (interleaved(files, parallel).batch(batch_size).map(parse, num_parallel_calls=PARSES)
+                .prefetch(PREFETCH))
+    return make
+
+
+def zip_then_parse(parse):
+    def make(files, batch_size):
+        return zipped(files).rebatch(batch_size).map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH)
+    return make
+
+
+def parse_blocks(parse):
+    """Each file's records parsed in blocks inside the interleave (fixed-size features only), then batched."""
+    def make(files, batch_size):
+        def per_file(filename):
+            return _reader(filename).batch(BLOCK).map(parse).unbatch()
+        return (tf.data.Dataset.from_tensor_slices(files)
+                .interleave(per_file, cycle_length=READS, block_length=1, num_parallel_calls=READS)
+                .batch(batch_size).prefetch(PREFETCH))
+    return make
+
+
+def record_by_record(parse, padded: bool = False):
+    """Naive: parse each record, then batch (padded_batch for feature lists)."""
+    def make(files, batch_size):
+        ds = interleaved(files).map(one(parse), num_parallel_calls=AUTOTUNE)
+        ds = ds.padded_batch(batch_size) if padded else ds.batch(batch_size)
+        return ds.prefetch(AUTOTUNE)
+    return make
+
+
+# --- sequence windows: 4 files alternating block by block ---------------------------------------
+
+def frames_of_block(serialized):
+    """A block of speech records parsed and concatenated along time: {frames [n, 40], labels [n]}."""
+    _, lists, lengths = tf.io.parse_sequence_example(serialized, sequence_features=SPEECH)
+    mask = tf.sequence_mask(lengths["frames"], tf.shape(lists["labels"])[1])
+    return {"frames": tf.boolean_mask(lists["frames"], mask), "labels": tf.boolean_mask(lists["labels"], mask)}
+
+
+def cut(units: dict, size: int, per_block: int, parse_block=None):
+    """Per file: blocks of ``per_block`` records, each turned into ``units`` (parse_block, or the
+    serialized records); cut into back-to-back windows of ``size`` units with the unused tail carried
+    into the next block; one element of windows per block, then an empty one (as ours)."""
     def windows_of(filename):
-        frames = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER).map(parse, num_parallel_calls=AUTOTUNE)
-        return frames.unbatch().batch(window, drop_remainder=True)
+        blocks = _reader(filename).batch(per_block)
+        if parse_block is not None:
+            blocks = blocks.map(parse_block, num_parallel_calls=PARSES)
+        else:
+            blocks = blocks.map(lambda s: {"serialized": s})
+        empty = {k: tf.zeros([0] + shape, dtype) for k, (dtype, shape) in units.items()}
 
-    files_forever = tf.data.Dataset.from_tensor_slices(files).repeat()
-    return (files_forever.flat_map(windows_of).batch(batch_size, drop_remainder=True)
-            .map(lambda w: {"frames": w}).prefetch(AUTOTUNE))
+        def step(carry, block):
+            buffer = {k: tf.concat([carry[k], block[k]], 0) for k in carry}
+            n = tf.shape(buffer[next(iter(units))])[0] // size
+            windows = {k: tf.reshape(v[:n * size], [n, size] + units[k][1]) for k, v in buffer.items()}
+            return {k: v[n * size:] for k, v in buffer.items()}, windows
 
-
-def stream_expert(files: list[str], batch_size: int, window: int = 64) -> tf.data.Dataset:
-    """Specialised to this dataset: a window of 64 frames is exactly 2 records of 32, so each file's
-    records are grouped 2 by 2 and a batch of windows is parsed with one parse_example."""
-    spec = {"frames": tf.io.FixedLenFeature([32 * 4], tf.float32)}
-    per_window = window // 32
-
-    def parse(serialized):  # [batch, per_window]
-        frames = tf.io.parse_example(tf.reshape(serialized, [-1]), spec)["frames"]
-        return {"frames": tf.reshape(frames, [-1, window, 4])}
-
-    def windows_of(filename):
-        return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER).batch(per_window, drop_remainder=True)
-
-    files_forever = tf.data.Dataset.from_tensor_slices(files).repeat()
-    return (files_forever.flat_map(windows_of).batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+        end = {k: tf.zeros([0, size] + shape, dtype) for k, (dtype, shape) in units.items()}
+        return blocks.scan(empty, step).concatenate(tf.data.Dataset.from_tensors(end))
+    return windows_of
 
 
-# --- discrete windows: k whole consecutive records of one file ---------------------------------
+def sequence_windows(windows_of, files, batch_size, parallel: bool = True, zip_files: bool = False):
+    """Batches of windows in our order: elements of 4 files alternating (see the module doc)."""
+    if zip_files:  # equal-length files give equal numbers of blocks: a round is a concatenation
+        groups = tf.data.Dataset.from_tensor_slices([files[i:i + READS] for i in range(0, len(files), READS)])
 
-RID = {"rid": tf.io.FixedLenFeature([], tf.int64)}
-
-
-def docs_record_by_record(files: list[str], batch_size: int, k: int = 4) -> tf.data.Dataset:
-    """Per file: parse each record, group k consecutive records (ragged batch), concatenate their
-    token lists; then pad the windows to the batch maximum."""
-    def parse(serialized):
-        context, lists = tf.io.parse_single_sequence_example(serialized, context_features=RID,
-                                                             sequence_features=TOKENS)
-        return {"tokens": lists["tokens"], "rid": context["rid"]}
-
-    def windows_of(filename):
-        parsed = tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER).map(parse, num_parallel_calls=AUTOTUNE)
-        grouped = parsed.ragged_batch(k, drop_remainder=True)
-        return grouped.map(lambda w: {"tokens": w["tokens"].flat_values, "rid": w["rid"]},
-                           num_parallel_calls=AUTOTUNE)
-
-    files_forever = tf.data.Dataset.from_tensor_slices(files).repeat()
-    return (files_forever.flat_map(windows_of).padded_batch(batch_size, drop_remainder=True)
-            .prefetch(AUTOTUNE))
+        def group(names):
+            streams = tuple(windows_of(names[j]).prefetch(2) for j in range(READS))
+            return tf.data.Dataset.zip(streams).map(
+                lambda *w: {k: tf.concat([x[k] for x in w], 0) for k in w[0]})
+        elements = groups.flat_map(group)
+    else:
+        elements = tf.data.Dataset.from_tensor_slices(files).interleave(
+            windows_of, cycle_length=READS, block_length=1, num_parallel_calls=READS if parallel else None)
+    return elements.rebatch(batch_size)
 
 
-def docs_expert(files: list[str], batch_size: int, k: int = 4) -> tf.data.Dataset:
-    """Group each file's serialized records k by k, batch the groups, parse a whole batch with one
-    parse_sequence_example, and concatenate each window's token lists with a ragged reshape."""
-    def parse(serialized):  # [batch, k]
-        context, lists, lengths = tf.io.parse_sequence_example(
-            tf.reshape(serialized, [-1]), context_features=RID, sequence_features=TOKENS)
-        tokens = tf.RaggedTensor.from_tensor(lists["tokens"], lengths=lengths["tokens"])  # [batch*k, None]
-        per_window = tf.reduce_sum(tf.reshape(lengths["tokens"], [-1, k]), axis=1)
-        windows = tf.RaggedTensor.from_row_lengths(tokens.values, per_window)
-        return {"tokens": windows.to_tensor(), "rid": tf.reshape(context["rid"], [-1, k])}
+def continuous(size: int = 75, per_block: int = 64, parallel: bool = True, zip_files: bool = False):
+    """continuous_sequence windows of ``size`` frames: blocks are parsed, then cut into windows."""
+    units = {"frames": (tf.float32, [40]), "labels": (tf.int64, [])}
 
-    def windows_of(filename):
-        return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER).batch(k, drop_remainder=True)
+    def make(files, batch_size):
+        windows_of = cut(units, size, per_block, frames_of_block)
+        return (sequence_windows(windows_of, files, batch_size, parallel, zip_files)
+                .map(lambda w: ({"frames": w["frames"]}, {"labels": w["labels"]})).prefetch(PREFETCH))
+    return make
 
-    files_forever = tf.data.Dataset.from_tensor_slices(files).repeat()
-    return (files_forever.flat_map(windows_of).batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE))
+
+def assemble_speech(serialized):
+    """[B, k] serialized records -> windows: each window's records concatenated along time, padded with 0."""
+    k = tf.shape(serialized)[1]
+    _, lists, lengths = tf.io.parse_sequence_example(tf.reshape(serialized, [-1]), sequence_features=SPEECH)
+    per_window = tf.reduce_sum(tf.reshape(lengths["frames"], [-1, k]), axis=1)
+    out = {}
+    for name in ("frames", "labels"):
+        records = tf.RaggedTensor.from_tensor(lists[name], lengths=lengths[name])
+        out[name] = tf.RaggedTensor.from_row_lengths(records.flat_values, per_window).to_tensor()
+    return {"frames": out["frames"]}, {"labels": out["labels"]}
+
+
+def discrete(k: int = 3, per_block: int = 1024, parallel: bool = True, zip_files: bool = False):
+    """discrete_sequence windows of ``k`` records: windows of serialized records are planned per
+    block, batched, and each batch parsed with one call."""
+    units = {"serialized": (tf.string, [])}
+
+    def make(files, batch_size):
+        windows_of = cut(units, k, per_block)
+        return (sequence_windows(windows_of, files, batch_size, parallel, zip_files)
+                .map(lambda w: assemble_speech(w["serialized"]), num_parallel_calls=PARSES).prefetch(PREFETCH))
+    return make
+
+
+# --- naive sequence pipelines: record by record; windows alternate one by one (not our order) ----
+
+def _parse_one_speech(serialized):
+    _, lists = tf.io.parse_single_sequence_example(serialized, sequence_features=SPEECH)
+    return lists
+
+
+def naive_continuous(size: int = 75):
+    def make(files, batch_size):
+        def windows_of(filename):
+            frames = _reader(filename).map(_parse_one_speech, num_parallel_calls=AUTOTUNE).unbatch()
+            return frames.batch(size, drop_remainder=True)
+        return (tf.data.Dataset.from_tensor_slices(files)
+                .interleave(windows_of, cycle_length=READS, block_length=1, num_parallel_calls=READS)
+                .batch(batch_size).map(lambda w: ({"frames": w["frames"]}, {"labels": w["labels"]}))
+                .prefetch(AUTOTUNE))
+    return make
+
+
+def naive_discrete(k: int = 3):
+    def make(files, batch_size):
+        def windows_of(filename):
+            records = _reader(filename).map(_parse_one_speech, num_parallel_calls=AUTOTUNE)
+            return records.ragged_batch(k, drop_remainder=True).map(
+                lambda w: {n: w[n].flat_values for n in ("frames", "labels")})
+        return (tf.data.Dataset.from_tensor_slices(files)
+                .interleave(windows_of, cycle_length=READS, block_length=1, num_parallel_calls=READS)
+                .padded_batch(batch_size).map(lambda w: ({"frames": w["frames"]}, {"labels": w["labels"]}))
+                .prefetch(AUTOTUNE))
+    return make

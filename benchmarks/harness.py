@@ -1,90 +1,137 @@
-"""Timing: the pipelines of one case run alternately in one process, several rounds, median.
+"""Measuring one pipeline: output digest, build and first-batch latency, throughput, CPU and memory.
 
-Each round opens a fresh iterator, consumes batches for ``WARMUP_SECONDS``
-(tf.data starts its threads and the autotuner settles), then times a fixed
-number of batches and closes the iterator. Closing matters on a small
-machine: an idle pipeline left open keeps refilling its prefetch buffers and
-steals CPU from the one being timed. The batch count is chosen once per
-pipeline from a calibration run so that a round lasts about
-``ROUND_SECONDS``. Rates are examples per second.
+A pipeline is a function building a fresh ``tf.data.Dataset`` of one epoch.
 
-Ratios are taken per round (ours in round i / theirs in round i, measured
-seconds apart) and the median ratio is reported, which cancels most of the
-drift caused by other processes on a shared machine.
+``check`` runs one epoch and hashes every tensor of every batch, in order
+(sha256 over dtype, shape and bytes): two pipelines yield identical batches
+exactly when their digests are equal. It also records each batch's examples
+and frames (``frames_of``), which ``measure`` uses for frames/s.
+
+``measure`` is one timed round: build the dataset (ms), create its iterator
+and get the first batch (ms), then consume the whole epoch. Steady
+throughput is taken after the first ``WARMUP_FRACTION`` of the batches
+(tf.data starts its threads and fills its buffers there) up to the end of
+the epoch. CPU seconds are ``getrusage`` user + sys of the whole process
+from the iterator's creation to the end of the epoch (so every thread
+tf.data starts counts). Memory growth is the peak resident set (VmHWM, reset
+first through /proc/self/clear_refs) minus the resident set before the
+iterator was created; freed memory is returned to the system first
+(``malloc_trim``) so that a pipeline does not get a free ride on what the one
+before it left behind. Without clear_refs, the resident set is sampled after
+every batch instead.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-import statistics
+import gc
+import hashlib
+import resource
 import time
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
-WARMUP_SECONDS = 0.3
-ROUND_SECONDS = 0.6
-CALIBRATION_SECONDS = 1.0
+WARMUP_FRACTION = 0.1
+
+try:
+    _trim = ctypes.CDLL("libc.so.6").malloc_trim
+except (OSError, AttributeError):  # not glibc
+    _trim = None
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current resident set
+        return True
+    except OSError:
+        return False
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclasses.dataclass
-class Pipeline:
-    """One contender: a dataset of batches of ``batch_size`` examples."""
-
-    name: str
-    dataset: tf.data.Dataset
-    batch_size: int
-    rates: list = dataclasses.field(default_factory=list)
-    batches: int = 0  # timed per round
-
-    def _consume(self, iterator, seconds: float) -> tuple[int, float]:
-        start = time.perf_counter()
-        count = 0
-        while count < 2 or time.perf_counter() - start < seconds:
-            next(iterator)
-            count += 1
-        return count, time.perf_counter() - start
-
-    def calibrate(self) -> None:
-        iterator = iter(self.dataset)
-        self._consume(iterator, WARMUP_SECONDS)
-        count, elapsed = self._consume(iterator, CALIBRATION_SECONDS)
-        self.batches = max(5, int(count / elapsed * ROUND_SECONDS))
-
-    def round(self) -> float:
-        """One timed round on a fresh iterator; returns and records examples/s."""
-        iterator = iter(self.dataset)
-        self._consume(iterator, WARMUP_SECONDS)
-        start = time.perf_counter()
-        for _ in range(self.batches):
-            next(iterator)
-        rate = self.batches * self.batch_size / (time.perf_counter() - start)
-        del iterator  # stops the pipeline's threads before the next contender runs
-        self.rates.append(rate)
-        return rate
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.rates)
+class Check:
+    digest: str
+    examples: list  # per batch
+    frames: list  # per batch (None when the case has no frames)
+    build_ms: float
+    first_ms: float
 
 
-def alternate(pipelines: list[Pipeline], rounds: int) -> None:
-    """Calibrate each pipeline, then run rounds A B C A B C ..."""
-    for p in pipelines:
-        p.calibrate()
-    for _ in range(rounds):
-        for p in pipelines:
-            p.round()
+@dataclasses.dataclass
+class Round:
+    build_ms: float
+    first_ms: float
+    examples_per_s: float
+    frames_per_s: float | None
+    cpu_s: float
+    memory_mb: float
+    epoch_s: float
 
 
-def median_ratio(ours: Pipeline, theirs: Pipeline) -> float:
-    return statistics.median(a / b for a, b in zip(ours.rates, theirs.rates))
+def check(make: Callable[[], tf.data.Dataset], frames_of: Callable | None) -> Check:
+    """One epoch, hashed. ``frames_of(batch)`` (numpy structure) counts a batch's frames."""
+    start = time.perf_counter()
+    dataset = make()
+    built = time.perf_counter()
+    digest, examples, frames = hashlib.sha256(), [], []
+    first_ms = None
+    for batch in dataset:
+        if first_ms is None:
+            first_ms = (time.perf_counter() - built) * 1000
+        arrays = [t.numpy() for t in tf.nest.flatten(batch)]
+        for a in arrays:
+            digest.update(f"{a.dtype.str}{a.shape}".encode())
+            digest.update(np.ascontiguousarray(a).tobytes())
+        examples.append(len(arrays[0]))
+        frames.append(frames_of(tf.nest.pack_sequence_as(batch, arrays)) if frames_of else None)
+    return Check(digest.hexdigest(), examples, frames, (built - start) * 1000, first_ms or 0.0)
 
 
-def same_batches(ours: tf.data.Dataset, theirs: tf.data.Dataset, batches: int = 2) -> None:
-    """Raise AssertionError unless the first ``batches`` batches are equal (structure, dtype, values)."""
-    for a, b in zip(ours.take(batches), theirs.take(batches)):
-        tf.nest.assert_same_structure(a, b)
-        for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
-            if x.dtype != y.dtype:
-                raise AssertionError(f"dtypes differ: {x.dtype} vs {y.dtype}")
-            np.testing.assert_array_equal(x.numpy(), y.numpy())
+def measure(make: Callable[[], tf.data.Dataset], checked: Check) -> Round:
+    """One timed round over a whole epoch on a freshly built dataset."""
+    gc.collect()
+    if _trim is not None:
+        _trim(0)
+    start = time.perf_counter()
+    dataset = make()
+    built = time.perf_counter()
+    sampled = not _reset_peak()
+    rss_before = peak = _status_kb("VmRSS")
+    cpu_before = _cpu_seconds()
+    opened = time.perf_counter()
+    iterator = iter(dataset)
+    times = []
+    for _ in iterator:
+        times.append(time.perf_counter())
+        if sampled:
+            peak = max(peak, _status_kb("VmRSS"))
+    cpu = _cpu_seconds() - cpu_before
+    if not sampled:
+        peak = _status_kb("VmHWM")
+    del iterator, dataset
+    if len(times) != len(checked.examples):
+        raise AssertionError(f"{len(times)} batches in this epoch, {len(checked.examples)} when checked")
+    skip = max(1, int(len(times) * WARMUP_FRACTION))
+    if skip >= len(times):
+        skip = len(times) - 1  # a tiny epoch: all but the first batch
+    span = times[-1] - times[skip - 1] if len(times) > 1 else float("nan")
+    examples = sum(checked.examples[skip:])
+    frames = None if checked.frames[0] is None else sum(checked.frames[skip:]) / span
+    return Round(build_ms=(built - start) * 1000, first_ms=(times[0] - opened) * 1000,
+                 examples_per_s=examples / span, frames_per_s=frames, cpu_s=cpu,
+                 memory_mb=(peak - rss_before) / 1024, epoch_s=times[-1] - opened)
