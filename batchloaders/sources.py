@@ -3,7 +3,8 @@
 Today's tf.data equivalents of the spec's TF1 reading arguments:
 ``num_filenames_shuffle_buffer`` -> ``Dataset.shuffle`` of the file names,
 ``num_mix_files`` -> the interleave's cycle length, ``num_parallel_reads`` -> its
-parallel calls, ``sloppy_interleave`` -> ``deterministic=False``,
+parallel calls (remote files only: local reads stay in one thread, same order),
+``sloppy_interleave`` -> ``deterministic=False``,
 ``num_interleave_out_buffer_elements`` -> a prefetch buffer per open file,
 ``num_interleave_in_buffer_elements`` -> file names prefetched ahead of the
 interleave, ``num_read_buffer_bytes`` -> ``TFRecordDataset(buffer_size=...)``.
@@ -18,6 +19,7 @@ import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.spec.datasets import url_scheme
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -155,8 +157,17 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
 
     if cycle == 1:
         return files.flat_map(open_file)
+    if not reads_wait_on_io(config):
+        # Same order as the parallel interleave, without handing every record to another thread:
+        # on local disk that hand-over cost more than the reads it overlapped (2 cores: 0.5x).
+        return files.interleave(open_file, cycle_length=cycle, block_length=1)
     parallel = config.num_parallel_reads or AUTOTUNE
     if parallel != AUTOTUNE:
         parallel = min(parallel, cycle)
     return files.interleave(open_file, cycle_length=cycle, block_length=1, num_parallel_calls=parallel,
                             deterministic=not config.sloppy_interleave)
+
+
+def reads_wait_on_io(config: LoaderConfig) -> bool:
+    """Whether reading threads pay off: some data file is remote (a URL), so reads wait on the network."""
+    return any(url_scheme(path) is not None for path in config.dataset.files)

@@ -1,0 +1,96 @@
+"""Speed work must not change a single value: every batch of every loader type, hashed, as recorded.
+
+``tests/data/batch_hashes.json`` was recorded with the reading threads of the
+parallel interleave (the implementation before local reads went to one
+thread); every config reads several files at once. Record again only when a
+change is meant to change the output, and say so:
+``python tests/test_same_batches.py``.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+import batchloaders
+from batchloaders import sources
+from conftest import collect, example, feature, write_manifest, write_records
+from test_short_files import (CONTINUOUS, CONTINUOUS_LENGTH, DISCRETE, DISCRETE_LENGTHS, HASH_DATA, SHUFFLE,
+                              _digest)
+from seqdata import sequence_config
+
+HASHES = pathlib.Path(__file__).parent / "data" / "batch_hashes.json"
+READS = dict(num_parallel_reads=3, num_parallel_parses=2, num_prefetch=2)
+
+
+def write_independent(d: pathlib.Path) -> None:
+    """5 files of 7..15 records; record r of file f: id 1000f + r, x = [id, -id, id / 8]."""
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("x", "float32", [3], "float")])
+    for f in range(5):
+        write_records(d / f"part-{f}.tfrecords", [example(id=("int", [1000 * f + r]), x=(
+            "float", [1000 * f + r, -(1000 * f + r), (1000 * f + r) / 8])) for r in range(7 + 2 * f)])
+
+
+def _configs():
+    out = {}
+    for order, extra in (("ordered", {}), ("shuffled", dict(SHUFFLE, num_mix_files=3, seed=5))):
+        out[f"independent-{order}"] = ("independent", {**READS, "target_batch_size": 4, "epochs": 2, **extra})
+        out[f"continuous-{order}"] = ("continuous_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
+                                                              "min_window": 3, "max_window": 5, "seed": 13, **extra})
+        out[f"discrete-{order}"] = ("discrete_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
+                                                          "min_window": 1, "max_window": 3, "seed": 21, **extra})
+    return out
+
+
+CONFIGS = _configs()
+
+
+def batch_hashes(root: pathlib.Path, name: str) -> list:
+    loader, args = CONFIGS[name][0], dict(CONFIGS[name][1])
+    data = {"independent": "independent", "continuous_sequence": "example", "discrete_sequence": "discrete"}[loader]
+    directory = root / data
+    if not directory.exists():
+        (write_independent if data == "independent" else HASH_DATA[data])(directory)
+    if loader == "independent":
+        config = {"type": "independent", "model": {"inputs": ["id", "x"], "targets": []}, "args": {
+            "dataset": {"type": "dir", "args": {"data_dir": str(directory)}}, "drop_remainder": False,
+            "num_read_buffer_bytes": 0, "primary_features": [{"from_name": n, "to_name": n} for n in ("id", "x")],
+            **args}}
+    else:
+        primary, secondary = ((CONTINUOUS, CONTINUOUS_LENGTH) if loader == "continuous_sequence"
+                              else (DISCRETE, DISCRETE_LENGTHS))
+        config = sequence_config(directory, loader, primary, inputs=[to for _, to in primary] + [
+            s["to_name"] for s in secondary], padding=True, secondary_features=secondary,
+            lo=args.pop("min_window"), hi=args.pop("max_window"), **args)
+    return [{key: _digest(value) for key, value in sorted(batch.items())}
+            for batch in collect(batchloaders.build_input_fn(config)())]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_batches_are_as_recorded(tmp_path_factory, name):
+    root = tmp_path_factory.getbasetemp() / "same-batches"
+    expected = json.loads(HASHES.read_text())[name]
+    assert len(expected) > 3
+    assert batch_hashes(root, name) == expected
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_one_reading_thread_gives_what_the_parallel_interleave_gives(tmp_path_factory, monkeypatch, name):
+    """Remote files keep the reading threads: both ways must give the same batches."""
+    root = tmp_path_factory.getbasetemp() / "same-batches"
+    local = batch_hashes(root, name)
+    monkeypatch.setattr(sources, "reads_wait_on_io", lambda config: True)
+    assert batch_hashes(root, name) == local
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sources, "reads_wait_on_io", lambda config: True)  # as recorded: the parallel interleave
+            hashes = {name: batch_hashes(pathlib.Path(tmp), name) for name in sorted(CONFIGS)}
+    HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    print(f"{len(hashes)} configs, {sum(map(len, hashes.values()))} batches -> {HASHES}", file=sys.stderr)
