@@ -21,6 +21,9 @@ class Batch:
     values: dict  # to_name -> [B, ...]
     lengths: dict  # to_name -> [B] int64, only for tensors with a variable first axis
     extras: dict = dataclasses.field(default_factory=dict)  # loader specific (e.g. record lengths per window)
+    # Tensors already cut to the batch's longest example with the dtype's default value after each
+    # example's length (what parsing feature lists gives): padding them with that value changes nothing.
+    zero_tails: set = dataclasses.field(default_factory=set)
 
     @property
     def size(self) -> tf.Tensor:
@@ -38,7 +41,7 @@ def finalize(batch: Batch, config: LoaderConfig, static_batch: int | None) -> di
         spec = config.pad_specs.get(name)
         pad_value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
         pad_value = tf.constant(pad_value, values.dtype)
-        if lengths is not None:
+        if lengths is not None and not (name in batch.zero_tails and spec_is_default(spec, info.dtype)):
             # Trim to the longest valid example, then overwrite every invalid step.
             width = tf.cast(tf.reduce_max(tf.concat([lengths, [0]], 0)), tf.int32)
             values = values[:, :width]
@@ -65,6 +68,11 @@ def finalize(batch: Batch, config: LoaderConfig, static_batch: int | None) -> di
             values.set_shape(static)  # the assertions above guarantee it
         out[name] = _static(values, static)
     return out
+
+
+def spec_is_default(spec, dtype: str) -> bool:
+    """Whether a tensor pads with its dtype's default value (0, "" or false)."""
+    return spec is None or spec.value is None or spec.value == default_value(dtype)
 
 
 def _static(values: tf.Tensor, shape) -> tf.Tensor:

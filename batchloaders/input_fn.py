@@ -118,7 +118,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         reader.refresh()
         elements, decode = base.source(loader, loader_config, input_context, batch_size, reader)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
-                                    cardinality=expected_batches(loader_config, shard, batch_size))
+                                    cardinality=expected_batches(loader_config, shard, batch_size),
+                                    zero_tails=base.zero_tails(loader, loader_config))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -8,21 +8,30 @@ change is meant to change the output, and say so:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 import batchloaders
 from batchloaders import sources
-from conftest import collect, example, feature, write_manifest, write_records
-from test_short_files import (CONTINUOUS, CONTINUOUS_LENGTH, DISCRETE, DISCRETE_LENGTHS, HASH_DATA, SHUFFLE,
-                              _digest)
+from conftest import collect, example, feature, sequence_example, write_manifest, write_records
+from test_short_files import CONTINUOUS, CONTINUOUS_LENGTH, DISCRETE, DISCRETE_LENGTHS, HASH_DATA, SHUFFLE
 from seqdata import sequence_config
 
 HASHES = pathlib.Path(__file__).parent / "data" / "batch_hashes.json"
 READS = dict(num_parallel_reads=3, num_parallel_parses=2, num_prefetch=2)
+
+
+def _digest(value) -> str:
+    """sha256 of dtype, shape and values; byte strings by content (an object array's bytes are pointers)."""
+    value = np.asarray(value)
+    data = (b"".join(len(v).to_bytes(4, "little") + v for v in value.ravel()) if value.dtype == object
+            else value.tobytes())
+    return hashlib.sha256(f"{value.dtype}{value.shape}".encode() + data).hexdigest()
 
 
 def write_independent(d: pathlib.Path) -> None:
@@ -33,6 +42,22 @@ def write_independent(d: pathlib.Path) -> None:
             "float", [1000 * f + r, -(1000 * f + r), (1000 * f + r) / 8])) for r in range(7 + 2 * f)])
 
 
+def write_speech(d: pathlib.Path) -> None:
+    """4 files of SequenceExamples: record r of file f has 1 + (7r + 3f) % 9 frames of [id, step, -1] floats
+    (id = 100f + r), a per-frame int label step * id, words as strings, and an int context id."""
+    write_manifest(d, [feature("id", "int64", [], "int", False), feature("frames", "float32", [3], "float", True),
+                       feature("labels", "int64", [], "int", True), feature("words", "string", [], "string", True)],
+                   allow_var_len=True)
+    for f in range(4):
+        records = []
+        for r in range(6 + f):
+            i, n = 100 * f + r, 1 + (7 * r + 3 * f) % 9
+            records.append(sequence_example({"id": ("int", [i])}, {
+                "frames": ("float", [[i, t, -1] for t in range(n)]), "labels": ("int", [[t * i] for t in range(n)]),
+                "words": ("string", [[f"{i}.{t}".encode()] for t in range(n)])}))
+        write_records(d / f"part-{f}.tfrecords", records)
+
+
 def _configs():
     out = {}
     for order, extra in (("ordered", {}), ("shuffled", dict(SHUFFLE, num_mix_files=3, seed=5))):
@@ -41,6 +66,12 @@ def _configs():
                                                               "min_window": 3, "max_window": 5, "seed": 13, **extra})
         out[f"discrete-{order}"] = ("discrete_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
                                                           "min_window": 1, "max_window": 3, "seed": 21, **extra})
+    for name, pads in (("zeros", {}), ("values", {"frames": -2.5, "labels": 7, "words": "<pad>"})):
+        out[f"independent-varlen-pad-{name}"] = ("independent", {
+            **READS, "target_batch_size": 3, "epochs": 1,
+            "padding": [{"tensor": t, "value": v} for t, v in pads.items()] or True})
+    out["independent-varlen-pad-shape"] = ("independent", {
+        **READS, "target_batch_size": 3, "epochs": 1, "padding": [{"tensor": "frames", "shape": [12, 3]}]})
     return out
 
 
@@ -50,13 +81,15 @@ CONFIGS = _configs()
 def batch_hashes(root: pathlib.Path, name: str) -> list:
     loader, args = CONFIGS[name][0], dict(CONFIGS[name][1])
     data = {"independent": "independent", "continuous_sequence": "example", "discrete_sequence": "discrete"}[loader]
+    data = "speech" if "varlen" in name else data
     directory = root / data
     if not directory.exists():
-        (write_independent if data == "independent" else HASH_DATA[data])(directory)
+        {"independent": write_independent, "speech": write_speech}.get(data, HASH_DATA.get(data))(directory)
     if loader == "independent":
-        config = {"type": "independent", "model": {"inputs": ["id", "x"], "targets": []}, "args": {
+        names = ("id", "frames", "labels", "words") if data == "speech" else ("id", "x")
+        config = {"type": "independent", "model": {"inputs": list(names), "targets": []}, "args": {
             "dataset": {"type": "dir", "args": {"data_dir": str(directory)}}, "drop_remainder": False,
-            "num_read_buffer_bytes": 0, "primary_features": [{"from_name": n, "to_name": n} for n in ("id", "x")],
+            "num_read_buffer_bytes": 0, "primary_features": [{"from_name": n, "to_name": n} for n in names],
             **args}}
     else:
         primary, secondary = ((CONTINUOUS, CONTINUOUS_LENGTH) if loader == "continuous_sequence"

@@ -21,6 +21,7 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
     load_builtin_types()
     for feature in config.secondary_features:
         values, lengths = SECONDARY.get(feature.type).build(feature.args, batch, feature.info)
+        batch.zero_tails.discard(feature.to_name)
         batch.values[feature.to_name] = values
         if lengths is not None:
             batch.lengths[feature.to_name] = lengths
@@ -28,6 +29,7 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
         values, lengths = STEPS.get(step.type).build(step.args, batch.values[step.tensor],
                                                      batch.lengths.get(step.tensor), step.input_info)
         batch.values[step.tensor] = values
+        batch.zero_tails.discard(step.tensor)
         if lengths is None:
             batch.lengths.pop(step.tensor, None)
         else:
@@ -37,6 +39,11 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
 
 def _same(tensors):
     return tensors
+
+
+def zero_tails(loader, config: LoaderConfig) -> frozenset:
+    """The tensors ``loader`` gives zero-padded to the batch's longest example (none unless it says)."""
+    return loader.zero_tails(config) if hasattr(loader, "zero_tails") else frozenset()
 
 
 def source(loader, config: LoaderConfig, input_context, batch_size: int, reader):
@@ -51,15 +58,16 @@ def source(loader, config: LoaderConfig, input_context, batch_size: int, reader)
 
 
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
-                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None
-                    ) -> tf.data.Dataset:
-    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it."""
+                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
+                    zero_tails: frozenset = frozenset()) -> tf.data.Dataset:
+    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
+    ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
 
     def to_model(element):
         element = decode(element)
-        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {}))),
-                          config)
+        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
+                                set(zero_tails)), config)
         tensors = finalize(batch, config, static_batch)
         features = pack_inputs({n: tensors[n] for n in config.inputs})
         if not config.targets:

@@ -42,6 +42,12 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader):
     return records, parse
 
 
+def zero_tails(config: LoaderConfig) -> frozenset:
+    """Feature lists: parse_sequence_example pads them with zeros (raw ones: zero bytes, see
+    parsing.decode) to the batch's longest, so padding with zeros has nothing left to do."""
+    return frozenset(name for name, f in config.selected.items() if f.var_len)
+
+
 def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths"} dicts), as every loader provides."""
     records, parse = source(config, input_context, batch_size, reader)
