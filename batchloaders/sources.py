@@ -113,6 +113,26 @@ def records_per_block(config: LoaderConfig) -> int:
     return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // max(record, 1)))
 
 
+def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
+    """The largest first record of up to ``files`` local uncompressed data files (one 8-byte read each),
+    or None when none can be read that way. Feature lists make the manifest's estimate useless."""
+    if config.dataset.manifest.compression is not None:
+        return None
+    sizes = []
+    for path in config.dataset.files[:files]:
+        if url_scheme(path) is not None:
+            continue
+        try:
+            with open(path, "rb") as f:
+                head = f.read(8)
+        except OSError:
+            continue
+        if len(head) == 8:
+            sizes.append(int.from_bytes(head, "little"))
+    # A damaged header can claim anything: the reader reports it; here it only must not blow up a block.
+    return min(max(sizes), BLOCK_BYTES) if sizes else None
+
+
 def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 

@@ -157,3 +157,24 @@ def test_bad_window_sizes(tmp_path, change, path):
     with pytest.raises(ConfigError) as e:
         batchloaders.build_input_fn(config)
     assert path in str(e.value)
+
+
+@pytest.mark.parametrize("frames, compression, expected", [
+    (2, None, 1024),          # small records: 1024 per block, as always
+    (200, None, "8 MiB"),     # ~34 KB records: as many as fill 8 MiB
+    (2000, None, 64),         # ~320 KB: never fewer than 64
+    (200, "gzip", 1024),      # compressed: the first record's size is not read
+])
+def test_blocks_of_large_records_hold_about_8_mib(tmp_path, frames, compression, expected):
+    """A block is parsed at once, padded to its longest record: large records get fewer per block."""
+    from batchloaders.loaders.discrete_sequence import records_per_block
+    from batchloaders.spec.config import load_config
+    from conftest import feature, sequence_example, write_manifest, write_records
+
+    write_manifest(tmp_path, [feature("f", "float32", [40], "float", True)], allow_var_len=True,
+                   compression=compression)
+    record = sequence_example({}, {"f": ("float", [[float(t)] * 40 for t in range(frames)])})
+    write_records(tmp_path / "a.tfrecords", [record] * 3, compression)
+    config = load_config(sequence_config(tmp_path, "discrete_sequence", [("f", "f")], inputs=["f"], lo=1, hi=2,
+                                         padding=True, target_batch_size=1))
+    assert records_per_block(config) == (8 * 2**20 // len(record) if expected == "8 MiB" else expected)

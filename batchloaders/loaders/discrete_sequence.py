@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
@@ -53,12 +54,18 @@ def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | No
 
 # Blocks hold serialized records only, so they can be large: each block costs a fixed
 # ~0.4 ms (scan step, parse and assemble calls). Measured windows/s with k=4 on 2 cores:
-# 64 records per block 34k, 256 57k, 1024 66k (benchmarks/, discrete_fixed).
+# 64 records per block 34k, 256 57k, 1024 66k (benchmarks/, discrete_fixed). Large records
+# (speech: ~19 KB) get fewer per block: a block is parsed at once, padded to its longest record.
 SERIALIZED_RECORDS_PER_BLOCK = 1024
+MIN_SERIALIZED_RECORDS_PER_BLOCK = 64
 
 
 def records_per_block(config: LoaderConfig) -> int:
-    return max(SERIALIZED_RECORDS_PER_BLOCK, 2 * config.max_window)
+    per_block = SERIALIZED_RECORDS_PER_BLOCK
+    record = sources.sampled_record_bytes(config)
+    if record:
+        per_block = min(per_block, max(MIN_SERIALIZED_RECORDS_PER_BLOCK, sources.BLOCK_BYTES // record))
+    return max(per_block, 2 * config.max_window)
 
 
 def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
