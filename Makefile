@@ -30,4 +30,4 @@ validate: setup
 	$(VENV)/bin/batchloaders validate configs manifests
 
 clean:
-	rm -rf demo_data benchmarks/data build dist *.egg-info .pytest_cache
+	rm -rf demo_data benchmarks/data benchmarks/out build dist *.egg-info .pytest_cache

@@ -27,14 +27,14 @@ import shutil
 
 import numpy as np
 
-VERSION = "2"
+VERSION = "3"
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FILES = 16
 SEED = 20261123
 # Sizes: one epoch of our pipeline takes >= ~2 s on 2 cores in every case.
 FLOATS_PER_FILE = 60_000
-IMAGES_PER_FILE = 16_000
-SPEECH_PER_FILE = 1_500
+IMAGES_PER_FILE = 36_000
+SPEECH_PER_FILE = 7_500
 FRAME = 40  # floats per speech frame
 LABELS = 48  # speech labels are 1..LABELS
 

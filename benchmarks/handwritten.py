@@ -12,10 +12,13 @@ one that ends (``interleave(cycle_length=4, block_length=1)``). The
 independent loader alternates record by record, which
 ``TFRecordDataset(files, num_parallel_reads=4)`` reproduces. The sequence
 loaders alternate by *block*: every element of a file's stream is the
-windows cut from one block of records (64 records for continuous_sequence
-with feature lists, 1024 for discrete_sequence), plus one empty element at
-the end of each file, which takes its turn too. ``sequence_windows`` copies
-that; it is the only way to get our order.
+windows cut from one block of records, plus one empty element at the end of
+each file, which takes its turn too. The config does not say how many
+records a block holds (ours picks it from the data: 64 records for
+continuous_sequence with feature lists; for discrete_sequence about 8 MiB of
+records, judged from the first record of the first files, at most 1024), so
+run.py asks ours for it (``per_block``) and ``cut`` copies the rest. There is
+no other way to get our order.
 
 Variants (run.py lists which it tries per case; the fastest identical one is
 "the strongest"):
@@ -100,13 +103,13 @@ def interleaved(files, parallel: bool = True) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(files).interleave(_reader, cycle_length=READS, block_length=1)
 
 
-def zipped(files) -> tf.data.Dataset:
+def zipped(files, block: int = BLOCK) -> tf.data.Dataset:
     """The same order, specialised to files of equal length: per group of 4 files, a block of each,
     stacked [4, k] and transposed, gives the alternation; no per-record step."""
     groups = tf.data.Dataset.from_tensor_slices([files[i:i + READS] for i in range(0, len(files), READS)])
 
     def group(names):
-        blocks = tuple(_reader(names[j]).batch(BLOCK) for j in range(READS))
+        blocks = tuple(_reader(names[j]).batch(block) for j in range(READS))
         return tf.data.Dataset.zip(blocks).map(lambda *b: tf.reshape(tf.transpose(tf.stack(b)), [-1]))
 
     return groups.flat_map(group)
@@ -119,9 +122,9 @@ def batch_then_parse(parse, parallel: bool = True):
     return make
 
 
-def zip_then_parse(parse):
+def zip_then_parse(parse, block: int = BLOCK):
     def make(files, batch_size):
-        return zipped(files).rebatch(batch_size).map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH)
+        return zipped(files, block).rebatch(batch_size).map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH)
     return make
 
 
@@ -193,11 +196,12 @@ def sequence_windows(windows_of, files, batch_size, parallel: bool = True, zip_f
     return elements.rebatch(batch_size)
 
 
-def continuous(size: int = 75, per_block: int = 64, parallel: bool = True, zip_files: bool = False):
-    """continuous_sequence windows of ``size`` frames: blocks are parsed, then cut into windows."""
+def continuous(size: int = 75, parallel: bool = True, zip_files: bool = False):
+    """continuous_sequence windows of ``size`` frames: blocks are parsed, then cut into windows.
+    ``per_block``: our block size (see the module doc)."""
     units = {"frames": (tf.float32, [40]), "labels": (tf.int64, [])}
 
-    def make(files, batch_size):
+    def make(files, batch_size, per_block):
         windows_of = cut(units, size, per_block, frames_of_block)
         return (sequence_windows(windows_of, files, batch_size, parallel, zip_files)
                 .map(lambda w: ({"frames": w["frames"]}, {"labels": w["labels"]})).prefetch(PREFETCH))
@@ -216,12 +220,12 @@ def assemble_speech(serialized):
     return {"frames": out["frames"]}, {"labels": out["labels"]}
 
 
-def discrete(k: int = 3, per_block: int = 1024, parallel: bool = True, zip_files: bool = False):
+def discrete(k: int = 3, parallel: bool = True, zip_files: bool = False):
     """discrete_sequence windows of ``k`` records: windows of serialized records are planned per
-    block, batched, and each batch parsed with one call."""
+    block, batched, and each batch parsed with one call. ``per_block``: our block size."""
     units = {"serialized": (tf.string, [])}
 
-    def make(files, batch_size):
+    def make(files, batch_size, per_block):
         windows_of = cut(units, k, per_block)
         return (sequence_windows(windows_of, files, batch_size, parallel, zip_files)
                 .map(lambda w: assemble_speech(w["serialized"]), num_parallel_calls=PARSES).prefetch(PREFETCH))

@@ -2,13 +2,13 @@
 
 A pipeline is a function building a fresh ``tf.data.Dataset`` of one epoch.
 
-``check`` runs one epoch and hashes every tensor of every batch, in order
-(sha256 over dtype, shape and bytes): two pipelines yield identical batches
-exactly when their digests are equal. It also records each batch's examples
-and frames (``frames_of``), which ``measure`` uses for frames/s.
-
-``measure`` is one timed round: build the dataset (ms), create its iterator
-and get the first batch (ms), then consume the whole epoch. Steady
+``epoch`` runs one whole epoch on a freshly built dataset and measures it:
+building the dataset (ms), creating its iterator and getting the first batch
+(ms), then consuming the epoch. The first epoch of a pipeline is its check:
+every tensor of every batch is hashed, in order (sha256 over dtype, shape and
+bytes), so two pipelines yield identical batches exactly when their digests
+are equal, and each batch's examples and frames (``frames_of``) are recorded.
+Later epochs are timed rounds that do nothing per batch but take the time. Steady
 throughput is taken after the first ``WARMUP_FRACTION`` of the batches
 (tf.data starts its threads and fills its buffers there) up to the end of
 the epoch. CPU seconds are ``getrusage`` user + sys of the whole process
@@ -64,15 +64,6 @@ def _cpu_seconds() -> float:
 
 
 @dataclasses.dataclass
-class Check:
-    digest: str
-    examples: list  # per batch
-    frames: list  # per batch (None when the case has no frames)
-    build_ms: float
-    first_ms: float
-
-
-@dataclasses.dataclass
 class Round:
     build_ms: float
     first_ms: float
@@ -81,29 +72,26 @@ class Round:
     cpu_s: float
     memory_mb: float
     epoch_s: float
+    hashed: bool  # measured while hashing (the check epoch)
 
 
-def check(make: Callable[[], tf.data.Dataset], frames_of: Callable | None) -> Check:
-    """One epoch, hashed. ``frames_of(batch)`` (numpy structure) counts a batch's frames."""
-    start = time.perf_counter()
-    dataset = make()
-    built = time.perf_counter()
-    digest, examples, frames = hashlib.sha256(), [], []
-    first_ms = None
-    for batch in dataset:
-        if first_ms is None:
-            first_ms = (time.perf_counter() - built) * 1000
-        arrays = [t.numpy() for t in tf.nest.flatten(batch)]
-        for a in arrays:
-            digest.update(f"{a.dtype.str}{a.shape}".encode())
-            digest.update(np.ascontiguousarray(a).tobytes())
-        examples.append(len(arrays[0]))
-        frames.append(frames_of(tf.nest.pack_sequence_as(batch, arrays)) if frames_of else None)
-    return Check(digest.hexdigest(), examples, frames, (built - start) * 1000, first_ms or 0.0)
+@dataclasses.dataclass
+class Check:
+    digest: str
+    examples: list  # per batch
+    frames: list  # per batch (None when the case has no frames)
+    round: Round  # the check epoch, measured while hashing
 
 
-def measure(make: Callable[[], tf.data.Dataset], checked: Check) -> Round:
-    """One timed round over a whole epoch on a freshly built dataset."""
+def epoch(make: Callable[[], tf.data.Dataset], frames_of: Callable | None = None,
+          checked: Check | None = None) -> Check | Round:
+    """One epoch on a freshly built dataset, measured.
+
+    Without ``checked``: the check epoch, every batch hashed; ``frames_of(batch)``
+    (a numpy structure) counts a batch's frames. Returns a Check. With ``checked``
+    (that pipeline's Check): a timed round, nothing done per batch but taking the
+    time; batch sizes and frames come from the check. Returns a Round.
+    """
     gc.collect()
     if _trim is not None:
         _trim(0)
@@ -115,23 +103,30 @@ def measure(make: Callable[[], tf.data.Dataset], checked: Check) -> Round:
     cpu_before = _cpu_seconds()
     opened = time.perf_counter()
     iterator = iter(dataset)
-    times = []
-    for _ in iterator:
+    times, digest, examples, frames = [], hashlib.sha256(), [], []
+    for batch in iterator:
         times.append(time.perf_counter())
+        if checked is None:
+            arrays = [t.numpy() for t in tf.nest.flatten(batch)]
+            for a in arrays:
+                digest.update(f"{a.dtype.str}{a.shape}".encode())
+                digest.update(np.ascontiguousarray(a).tobytes())
+            examples.append(len(arrays[0]))
+            frames.append(frames_of(tf.nest.pack_sequence_as(batch, arrays)) if frames_of else None)
         if sampled:
             peak = max(peak, _status_kb("VmRSS"))
     cpu = _cpu_seconds() - cpu_before
     if not sampled:
         peak = _status_kb("VmHWM")
     del iterator, dataset
-    if len(times) != len(checked.examples):
-        raise AssertionError(f"{len(times)} batches in this epoch, {len(checked.examples)} when checked")
-    skip = max(1, int(len(times) * WARMUP_FRACTION))
-    if skip >= len(times):
-        skip = len(times) - 1  # a tiny epoch: all but the first batch
-    span = times[-1] - times[skip - 1] if len(times) > 1 else float("nan")
-    examples = sum(checked.examples[skip:])
-    frames = None if checked.frames[0] is None else sum(checked.frames[skip:]) / span
-    return Round(build_ms=(built - start) * 1000, first_ms=(times[0] - opened) * 1000,
-                 examples_per_s=examples / span, frames_per_s=frames, cpu_s=cpu,
-                 memory_mb=(peak - rss_before) / 1024, epoch_s=times[-1] - opened)
+    if checked is not None:
+        examples, frames = checked.examples, checked.frames
+        if len(times) != len(examples):
+            raise AssertionError(f"{len(times)} batches in this epoch, {len(examples)} when checked")
+    skip = min(max(1, int(len(times) * WARMUP_FRACTION)), len(times) - 1)  # tiny epochs: all but the first
+    span = times[-1] - times[skip - 1] if skip > 0 else float("nan")
+    measured = Round(build_ms=(built - start) * 1000, first_ms=(times[0] - opened) * 1000,
+                     examples_per_s=sum(examples[skip:]) / span,
+                     frames_per_s=None if frames[0] is None else sum(frames[skip:]) / span, cpu_s=cpu,
+                     memory_mb=(peak - rss_before) / 1024, epoch_s=times[-1] - opened, hashed=checked is None)
+    return measured if checked is not None else Check(digest.hexdigest(), examples, frames, measured)
