@@ -110,6 +110,8 @@ def records_per_block(config: LoaderConfig) -> int:
     from batchloaders.spec.limits import ITEM_BYTES, elements
 
     record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
+    if config.dataset.manifest.allow_var_len:  # the estimate counts a feature list as one step
+        record = max(record, sampled_record_bytes(config) or 0)
     return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // max(record, 1)))
 
 
