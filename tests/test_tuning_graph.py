@@ -109,3 +109,19 @@ def test_missing_feature_list_is_an_error_not_an_empty_sequence(tmp_path):
     cfg = loader_config(tmp_path, [("tokenz", "t")], inputs=["t"], padding=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match="tokenz"):
         list(build_input_fn(cfg)())
+
+
+def test_feature_lists_parsing_padded_with_zeros_are_not_masked_again(tmp_path):
+    """The finalize shortcut is taken only when the pad value is the default (values: test_same_batches)."""
+    from conftest import feature, sequence_example, write_manifest, write_records
+
+    write_manifest(tmp_path, [feature("tokens", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(tmp_path / "a.tfrecords", [sequence_example({}, {"tokens": ("int", [[1], [2]])}),
+                                             sequence_example({}, {"tokens": ("int", [[3]])})])
+    selects, values = [], []
+    for padding in (True, [{"tensor": "t", "value": 7}]):
+        dataset = build_input_fn(loader_config(tmp_path, [("tokens", "t")], inputs=["t"], padding=padding))()
+        selects.append(sum(node.op == "SelectV2" for node, _ in nodes(dataset)))  # tf.where over invalid steps
+        values.append([b["t"].tolist() for b in dataset.as_numpy_iterator()])
+    assert selects[1] == selects[0] + 1
+    assert values == [[[[1, 2], [3, 0]]], [[[1, 2], [3, 7]]]]
