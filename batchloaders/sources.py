@@ -135,29 +135,41 @@ def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
     return min(max(sizes), BLOCK_BYTES) if sizes else None
 
 
-def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool) -> tf.data.Dataset:
+def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,
+                per_block: Callable | None = None) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 
     ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
-    blocks of records, or single records with ``unbatch`` (for shuffling or interleaving records).
+    blocks of records, single records with ``unbatch`` (for shuffling records), or what
+    ``per_block(serialized, file, records)`` makes of a block (``file``: the file's index, a scalar;
+    ``records``: the numbers of the block's records).
+
+    ``num_interleave_out_buffer_elements`` blocks of every open file are read ahead, each file in a
+    thread of its own, and ``per_block`` runs there too: handing over a block of up to 1024 records
+    costs what one record would, so reading, the end-of-file checks and per-block work overlap the
+    rest of the pipeline even on local disk.
     """
     block = records_per_block(config)
+    ahead = max(1, config.num_interleave_out_buffer_elements)
 
     def per_file(element):
         def numbered(b):
             count = tf.size(b["serialized"], out_type=tf.int64)
-            return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]),
-                    "record": b["first"] + tf.range(count)}
-        blocks = reader.blocks(element["file"], element["index"], block).map(numbered)
+            records = b["first"] + tf.range(count)
+            if per_block is not None:
+                return per_block(b["serialized"], element["index"], records)
+            return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]), "record": records}
+        blocks = reader.blocks(element["file"], element["index"], block).map(numbered).prefetch(ahead)
         return blocks.unbatch() if unbatch else blocks
 
-    return interleave(config, files, per_file)
+    return interleave(config, files, per_file, buffered=True)
 
 
 def reads_in_blocks(config: LoaderConfig) -> bool:
-    """Whether records may stay in blocks up to batching: unshuffled and one file at a time."""
-    return not config.shuffle and _cycle(config) == 1
+    """Whether records may stay in blocks up to batching: unshuffled (several files then alternate
+    block by block). Shuffled records go one by one through the interleave and the shuffle buffer."""
+    return not config.shuffle
 
 
 def _cycle(config: LoaderConfig) -> int:
@@ -165,17 +177,18 @@ def _cycle(config: LoaderConfig) -> int:
 
 
 def interleave(config: LoaderConfig, files: tf.data.Dataset,
-               per_file: Callable[[dict], tf.data.Dataset]) -> tf.data.Dataset:
+               per_file: Callable[[dict], tf.data.Dataset], *, buffered: bool = False) -> tf.data.Dataset:
     """Read several files at once; unshuffled loaders read files in order unless num_parallel_reads > 1.
 
-    ``per_file`` gets one element of :func:`file_names` (``{"file", "index"}``).
+    ``per_file`` gets one element of :func:`file_names` (``{"file", "index"}``); ``buffered``: it
+    reads ahead itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per file).
     """
     cycle = _cycle(config)
     out_buffer = config.num_interleave_out_buffer_elements
 
     def open_file(element):
         ds = per_file(element)
-        return ds.prefetch(out_buffer) if out_buffer > 1 else ds
+        return ds.prefetch(out_buffer) if out_buffer > 1 and not buffered else ds
 
     if cycle == 1:
         return files.flat_map(open_file)

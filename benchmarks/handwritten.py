@@ -90,59 +90,62 @@ def one(parse):
     return lambda serialized: tf.nest.map_structure(lambda t: t[0], parse(serialized[None]))
 
 
-# --- independent: record-by-record alternation of 4 files ---------------------------------------
+# --- independent: 4 files alternating block by block -------------------------------------------
 
 def _reader(filename):
     return tf.data.TFRecordDataset(filename, buffer_size=READ_BUFFER)
 
 
-def interleaved(files, parallel: bool = True) -> tf.data.Dataset:
-    """Serialized records, 4 files alternating record by record."""
-    if parallel:
-        return tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER, num_parallel_reads=READS)
-    return tf.data.Dataset.from_tensor_slices(files).interleave(_reader, cycle_length=READS, block_length=1)
+def blocks_of(block: int, ahead: bool = False):
+    """Per file: its records in blocks of ``block`` (the last one shorter); ``ahead``: one block read
+    ahead in a thread of the file's own."""
+    def per_file(filename):
+        blocks = _reader(filename).batch(block)
+        return blocks.prefetch(1) if ahead else blocks
+    return per_file
 
 
-def zipped(files, block: int = BLOCK) -> tf.data.Dataset:
-    """The same order, specialised to files of equal length: per group of 4 files, a block of each,
-    stacked [4, k] and transposed, gives the alternation; no per-record step."""
-    groups = tf.data.Dataset.from_tensor_slices([files[i:i + READS] for i in range(0, len(files), READS)])
-
-    def group(names):
-        blocks = tuple(_reader(names[j]).batch(block) for j in range(READS))
-        return tf.data.Dataset.zip(blocks).map(lambda *b: tf.reshape(tf.transpose(tf.stack(b)), [-1]))
-
-    return groups.flat_map(group)
+def interleaved_blocks(files, block: int, parallel: bool = False, ahead: bool = False) -> tf.data.Dataset:
+    """Blocks of serialized records, 4 files alternating block by block."""
+    return tf.data.Dataset.from_tensor_slices(files).interleave(
+        blocks_of(block, ahead), cycle_length=READS, block_length=1,
+        num_parallel_calls=READS if parallel else None)
 
 
-def batch_then_parse(parse, parallel: bool = True):
-    def make(files, batch_size):
-        return (interleaved(files, parallel).batch(batch_size).map(parse, num_parallel_calls=PARSES)
-                .prefetch(PREFETCH))
+def blocks_then_parse(parse, parallel: bool = False, ahead: bool = False):
+    """Interleave blocks, cut them into batches (rebatch), parse each batch with one call."""
+    def make(files, batch_size, block):
+        return (interleaved_blocks(files, block, parallel, ahead).rebatch(batch_size)
+                .map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH))
     return make
 
 
-def zip_then_parse(parse, block: int = BLOCK):
-    def make(files, batch_size):
-        return zipped(files, block).rebatch(batch_size).map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH)
+def records_then_parse(parse):
+    """The same order record by record: ``interleave(block_length=block)``, batch, parse."""
+    def make(files, batch_size, block):
+        return (tf.data.Dataset.from_tensor_slices(files)
+                .interleave(_reader, cycle_length=READS, block_length=block).batch(batch_size)
+                .map(parse, num_parallel_calls=PARSES).prefetch(PREFETCH))
     return make
 
 
 def parse_blocks(parse):
-    """Each file's records parsed in blocks inside the interleave (fixed-size features only), then batched."""
-    def make(files, batch_size):
+    """Each file's blocks parsed inside the interleave (fixed-size features only), then rebatched."""
+    def make(files, batch_size, block):
         def per_file(filename):
-            return _reader(filename).batch(BLOCK).map(parse).unbatch()
+            return _reader(filename).batch(block).map(parse)
         return (tf.data.Dataset.from_tensor_slices(files)
                 .interleave(per_file, cycle_length=READS, block_length=1, num_parallel_calls=READS)
-                .batch(batch_size).prefetch(PREFETCH))
+                .rebatch(batch_size).prefetch(PREFETCH))
     return make
 
 
 def record_by_record(parse, padded: bool = False):
     """Naive: parse each record, then batch (padded_batch for feature lists)."""
-    def make(files, batch_size):
-        ds = interleaved(files).map(one(parse), num_parallel_calls=AUTOTUNE)
+    def make(files, batch_size, block):
+        ds = (tf.data.Dataset.from_tensor_slices(files)
+              .interleave(_reader, cycle_length=READS, block_length=block, num_parallel_calls=READS)
+              .map(one(parse), num_parallel_calls=AUTOTUNE))
         ds = ds.padded_batch(batch_size) if padded else ds.batch(batch_size)
         return ds.prefetch(AUTOTUNE)
     return make

@@ -81,12 +81,13 @@ def labels_count(batch) -> int:
     return int(np.count_nonzero(batch[1]["labels"]))  # labels are 1..48; padding is 0
 
 
-def independent_variants(parse, fixed: bool = True, block: int = hw.BLOCK) -> dict:
-    out = {"parallel interleave, batch, parse": hw.batch_then_parse(parse),
-           "sequential interleave, batch, parse": hw.batch_then_parse(parse, parallel=False),
-           "zip 4 equal files, rebatch, parse (specialised)": hw.zip_then_parse(parse, block)}
+def independent_variants(parse, fixed: bool = True) -> dict:
+    out = {"parallel interleave of blocks, rebatch, parse": hw.blocks_then_parse(parse, parallel=True),
+           "sequential interleave of blocks, rebatch, parse": hw.blocks_then_parse(parse),
+           "sequential interleave of blocks read ahead, rebatch, parse": hw.blocks_then_parse(parse, ahead=True),
+           "interleave records (block_length), batch, parse": hw.records_then_parse(parse)}
     if fixed:  # parsed records of a block differ in padding when features vary in length
-        out["parse blocks in the interleave, unbatch, batch"] = hw.parse_blocks(parse)
+        out["parse blocks in the interleave, rebatch"] = hw.parse_blocks(parse)
     return out
 
 
@@ -107,7 +108,7 @@ def cases() -> list[Case]:
              independent_variants(hw.parse_images),
              ("naive: parse each record, batch", hw.record_by_record(hw.parse_images), True)),
         Case("speech_padded", "speech", config("independent", ["frames"], ["labels"], 32, speech, padding=True),
-             independent_variants(hw.parse_speech, fixed=False, block=128), naive_speech, labels_count),
+             independent_variants(hw.parse_speech, fixed=False), naive_speech, labels_count),
         Case("continuous75", "speech",
              config("continuous_sequence", ["frames"], ["labels"], 32, speech, min_window=75, max_window=75),
              {"parallel interleave of per-file windows": hw.continuous(),
@@ -132,7 +133,7 @@ def cases() -> list[Case]:
                     processing_steps=[{"tensor": "frames", "type": "slice", "args": {"slice": "[:-1]"}},
                                       {"tensor": "next", "type": "slice", "args": {"slice": "[1:]"}}],
                     padding=[{"tensor": "next", "value": -1}]),
-             independent_variants(hw.parse_speech_slices, fixed=False, block=128),
+             independent_variants(hw.parse_speech_slices, fixed=False),
              frames_of=lambda b: int(b[0]["n"].sum())),
         Case("continuous_random", "speech",
              config("continuous_sequence", ["frames"], ["labels"], 32, speech, min_window=50, max_window=100,
@@ -169,16 +170,18 @@ def with_data(config_: dict, directory: str) -> dict:
     return out
 
 
-def our_block(config_: dict) -> int | None:
-    """Records per block of our sequence loaders. It sets the order in which files alternate, and the
-    config does not say it, so the hand-written sequence pipelines are given it (handwritten.py)."""
-    from batchloaders import load_config
+def our_block(config_: dict) -> int:
+    """Records per block of our loaders. It sets the order in which files alternate (README:
+    "How files alternate"), so the hand-written pipelines are given it (handwritten.py)."""
+    from batchloaders import load_config, sources
     from batchloaders.loaders import continuous_sequence, discrete_sequence
 
     checked = load_config(config_)
     if checked.type == "continuous_sequence":
         return continuous_sequence.records_per_block(checked, checked.selected)
-    return discrete_sequence.records_per_block(checked) if checked.type == "discrete_sequence" else None
+    if checked.type == "discrete_sequence":
+        return discrete_sequence.records_per_block(checked)
+    return sources.records_per_block(checked)
 
 
 def pipelines_of(case: Case, directory: str) -> list[Pipeline]:
@@ -189,11 +192,11 @@ def pipelines_of(case: Case, directory: str) -> list[Pipeline]:
     def hand(make, *args):  # the file listing counts as building, as ours lists its directory
         return lambda: make(bench_data.files(directory), case.batch_size, *args)
 
-    out += [Pipeline(name, "variant", hand(make, *([] if block is None else [block])))
-            for name, make in case.variants.items()]
+    out += [Pipeline(name, "variant", hand(make, block)) for name, make in case.variants.items()]
     if case.naive:
         name, make, identical = case.naive
-        out.append(Pipeline(name, "naive", hand(make), expect_identical=identical))
+        out.append(Pipeline(name, "naive", hand(make, block) if ours_config["type"] == "independent" else hand(make),
+                            expect_identical=identical))
     return out
 
 

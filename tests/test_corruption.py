@@ -262,9 +262,9 @@ def test_records_that_disagree_with_the_manifest_always_fail(datasets, case, loa
     assert problem.file.endswith("a.tfrecords") and problem.path == f"record {BAD}"
     assert ("x" in problem.message) or ("r" in problem.message)
     a_seen = [c for c in codes if c < 200]
-    assert a_seen == a_codes(len(a_seen)) and len(a_seen) <= BAD  # nothing from the bad record on
-    if loader == "independent":  # one record per batch: every record before the bad one is delivered
-        assert a_seen == a_codes(BAD)
+    # Nothing from the bad record on. The independent loader parses fixed-size features a block at a
+    # time where they are read, so its error can come before batches of the bad record's block.
+    assert a_seen == a_codes(len(a_seen)) and len(a_seen) <= BAD
 
 
 VANISH = [(loader, parallel, policy) for loader in LOADERS for parallel in (False, True)

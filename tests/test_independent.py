@@ -104,12 +104,35 @@ def test_num_mix_files_interleaves_records_of_that_many_files(numbered_dataset):
     assert got == [100 * f + r for r in range(4) for f in range(3)]
 
 
+@pytest.mark.parametrize("reads", [2, 3])
+def test_num_parallel_reads_without_shuffle_keeps_small_files_whole(numbered_dataset, reads):
+    # Files alternate block by block (1024 records of this size): files shorter than a block come whole.
+    assert flat(run(numbered_dataset, num_parallel_reads=reads, target_batch_size=12)) == IDS
+
+
+@pytest.fixture
+def long_files(tmp_path):
+    """3 files of 1500, 1024 and 700 records (more, exactly and less than one block of 1024);
+    record r of file f has id 10000*f + r."""
+    d = tmp_path / "long"
+    write_manifest(d, [feature("id", "int64", [], "int")])
+    for f, n in enumerate([1500, 1024, 700]):
+        write_records(d / f"part-{f}.tfrecords", [example(id=("int", [10000 * f + r])) for r in range(n)])
+    return d
+
+
 @pytest.mark.parametrize("reads, expected", [
-    (2, [0, 100, 1, 101, 2, 102, 3, 103, 200, 201, 202, 203]),  # two files at a time, in turn
-    (3, [100 * f + r for r in range(4) for f in range(3)]),
+    # Two files open: the first blocks of files 0 and 1, then the rest of file 0; file 2 takes the
+    # place of file 1 (which ended with its one whole block) one round after it ended.
+    (2, [(0, 0, 1024), (1, 0, 1024), (0, 1024, 1500), (2, 0, 700)]),
+    (3, [(0, 0, 1024), (1, 0, 1024), (2, 0, 700), (0, 1024, 1500)]),
+    (1, [(0, 0, 1500), (1, 0, 1024), (2, 0, 700)]),
 ])
-def test_num_parallel_reads_without_shuffle_alternates_files(numbered_dataset, reads, expected):
-    assert flat(run(numbered_dataset, num_parallel_reads=reads, target_batch_size=12)) == expected
+def test_num_parallel_reads_without_shuffle_alternates_blocks_of_files(long_files, reads, expected):
+    cfg = loader_config(long_files, [("id", "id")], inputs=["id"], num_parallel_reads=reads, target_batch_size=500)
+    batches = collect(build_input_fn(cfg)())
+    assert [len(b["id"]) for b in batches[:-1]] == [500] * (len(batches) - 1)
+    assert [int(i) for b in batches for i in b["id"]] == [10000 * f + r for f, a, z in expected for r in range(a, z)]
 
 
 @pytest.mark.parametrize("args", [

@@ -90,9 +90,11 @@ def test_remote_files_are_read_by_parallel_threads(numbered_dataset, tmp_path, a
 
 @pytest.mark.parametrize("reads", [2, 3])
 def test_local_interleave_gives_the_parallel_order(numbered_dataset, reads):
-    """Record r of each open file in turn: exactly what a deterministic parallel interleave gives."""
+    """Record r of each open file in turn: exactly what a deterministic parallel interleave gives.
+    (Shuffled records alternate one by one; buffers of one keep the order.)"""
     cfg = loader_config(numbered_dataset, [("id", "id")], inputs=["id"], num_parallel_reads=reads,
-                        target_batch_size=1)
+                        target_batch_size=1, shuffle=True, num_shuffle_buffer_elements=1,
+                        num_filenames_shuffle_buffer=1, num_mix_files=reads)
     got = [int(b["id"][0]) if isinstance(b, dict) else int(b[0]) for b in build_input_fn(cfg)().as_numpy_iterator()]
     files = [[100 * f + r for r in range(4)] for f in range(3)]
     expected = tf.data.Dataset.from_tensor_slices(files).interleave(
