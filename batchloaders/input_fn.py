@@ -116,10 +116,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             batch_size = input_context.get_per_replica_batch_size(batch_size)
         shard = _shard(loader_config, input_context)
         reader.refresh()
-        elements, decode = base.source(loader, loader_config, input_context, batch_size, reader)
+        zero_tails = base.zero_tails(loader, loader_config)
+        finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
+                  if base.example_wise(loader_config) else None)
+        elements, decode = base.source(loader, loader_config, input_context, batch_size, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=base.zero_tails(loader, loader_config))
+                                    zero_tails=zero_tails)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -136,30 +136,29 @@ def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
 
 
 def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,
-                per_block: Callable | None = None) -> tf.data.Dataset:
+                compact: bool = False) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 
     ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
-    blocks of records, single records with ``unbatch`` (for shuffling records), or what
-    ``per_block(serialized, file, records)`` makes of a block (``file``: the file's index, a scalar;
-    ``records``: the numbers of the block's records).
+    blocks of records, single records with ``unbatch`` (for shuffling records), or with ``compact``
+    blocks ``{"serialized", "file", "first"}`` (scalars: the file's index and the number of the block's
+    first record; see :func:`block_names`).
 
     ``num_interleave_out_buffer_elements`` blocks of every open file are read ahead, each file in a
-    thread of its own, and ``per_block`` runs there too: handing over a block of up to 1024 records
-    costs what one record would, so reading, the end-of-file checks and per-block work overlap the
-    rest of the pipeline even on local disk.
+    thread of its own: handing over a block of up to 1024 records costs what one record would, so
+    reading and the end-of-file checks overlap the rest of the pipeline even on local disk.
     """
     block = records_per_block(config)
     ahead = max(1, config.num_interleave_out_buffer_elements)
 
     def per_file(element):
         def numbered(b):
+            if compact:
+                return {"serialized": b["serialized"], "file": element["index"], "first": b["first"]}
             count = tf.size(b["serialized"], out_type=tf.int64)
-            records = b["first"] + tf.range(count)
-            if per_block is not None:
-                return per_block(b["serialized"], element["index"], records)
-            return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]), "record": records}
+            return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]),
+                    "record": b["first"] + tf.range(count)}
         blocks = reader.blocks(element["file"], element["index"], block).map(numbered).prefetch(ahead)
         return blocks.unbatch() if unbatch else blocks
 

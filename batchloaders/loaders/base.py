@@ -46,24 +46,32 @@ def zero_tails(loader, config: LoaderConfig) -> frozenset:
     return loader.zero_tails(config) if hasattr(loader, "zero_tails") else frozenset()
 
 
-def source(loader, config: LoaderConfig, input_context, batch_size: int, reader):
+def source(loader, config: LoaderConfig, input_context, batch_size: int, reader, finish=None):
     """(dataset, decode): a loader's elements and the function turning one into a batch dict.
 
     A loader that can defer work into the compiler's single map stage (the
     independent loader defers parsing) defines ``source``; others give batches.
+    ``finish`` (see :func:`finisher`) is offered to loaders whose ``source`` takes it: a loader
+    that runs it on blocks of examples itself returns ``decode`` None (its elements are finished).
     """
     if hasattr(loader, "source"):
-        return loader.source(config, input_context, batch_size, reader)
+        return loader.source(config, input_context, batch_size, reader, finish=finish)
     return loader.batches(config, input_context, batch_size, reader), _same
 
 
-def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
-                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset()) -> tf.data.Dataset:
-    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
-    ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch)."""
-    static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
+def example_wise(config: LoaderConfig) -> bool:
+    """Whether the model tensors of a block of examples can be made before it is cut into batches.
 
+    True without secondary features and processing steps: what is left (decoding, padding
+    fixed-size tensors to fixed shapes, splitting inputs from targets) acts on each example alone.
+    Padding to the batch's longest is then a no-op as long as the loader's tensors have fixed sizes.
+    """
+    return not config.secondary_features and not config.processing_steps
+
+
+def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,
+             zero_tails: frozenset = frozenset()):
+    """The function turning one loader element into the model's (features, targets)."""
     def to_model(element):
         element = decode(element)
         batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
@@ -73,9 +81,21 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         if not config.targets:
             return features
         return features, pack_targets({n: tensors[n] for n in config.targets})
+    return to_model
 
-    ds = batches.map(to_model, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                     deterministic=not config.sloppy_interleave)
+
+def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
+                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
+                    zero_tails: frozenset = frozenset()) -> tf.data.Dataset:
+    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
+    ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
+    ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks)."""
+    static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
+    ds = batches
+    if decode is not None:
+        ds = ds.map(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails),
+                    num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                    deterministic=not config.sloppy_interleave)
     if config.epochs is None:
         # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
         ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))

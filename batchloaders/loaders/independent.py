@@ -14,13 +14,15 @@ from batchloaders.spec.model import LoaderConfig
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def source(config: LoaderConfig, input_context, batch_size: int, reader):
-    """Batches, and the function that parses one (identity when they come parsed).
+def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=None):
+    """Batches, and the function that parses one (identity when they come parsed, None when ``finish``
+    made them the model's already).
 
     Unshuffled, records stay in blocks up to batching (several files alternate block by block), and
-    fixed-size features are parsed a block at a time where the block is read, in each file's own
-    thread: fewer, larger parse calls, spread over the open files. Otherwise the compiler runs the
-    parse in the same map as secondary features, steps and padding: one map stage per batch.
+    fixed-size features are parsed a block at a time (``num_parallel_parses`` blocks at once): fewer,
+    larger parse calls; ``finish`` (base.finisher, offered when it acts on each example alone) runs
+    there too, and the batches need no map stage of their own. Otherwise the compiler runs the parse
+    in the same map as secondary features, steps and padding: one map stage per batch.
     """
     files = sources.file_names(config, input_context, repeat=False)
     drop = config.drop_remainder or config.epochs is None
@@ -32,9 +34,15 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader):
 
     if sources.reads_in_blocks(config) and not manifest.allow_var_len:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
-        blocks = sources.read_blocks(config, reader, files, per_block=lambda serialized, file, records: parse(
-            serialized, reader.record_names(file, records)))
-        return sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop), _parsed
+        def per_block(block):
+            records = block["first"] + tf.range(tf.size(block["serialized"], out_type=tf.int64))
+            parsed = parse(block["serialized"], reader.record_names(block["file"], records))
+            return finish(parsed) if finish is not None else parsed
+        blocks = sources.read_blocks(config, reader, files, compact=True).map(
+            per_block, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+            deterministic=not config.sloppy_interleave)
+        batches = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+        return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
