@@ -35,6 +35,7 @@ import sys
 import tensorflow as tf
 
 from batchloaders.errors import MARKER
+from batchloaders.graphs import as_written
 from batchloaders.spec.datasets import url_scheme
 from batchloaders.spec.model import LoaderConfig
 
@@ -222,7 +223,7 @@ def _bounded(records: tf.data.Dataset, limit: tf.Tensor) -> tf.data.Dataset:
     a file that cannot be opened (TensorFlow's reader then retries it without
     end) stops after ``limit`` tries, and the end check reports it.
     """
-    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors().map(lambda _, r: r)
+    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors().map(as_written(lambda _, r: r))
 
 
 def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
@@ -262,7 +263,7 @@ def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.
         return serialized[:kept], DATA, swallowed, ended
 
     markers = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), CHECK, False, False))
-    return numbered.map(split).concatenate(markers)
+    return numbered.map(as_written(split)).concatenate(markers)
 
 
 def _opened(filename: tf.Tensor) -> tf.data.Dataset:
@@ -275,7 +276,7 @@ def _opened(filename: tf.Tensor) -> tf.data.Dataset:
     """
     probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
     return tf.data.Dataset.from_tensors(filename).map(
-        lambda f: probe.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+        as_written(lambda f: probe.reduce(tf.constant(0, tf.int64), as_written(lambda n, _: n + 1))))
 
 
 def exact_path(table: FileTable) -> bool:
@@ -305,7 +306,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     expansion = 1 if compression is None else 1032
     limit = tf.where(sizes[index] >= 0, sizes[index] * expansion // FRAME_BYTES + 1, 2**62)
     if exact:  # no small bound on retries here (sizes unknown or compressed): open the file first
-        blocks = _opened(filename).flat_map(lambda _: _exact_blocks(open_records(), block, limit))
+        blocks = _opened(filename).flat_map(as_written(lambda _: _exact_blocks(open_records(), block, limit)))
     else:
         blocks = _fast_blocks(open_records(), block, limit)
     manifest_path = config.dataset.manifest.path
@@ -341,7 +342,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
         got to the end (else the file cannot be opened)."""
         again = _exact_blocks(open_records().skip(count).take(block), block, tf.constant(block, tf.int64))
         return again.reduce((tf.zeros([0], tf.string), tf.constant(False), tf.constant(False)),
-                            lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2], out[2] | b[3]))
+                            as_written(lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2], out[2] | b[3])))
 
     def bytes_of(serialized):
         return tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * tf.size(
@@ -368,7 +369,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
         return (consumed, count, damaged, ended), {"serialized": serialized, "first": first}
 
     zero = tf.constant(0, tf.int64)
-    checked_ = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), step)
+    checked_ = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
     # Asking for the block after the last runs the check; dropping empty blocks keeps the loaders'
     # block sequence, and with it every window and hash, as it was before these checks.
-    return checked_.filter(lambda b: tf.size(b["serialized"]) > 0)
+    return checked_.filter(as_written(lambda b: tf.size(b["serialized"]) > 0))

@@ -7,27 +7,28 @@ every batch of a whole epoch and requires the same digest as ours, so these
 must reproduce our order, padding and dtypes exactly.
 
 How our configs order their output (unshuffled, ``num_parallel_reads: 4``):
-4 files are open at once and alternate, the next file taking the place of
-one that ends (``interleave(cycle_length=4, block_length=1)``). The
-independent loader alternates record by record, which
-``TFRecordDataset(files, num_parallel_reads=4)`` reproduces. The sequence
-loaders alternate by *block*: every element of a file's stream is the
+4 files are open at once and alternate *block by block*, the next file taking
+the place of one that ends (``interleave(cycle_length=4, block_length=1)`` over
+per-file streams of blocks). For the independent loader an element is a block
+of records (up to 1024; ``blocks_of``); for the sequence loaders it is the
 windows cut from one block of records, plus one empty element at the end of
-each file, which takes its turn too. The config does not say how many
-records a block holds (ours picks it from the data: 64 records for
-continuous_sequence with feature lists; for discrete_sequence about 8 MiB of
-records, judged from the first record of the first files, at most 1024), so
-run.py asks ours for it (``per_block``) and ``cut`` copies the rest. There is
-no other way to get our order.
+each file, which takes its turn too. The block size is not a config key (ours
+picks it from the data: up to 1024 records of at most about 8 MiB; 64 records
+for continuous_sequence with feature lists), so run.py asks ours for it
+(``our_block``) and passes it in. There is no other way to get our order.
 
 Variants (run.py lists which it tries per case; the fastest identical one is
 "the strongest"):
-  * reading: parallel interleave (``num_parallel_calls``) or sequential;
+  * reading: parallel interleave (``num_parallel_calls``) or sequential, with
+    or without one block read ahead per file;
+  * blocks cut into batches (``rebatch``), or records interleaved with
+    ``block_length`` and batched;
   * batch then parse (one vectorized parse per batch) or parse whole blocks
     of a file inside the interleave, then rebatch;
-  * specialised ("zip"): every file holds the same number of records, so the
-    alternation is a transpose of one block of each of 4 files -- no
-    per-record interleave step at all. Valid for this data only.
+  * ``untuned``: tf.data's default rewrites and autotuning off, as ours;
+  * specialised ("zip", sequences): every file holds the same number of
+    records, so a round is one element of each of 4 files. Valid for this
+    data only.
 The naive pipelines parse record by record (the tutorial way).
 """
 from __future__ import annotations
@@ -88,6 +89,17 @@ def parse_speech_slices(serialized):
 def one(parse):
     """A batch parser applied to one record (for record-by-record pipelines)."""
     return lambda serialized: tf.nest.map_structure(lambda t: t[0], parse(serialized[None]))
+
+
+def untuned(make):
+    """``make`` with tf.data's default graph rewrites and autotuning off, as ours runs when every
+    parallelism and buffer is given as a number (both cost time here; see batchloaders.sources.options)."""
+    def made(*args):
+        options = tf.data.Options()
+        options.experimental_optimization.apply_default_optimizations = False
+        options.autotune.enabled = False
+        return make(*args).with_options(options)
+    return made
 
 
 # --- independent: 4 files alternating block by block -------------------------------------------

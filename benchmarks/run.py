@@ -88,6 +88,10 @@ def independent_variants(parse, fixed: bool = True) -> dict:
            "interleave records (block_length), batch, parse": hw.records_then_parse(parse)}
     if fixed:  # parsed records of a block differ in padding when features vary in length
         out["parse blocks in the interleave, rebatch"] = hw.parse_blocks(parse)
+        out["parse blocks in the interleave, rebatch; rewrites, autotune off"] = hw.untuned(hw.parse_blocks(parse))
+    else:
+        out["sequential interleave of blocks read ahead, rebatch, parse; rewrites, autotune off"] = hw.untuned(
+            hw.blocks_then_parse(parse, ahead=True))
     return out
 
 
@@ -113,7 +117,8 @@ def cases() -> list[Case]:
              config("continuous_sequence", ["frames"], ["labels"], 32, speech, min_window=75, max_window=75),
              {"parallel interleave of per-file windows": hw.continuous(),
               "sequential interleave of per-file windows": hw.continuous(parallel=False),
-              "zip 4 equal files' windows (specialised)": hw.continuous(zip_files=True)},
+              "zip 4 equal files' windows (specialised)": hw.continuous(zip_files=True),
+              "parallel interleave of per-file windows; rewrites, autotune off": hw.untuned(hw.continuous())},
              ("naive: parse each record, unbatch frames, batch(75); windows alternate one by one",
               hw.naive_continuous(), False),
              labels_count, steady_target=1.2),
@@ -122,7 +127,9 @@ def cases() -> list[Case]:
                     padding=True),
              {"parallel interleave of planned windows, batch, parse": hw.discrete(),
               "sequential interleave of planned windows, batch, parse": hw.discrete(parallel=False),
-              "zip 4 equal files' windows, batch, parse (specialised)": hw.discrete(zip_files=True)},
+              "zip 4 equal files' windows, batch, parse (specialised)": hw.discrete(zip_files=True),
+              "parallel interleave of planned windows, batch, parse; rewrites, autotune off":
+                  hw.untuned(hw.discrete())},
              ("naive: parse each record, ragged_batch(3); windows alternate one by one", hw.naive_discrete(),
               False),
              labels_count),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchloaders import sources
 from batchloaders.batching import Batch, finalize
+from batchloaders.graphs import as_written
 from batchloaders.registry import SECONDARY, STEPS, load_builtin_types
 from batchloaders.spec.model import LoaderConfig
 
@@ -93,7 +95,7 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
     if decode is not None:
-        ds = ds.map(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails),
+        ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                     deterministic=not config.sloppy_interleave)
     if config.epochs is None:
@@ -106,4 +108,4 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
-    return ds
+    return ds.with_options(sources.options(config))

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
+from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig, ManifestFeature
 
@@ -77,7 +78,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     def file_blocks(filename, index):
         blocks = reader.blocks(filename, index, per_block)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
-        return blocks.map(lambda b: frames(b["serialized"], b["first"], filename, manifest, selected),
+        return blocks.map(as_written(lambda b: frames(b["serialized"], b["first"], filename, manifest, selected)),
                           num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
+from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
 
@@ -77,7 +78,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
         def numbered(block):
             return {"serialized": block["serialized"],
                     "record": block["first"] + tf.range(tf.size(block["serialized"], out_type=tf.int64))}
-        return reader.blocks(filename, index, per_block).map(numbered)
+        return reader.blocks(filename, index, per_block).map(as_written(numbered))
 
     def make_windows(element):
         starts, counts = element["starts"], element["lens"]

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
+from batchloaders.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -39,7 +40,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             parsed = parse(block["serialized"], reader.record_names(block["file"], records))
             return finish(parsed) if finish is not None else parsed
         blocks = sources.read_blocks(config, reader, files, compact=True).map(
-            per_block, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+            as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
             deterministic=not config.sloppy_interleave)
         batches = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
@@ -71,5 +72,5 @@ def zero_tails(config: LoaderConfig) -> frozenset:
 def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths"} dicts), as every loader provides."""
     records, parse = source(config, input_context, batch_size, reader)
-    return records.map(parse, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+    return records.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)

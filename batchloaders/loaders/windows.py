@@ -26,6 +26,7 @@ from typing import Callable
 import tensorflow as tf
 
 from batchloaders import sources
+from batchloaders.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -88,7 +89,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     """
     spec = blocks.element_spec
     empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in spec.items()}
-    marked = blocks.map(lambda block: {"data": block, "end": False}).concatenate(
+    marked = blocks.map(as_written(lambda block: {"data": block, "end": False})).concatenate(
         tf.data.Dataset.from_tensors({"data": empty, "end": True}))
 
     def key(index):
@@ -123,7 +124,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
                "windows": total, "units": end}
         return (carry, position + drop, start, length, index + 1, total), out
 
-    return marked.scan(initial, step)
+    return marked.scan(initial, as_written(step))
 
 
 def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],
@@ -159,7 +160,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
             marked = tf.identity(marked)
         return (marked, longest), element
 
-    return windows.scan(initial, step)
+    return windows.scan(initial, as_written(step))
 
 
 def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
@@ -182,12 +183,12 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     # rerandomize_each_iteration gives every epoch new seeds, still reproducible from config.seed.
     seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
     files = tf.data.Dataset.zip((sources.file_names(config, input_context, repeat=False), seeds))
-    files = files.map(lambda name, seed: {**name, "seed": seed})
+    files = files.map(as_written(lambda name, seed: {**name, "seed": seed}))
 
     def open_file(element):
         cuts = stream(file_blocks(element["file"], element["index"]), element["seed"], lo, hi, stride,
                       max_offset if config.shuffle else 0)
-        return cuts.map(lambda cut_: {**cut_, "file": element["index"]})
+        return cuts.map(as_written(lambda cut_: {**cut_, "file": element["index"]}))
 
     cuts = sources.interleave(config, files, open_file)
     cuts = guard_empty_passes(cuts, shard, all_files, (
@@ -195,8 +196,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
         f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
         f"length); expected a smaller min_window or longer files"))
-    cuts = cuts.filter(lambda element: tf.size(element["lens"]) > 0)
-    windows = cuts.map(make_windows, num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+    cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
+    windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave).unbatch()
     if config.shuffle:
         windows = windows.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
