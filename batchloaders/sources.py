@@ -144,14 +144,17 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
     blocks of records, single records with ``unbatch`` (for shuffling records), or with ``compact``
     blocks ``{"serialized", "file", "first"}`` (scalars: the file's index and the number of the block's
-    first record; see :func:`block_names`).
+    first record).
 
-    ``num_interleave_out_buffer_elements`` blocks of every open file are read ahead, each file in a
-    thread of its own: handing over a block of up to 1024 records costs what one record would, so
-    reading and the end-of-file checks overlap the rest of the pipeline even on local disk.
+    Blocks (not single records) of every open file are read ahead, each file in a thread of its own,
+    when at most ``READ_AHEAD_FILES`` files are open: handing over a block of up to 1024 records
+    costs what one record would, so reading and the end-of-file checks overlap the rest of the
+    pipeline even on local disk. ``num_interleave_out_buffer_elements`` counts records, as it
+    always did: that many records' worth of blocks (at least one) are read ahead per file.
     """
     block = records_per_block(config)
-    ahead = max(1, config.num_interleave_out_buffer_elements)
+    ahead = -(-config.num_interleave_out_buffer_elements // block)
+    read_ahead = not unbatch and _cycle(config) <= READ_AHEAD_FILES
 
     def per_file(element):
         def numbered(b):
@@ -160,10 +163,18 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
             count = tf.size(b["serialized"], out_type=tf.int64)
             return {"serialized": b["serialized"], "file": tf.fill([count], element["index"]),
                     "record": b["first"] + tf.range(count)}
-        blocks = reader.blocks(element["file"], element["index"], block).map(as_written(numbered)).prefetch(ahead)
+        blocks = reader.blocks(element["file"], element["index"], block).map(as_written(numbered))
+        if read_ahead:
+            return blocks.prefetch(ahead)
         return blocks.unbatch() if unbatch else blocks
 
-    return interleave(config, files, per_file, buffered=True)
+    # Single records (``unbatch``) are buffered per file as before: num_interleave_out_buffer_elements > 1.
+    return interleave(config, files, per_file, buffered=not unbatch)
+
+
+# More open files than this read in the interleave's thread: a thread and a block in memory per
+# open file (blocks are up to 8 MiB) would grow with num_parallel_reads up to 1024.
+READ_AHEAD_FILES = 64
 
 
 def reads_in_blocks(config: LoaderConfig) -> bool:

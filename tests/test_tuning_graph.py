@@ -47,7 +47,11 @@ def has(dataset, op, value=None, attr=None):
     # Local files: num_parallel_reads files read at once, in one thread (the same order, cheaper).
     ({"num_parallel_reads": 2}, "InterleaveDataset", 2, None),
     ({"num_interleave_in_buffer_elements": 4}, "PrefetchDataset", 4, None),
-    ({"num_interleave_out_buffer_elements": 5, "num_parallel_reads": 2}, "PrefetchDataset", 5, None),
+    # Unshuffled: whole blocks read ahead, records' worth rounded up (1024 records a block here).
+    ({"num_interleave_out_buffer_elements": 2000, "num_parallel_reads": 2}, "PrefetchDataset", 2, None),
+    ({"num_interleave_out_buffer_elements": 5, "num_parallel_reads": 2, "shuffle": True,
+      "num_shuffle_buffer_elements": 7, "num_filenames_shuffle_buffer": 2, "num_mix_files": 2},
+     "PrefetchDataset", 5, None),
     ({"sloppy_interleave": True}, "ParallelMapDatasetV2", None, ("deterministic", b"false")),
     ({}, "ParallelMapDatasetV2", None, ("deterministic", b"true")),
     ({"shuffle": True, "num_shuffle_buffer_elements": 7, "num_filenames_shuffle_buffer": 2, "num_mix_files": 2},
@@ -127,3 +131,13 @@ def test_feature_lists_parsing_padded_with_zeros_are_not_masked_again(tmp_path):
         values.append([b["t"].tolist() for b in dataset.as_numpy_iterator()])
     assert selects[1] == selects[0] + 1
     assert values == [[[[1, 2], [3, 0]]], [[[1, 2], [3, 7]]]]
+
+
+@pytest.mark.parametrize("reads, read_ahead", [(64, True), (65, False)])
+def test_blocks_are_read_ahead_only_while_few_files_are_open(numbered_dataset, reads, read_ahead):
+    """A thread and a block (up to 8 MiB) per open file: not for up to 1024 open files."""
+    cfg = loader_config(numbered_dataset, [("id", "id")], inputs=["id"], num_parallel_reads=reads)
+    dataset = build_input_fn(cfg)()  # num_prefetch 0, no file-name prefetch: the only prefetch is per file
+    assert has(dataset, "PrefetchDataset") == read_ahead
+    assert [int(i) for b in dataset.as_numpy_iterator() for i in b["id"]] == [100 * f + r for f in range(3)
+                                                                               for r in range(4)]
