@@ -57,9 +57,10 @@ class DataError(BatchLoaderError):
 # What the pipeline's own checks (integrity.py, parsing.py) and TensorFlow's parse errors say, once
 # the record names the parse calls get ('path: record N') are in them.
 _ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)
-_PARSE_NAME = re.compile(r"Name: (?P<file>.*?): record (?P<record>\d+), (?P<text>.*?)(?: \[Op:|\n|$)", re.S)
+# A record is named 'path: record N', or 'path: record F+j' (the j-th of a block whose first is F).
+_PARSE_NAME = re.compile(r"Name: (?P<file>.*?): record (?P<record>\d+(?:\+\d+)?), (?P<text>.*?)(?: \[Op:|\n|$)", re.S)
 MARKER = "batchloaders data error"  # begins the message of every damaged-file error integrity.py raises
-_DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+): (?P<text>.*)$", re.S)
+_DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+(?:\+\d+)?): (?P<text>.*)$", re.S)
 
 
 _NOT_A_PROTO = "Could not parse example input"
@@ -68,6 +69,12 @@ _TOO_MANY = re.compile(r"Input dataset was expected to contain (?P<expected>\d+)
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
 _OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
 _OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
+
+
+def _record(where: str) -> str:
+    """'record F+j' as 'record N' (N = F + j); anything else as it is."""
+    found = re.fullmatch(r"record (\d+)\+(\d+)", where)
+    return f"record {int(found.group(1)) + int(found.group(2))}" if found else where
 
 
 def data_error_from(error: BaseException) -> "DataError | None":
@@ -99,7 +106,7 @@ def data_error_from(error: BaseException) -> "DataError | None":
     if found:
         data = _DATA_ERROR.match(found.group("text").replace("\\'", "'"))
         if data:
-            return DataError(Problem(data.group("file"), data.group("where"), data.group("text").strip()))
+            return DataError(Problem(data.group("file"), _record(data.group("where")), data.group("text").strip()))
         return None
     found = _OPEN.search(message) if type(error).__name__ in _OPEN_ERRORS else None
     if found:
@@ -109,7 +116,7 @@ def data_error_from(error: BaseException) -> "DataError | None":
     found = _PARSE_NAME.search(message)
     if found:
         text = " ".join(found.group("text").split())
-        return DataError(Problem(found.group("file"), f"record {found.group('record')}",
+        return DataError(Problem(found.group("file"), _record(f"record {found.group('record')}"),
                                  f"the record disagrees with the manifest: {text}"))
     return None
 

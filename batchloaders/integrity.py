@@ -204,13 +204,24 @@ class Reader:
         if self.skipped is not None:
             self.skipped.table = self.table
 
-    def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int) -> tf.data.Dataset:
-        return checked_blocks(self.config, self.table, filename, index, block, self.skipped)
+    def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None) -> tf.data.Dataset:
+        return checked_blocks(self.config, self.table, filename, index, block, self.skipped, then)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
         names = tf.gather(tf.constant(self.table.names), file_index)
         return tf.strings.join([names, ": record ", tf.strings.as_string(record)])
+
+    def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
+        """'path: record F+j' for the ``count`` (at most ``block``) records of a block of one file, F its first.
+
+        Names the same records as :meth:`record_names` (errors.data_error_from adds F and j up) for
+        about half its cost: one join against constant offsets instead of a number formatted per record.
+        """
+        offsets = tf.constant([str(j) for j in range(block)])
+        prefix = tf.strings.join([tf.gather(tf.constant(self.table.names), file_index), ": record ",
+                                  tf.strings.as_string(first), "+"])
+        return tf.strings.join([prefix, offsets[:count]])
 
 
 DATA, RECOVER, CHECK = 0, 1, 2  # kinds of block the end-of-file scan walks
@@ -285,13 +296,16 @@ def exact_path(table: FileTable) -> bool:
 
 
 def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
-                   skipped: SkipCounter | None = None) -> tf.data.Dataset:
+                   skipped: SkipCounter | None = None, then=None) -> tf.data.Dataset:
     """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
 
-    Every block but the last holds at most ``block`` records. The file's end is
-    checked when the iterator asks for the block after the last, so every good
-    record is delivered before an error. ``index`` is the file's position in
-    ``config.dataset.files``.
+    Every block but the last holds at most ``block`` records; empty blocks are
+    left out. The file's end is checked when the iterator asks for the block
+    after the last, so every good record is delivered before an error.
+    ``index`` is the file's position in ``config.dataset.files``. ``then``, if
+    given, turns each block into what the dataset yields instead, in the same
+    function call (each tf.data function call costs 60-170 microseconds here,
+    a block of 1024 small records about 500).
     """
     compression = table.compression
 
@@ -366,10 +380,15 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
                           lambda: tf.constant(False))
         with tf.control_dependencies([checked]):
             serialized = tf.identity(serialized)
-        return (consumed, count, damaged, ended), {"serialized": serialized, "first": first}
+        out = {"serialized": serialized, "first": first}
+        if then is not None:
+            out = then(out)
+        # Every output gets a leading axis of 1, or of 0 for an empty block, which unbatch below then
+        # drops: the loaders' block sequence (and every window and hash) stays as it was before these
+        # checks, at no function call per block (a filter would cost one).
+        keep = tf.cast(tf.size(serialized) > 0, tf.int32)
+        return (consumed, count, damaged, ended), tf.nest.map_structure(lambda t: tf.expand_dims(t, 0)[:keep], out)
 
     zero = tf.constant(0, tf.int64)
-    checked_ = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
-    # Asking for the block after the last runs the check; dropping empty blocks keeps the loaders'
-    # block sequence, and with it every window and hash, as it was before these checks.
-    return checked_.filter(as_written(lambda b: tf.size(b["serialized"]) > 0))
+    # Asking for the block after the last runs the check.
+    return blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step)).unbatch()

@@ -382,6 +382,23 @@ def test_damage_in_a_later_block_delivers_every_record_before_it_once(tmp_path, 
         assert error is None and input_fn.skipped().files == {os.path.join(d, "a.tfrecords"): DAMAGED}
 
 
+@pytest.mark.parametrize("case", ["record missing a feature", "raw feature with the wrong byte length"])
+@pytest.mark.parametrize("loader,parallel", [("independent", False), ("independent", True),
+                                             ("discrete_sequence", False)])
+def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_path, case, loader, parallel):
+    """Blocks name their records 'path: record F+j'; the error gives the record's number in the file."""
+    d = make_dataset(tmp_path, "intact")
+    records = [record(0, i) for i in range(LONG)]
+    records[DAMAGED] = {"record missing a feature": record(0, DAMAGED, x=None),
+                        "raw feature with the wrong byte length": record(0, DAMAGED, r=("string", [b"abc"]))}[case]
+    write_records(os.path.join(d, "a.tfrecords"), records)
+    cfg = config(d, loader, parallel, "fail")
+    cfg["args"]["target_batch_size"] = 100
+    _, error, _ = run(cfg)
+    problem = error.problems[0]
+    assert problem.file == os.path.join(d, "a.tfrecords") and problem.path == f"record {DAMAGED}", str(error)
+
+
 def test_raw_length_error_says_what_the_manifest_expects(datasets):
     _, error, _ = run(config(datasets["raw feature with the wrong byte length", False], "independent", False,
                              "fail"))

@@ -76,10 +76,9 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     fixed = config.min_window == config.max_window
 
     def file_blocks(filename, index):
-        blocks = reader.blocks(filename, index, per_block)
-        # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
-        return blocks.map(as_written(lambda b: frames(b["serialized"], b["first"], filename, manifest, selected)),
-                          num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
+        # Parsed in the call that reads and checks the block (see windows.window_batches).
+        return reader.blocks(filename, index, per_block, then=lambda b: windows.marked(
+            frames(b["serialized"], b["first"], filename, manifest, selected)))
 
     def make_windows(element):
         buffer, starts, lens = element["buffer"], element["starts"], element["lens"]

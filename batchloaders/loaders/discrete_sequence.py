@@ -76,9 +76,9 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
 
     def file_blocks(filename, index):
         def numbered(block):
-            return {"serialized": block["serialized"],
-                    "record": block["first"] + tf.range(tf.size(block["serialized"], out_type=tf.int64))}
-        return reader.blocks(filename, index, per_block).map(as_written(numbered))
+            return windows.marked({"serialized": block["serialized"], "record": block["first"] + tf.range(
+                tf.size(block["serialized"], out_type=tf.int64))})
+        return reader.blocks(filename, index, per_block, then=numbered)
 
     def make_windows(element):
         starts, counts = element["starts"], element["lens"]

@@ -35,13 +35,20 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
 
     if sources.reads_in_blocks(config) and not manifest.allow_var_len:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
-        def per_block(block):
-            records = block["first"] + tf.range(tf.size(block["serialized"], out_type=tf.int64))
-            parsed = parse(block["serialized"], reader.record_names(block["file"], records))
+        block = sources.records_per_block(config)
+
+        def per_block(b):
+            count = tf.size(b["serialized"])
+            parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count, block))
             return finish(parsed) if finish is not None else parsed
-        blocks = sources.read_blocks(config, reader, files, compact=True).map(
-            as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-            deterministic=not config.sloppy_interleave)
+        if sources.reads_ahead(config):
+            # Parsed in the thread that reads the file, in the call that checks it: as many blocks
+            # are parsed at once as files are open (num_parallel_reads), with no function call of their own.
+            blocks = sources.read_blocks(config, reader, files, compact=True, then=per_block)
+        else:
+            blocks = sources.read_blocks(config, reader, files, compact=True).map(
+                as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                deterministic=not config.sloppy_interleave)
         batches = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):

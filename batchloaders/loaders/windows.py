@@ -74,11 +74,18 @@ def _units(buffer: dict) -> tf.Tensor:
     return tf.shape(next(iter(buffer.values())), out_type=tf.int64)[0]
 
 
+def marked(block: dict) -> dict:
+    """A block as :func:`stream` takes it ready-marked (``marked=True``): made in the reader's own
+    function call (integrity.checked_blocks ``then``), it saves a map stage per block."""
+    return {"data": block, "end": tf.constant(False)}
+
+
 def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: int | None,
-           max_offset: int) -> tf.data.Dataset:
+           max_offset: int, *, marked: bool = False, file=None) -> tf.data.Dataset:
     """Cut the windows of one file.
 
-    ``blocks`` yields dicts of tensors sharing their first (unit) axis. Each
+    ``blocks`` yields dicts of tensors sharing their first (unit) axis (with ``marked``, each
+    wrapped by :func:`marked`); ``file``, if given, is added to every output element. Each
     output element holds the buffer the windows were cut from, the windows'
     ``starts`` (relative to the buffer) and ``lens``, and bookkeeping for
     :func:`guard_empty_passes`. A last element with ``end`` true follows the
@@ -87,10 +94,11 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     gives, in that last element, one window of length min(first length, units)
     starting at min(offset, units - length), unless it is shorter than ``lo``.
     """
-    spec = blocks.element_spec
+    spec = blocks.element_spec["data"] if marked else blocks.element_spec
     empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in spec.items()}
-    marked = blocks.map(as_written(lambda block: {"data": block, "end": False})).concatenate(
-        tf.data.Dataset.from_tensors({"data": empty, "end": True}))
+    if not marked:
+        blocks = blocks.map(as_written(lambda block: {"data": block, "end": False}))
+    elements = blocks.concatenate(tf.data.Dataset.from_tensors({"data": empty, "end": True}))
 
     def key(index):
         return tf.stack([seed, tf.cast(index, tf.int64)])
@@ -122,9 +130,11 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
         carry = {k: v[drop:] for k, v in buffer.items()}
         out = {"buffer": buffer, "starts": starts - position, "lens": lengths, "end": element["end"],
                "windows": total, "units": end}
+        if file is not None:
+            out["file"] = file
         return (carry, position + drop, start, length, index + 1, total), out
 
-    return marked.scan(initial, as_written(step))
+    return elements.scan(initial, as_written(step))
 
 
 def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],
@@ -169,8 +179,12 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     """The dataset of window batches both sequence loaders return.
 
     ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
-    their first axis); ``make_windows(element)`` turns one cut element into
-    ``{"values", "lengths", "extras"}`` with a leading window axis.
+    their first axis), each wrapped by :func:`marked`; ``make_windows(element)`` turns one cut
+    element into ``{"values", "lengths", "extras"}`` with a leading window axis.
+
+    Each open file's blocks are read, checked (and parsed, where the loader parses them in
+    ``file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
+    open files: the work of several files overlaps without a map stage of its own per block.
     """
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
@@ -185,12 +199,14 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     files = tf.data.Dataset.zip((sources.file_names(config, input_context, repeat=False), seeds))
     files = files.map(as_written(lambda name, seed: {**name, "seed": seed}))
 
+    ahead = sources.reads_ahead(config)
+
     def open_file(element):
         cuts = stream(file_blocks(element["file"], element["index"]), element["seed"], lo, hi, stride,
-                      max_offset if config.shuffle else 0)
-        return cuts.map(as_written(lambda cut_: {**cut_, "file": element["index"]}))
+                      max_offset if config.shuffle else 0, marked=True, file=element["index"])
+        return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
-    cuts = sources.interleave(config, files, open_file)
+    cuts = sources.interleave(config, files, open_file, buffered=ahead)
     cuts = guard_empty_passes(cuts, shard, all_files, (
         f"{config.source}: $.args.min_window: a full pass over the {len(shard)} data file(s) gave no "
         f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
