@@ -181,6 +181,14 @@ def reads_ahead(config: LoaderConfig, *, unbatch: bool = False) -> bool:
     return not unbatch and _cycle(config) <= READ_AHEAD_FILES
 
 
+def parses_where_read(config: LoaderConfig) -> bool:
+    """Whether blocks are parsed in the thread that reads (ahead) their file, in the call that checks it,
+    rather than in a map stage of ``num_parallel_parses`` threads: when the files open at once give at
+    least the parallelism asked for. AUTOTUNE keeps the map stage, which it can widen to the cores."""
+    wanted = config.num_parallel_parses
+    return reads_ahead(config) and wanted is not None and wanted <= _cycle(config)
+
+
 # More open files than this read in the interleave's thread: a thread and a block in memory per
 # open file (blocks are up to 8 MiB) would grow with num_parallel_reads up to 1024.
 READ_AHEAD_FILES = 64

@@ -75,6 +75,11 @@ def _configs():
         out[f"independent-varlen-pad-{name}"] = ("independent", {
             **READS, "target_batch_size": 3, "epochs": 1,
             "padding": [{"tensor": t, "value": v} for t, v in pads.items()] or True})
+    # Windows of one size, unshuffled: batches are cut from blocks of windows (rebatch).
+    out["continuous-fixed"] = ("continuous_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
+                                                       "min_window": 4, "max_window": 4, "seed": 13})
+    out["discrete-fixed"] = ("discrete_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
+                                                   "min_window": 2, "max_window": 2, "seed": 21})
     out["independent-one-at-a-time"] = ("independent", {**READS, "num_parallel_reads": 1, "target_batch_size": 4,
                                                           "epochs": 2})
     out["independent-varlen-pad-shape"] = ("independent", {

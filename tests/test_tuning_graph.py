@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from batchloaders import build_input_fn
-from conftest import loader_config
+from conftest import collect, loader_config
 
 
 def nodes(dataset):
@@ -141,3 +141,19 @@ def test_blocks_are_read_ahead_only_while_few_files_are_open(numbered_dataset, r
     assert has(dataset, "PrefetchDataset") == read_ahead
     assert [int(i) for b in dataset.as_numpy_iterator() for i in b["id"]] == [100 * f + r for f in range(3)
                                                                                for r in range(4)]
+
+
+@pytest.mark.parametrize("parses, reads, parsed_where_read", [(2, 2, True), (2, 3, True), (3, 2, False)])
+def test_blocks_are_parsed_where_read_when_the_open_files_give_the_parallelism(numbered_dataset, parses, reads,
+                                                                               parsed_where_read):
+    """num_parallel_parses no larger than the files read ahead at once: each block is parsed in its file's
+    read-ahead thread (no map stage); larger: a map stage of that many threads. The batches are the same."""
+    cfg = loader_config(numbered_dataset, [("x", "x")], inputs=["x"], num_parallel_parses=parses,
+                        num_parallel_reads=reads, target_batch_size=5, drop_remainder=False)
+    dataset = build_input_fn(cfg)()
+    assert has(dataset, "ParallelMapDatasetV2") != parsed_where_read
+    assert has(dataset, "ParallelMapDatasetV2", parses) != parsed_where_read
+    # Files alternate block by block (each file is one block of 4 records here): files 0..reads-1 first.
+    order = [f * 100 + r for f in range(3) for r in range(4)]
+    got = [x for batch in collect(dataset) for x in batch["x"][:, 0].tolist()]
+    assert got == order

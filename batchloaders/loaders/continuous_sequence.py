@@ -76,9 +76,13 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     fixed = config.min_window == config.max_window
 
     def file_blocks(filename, index):
-        # Parsed in the call that reads and checks the block (see windows.window_batches).
-        return reader.blocks(filename, index, per_block, then=lambda b: windows.marked(
-            frames(b["serialized"], b["first"], filename, manifest, selected)))
+        def parse(b):
+            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected))
+        if sources.parses_where_read(config):  # in the call that reads and checks the block
+            return reader.blocks(filename, index, per_block, then=parse)
+        # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
+        return reader.blocks(filename, index, per_block).map(
+            as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):
         buffer, starts, lens = element["buffer"], element["starts"], element["lens"]

@@ -41,9 +41,9 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             count = tf.size(b["serialized"])
             parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count, block))
             return finish(parsed) if finish is not None else parsed
-        if sources.reads_ahead(config):
+        if sources.parses_where_read(config):
             # Parsed in the thread that reads the file, in the call that checks it: as many blocks
-            # are parsed at once as files are open (num_parallel_reads), with no function call of their own.
+            # are parsed at once as files are open, with no function call of their own.
             blocks = sources.read_blocks(config, reader, files, compact=True, then=per_block)
         else:
             blocks = sources.read_blocks(config, reader, files, compact=True).map(

@@ -180,7 +180,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
 
     ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
     their first axis), each wrapped by :func:`marked`; ``make_windows(element)`` turns one cut
-    element into ``{"values", "lengths", "extras"}`` with a leading window axis.
+    element into a dict of tensors with a leading window axis (``{"values", "lengths", "extras"}``, or what
+    the loader parses later), which are batched with padding.
 
     Each open file's blocks are read, checked (and parsed, where the loader parses them in
     ``file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
@@ -214,10 +215,15 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         f"length); expected a smaller min_window or longer files"))
     cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
     windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                       deterministic=not config.sloppy_interleave).unbatch()
+                       deterministic=not config.sloppy_interleave)
+    drop = config.drop_remainder or config.epochs is None
+    if not config.shuffle and lo == hi:
+        # Windows of one size come in blocks of one shape: rebatch cuts the same batches from them
+        # without handing over every window on its own (unbatch, then padded_batch).
+        return sources.repeat_epochs(config, windows).rebatch(batch_size, drop_remainder=drop)
+    windows = windows.unbatch()
     if config.shuffle:
         windows = windows.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                   reshuffle_each_iteration=True)
     windows = sources.repeat_epochs(config, windows)
-    drop = config.drop_remainder or config.epochs is None
     return windows.padded_batch(batch_size, drop_remainder=drop)
