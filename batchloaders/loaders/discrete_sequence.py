@@ -24,33 +24,48 @@ def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | No
 
     ``serialized`` [m] holds the records of the windows back to back and
     ``counts`` [n] how many records each window takes (sum m). Returns
-    ``{"values", "lengths", "extras"}`` with a leading window axis [n].
+    ``{"values", "lengths", "extras"}`` with a leading window axis [n], every tensor cut to the
+    longest window and filled with its dtype's default value (0, "", false) after each window's
+    end (see :func:`zero_tails`).
     """
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
     records = tf.size(serialized, out_type=tf.int64)
     width = fixed_count if fixed_count is not None else tf.reduce_max(counts)
     slot = tf.range(width, dtype=tf.int64)[None, :]
     valid = slot < counts[:, None]  # [n, width]: which slots hold a record
-    record = tf.minimum(tf.cumsum(counts, exclusive=True)[:, None] + slot, records - 1)
+    # Slots past a window's last record point at a zero row appended below.
+    record = tf.where(valid, tf.cumsum(counts, exclusive=True)[:, None] + slot, records)
     out, out_lengths, record_lengths = {}, {}, {}
     for name, feature in selected.items():
         v = values[name]
         if not feature.var_len:  # one row per record
-            out[name] = tf.gather(v, record)
+            out[name] = tf.gather(_with_zero_row(v), record)
             if fixed_count is None:
                 out_lengths[name] = counts
             record_lengths[name] = tf.cast(valid, tf.int64)
             continue
         per_record = lengths[name]
-        steps = tf.where(valid, tf.gather(per_record, record), tf.constant(0, tf.int64))  # [n, width]
+        steps = tf.where(valid, tf.gather(per_record, tf.minimum(record, records - 1)), tf.constant(0, tf.int64))
         total = tf.reduce_sum(steps, axis=1)
         flat = tf.boolean_mask(v, tf.sequence_mask(per_record, tf.shape(v)[1]))
-        positions = tf.cumsum(total, exclusive=True)[:, None] + tf.range(tf.reduce_max(total))[None, :]
-        positions = tf.minimum(positions, tf.maximum(tf.shape(flat, out_type=tf.int64)[0] - 1, 0))
-        out[name] = tf.gather(flat, positions)
+        step = tf.range(tf.reduce_max(total))[None, :]
+        positions = tf.where(step < total[:, None], tf.cumsum(total, exclusive=True)[:, None] + step,
+                             tf.shape(flat, out_type=tf.int64)[0])
+        out[name] = tf.gather(_with_zero_row(flat), positions)
         out_lengths[name] = total
         record_lengths[name] = steps
     return {"values": out, "lengths": out_lengths, "extras": {"record_lengths": record_lengths}}
+
+
+def _with_zero_row(x: tf.Tensor) -> tf.Tensor:
+    """``x`` [k, ...] with a row of the dtype's default value (0, "", false) appended: [k + 1, ...]."""
+    return tf.concat([x, tf.zeros(tf.concat([[1], tf.shape(x)[1:]], 0), x.dtype)], 0)
+
+
+def zero_tails(config: LoaderConfig) -> frozenset:
+    """Every tensor: :func:`assemble` fills them with the default value past each window's end, so
+    padding with that value has nothing left to do (see batching.Batch)."""
+    return frozenset(config.selected)
 
 
 # Blocks hold serialized records only, so they can be large: each block costs a fixed
