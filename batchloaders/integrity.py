@@ -218,10 +218,14 @@ class Reader:
         Names the same records as :meth:`record_names` (errors.data_error_from adds F and j up) for
         about half its cost: one join against constant offsets instead of a number formatted per record.
         """
-        offsets = tf.constant([str(j) for j in range(block)])
-        prefix = tf.strings.join([tf.gather(tf.constant(self.table.names), file_index), ": record ",
-                                  tf.strings.as_string(first), "+"])
-        return tf.strings.join([prefix, offsets[:count]])
+        return names_in_block(tf.gather(tf.constant(self.table.names), file_index), first, count, block)
+
+
+def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
+    """'path: record F+j' for j < ``count`` (at most ``block``): see :meth:`Reader.block_names`."""
+    offsets = tf.constant([str(j) for j in range(block)])
+    prefix = tf.strings.join([path, ": record ", tf.strings.as_string(first), "+"])
+    return tf.strings.join([prefix, offsets[:count]])
 
 
 DATA, RECOVER, CHECK = 0, 1, 2  # kinds of block the end-of-file scan walks

@@ -383,20 +383,23 @@ def test_damage_in_a_later_block_delivers_every_record_before_it_once(tmp_path, 
 
 
 @pytest.mark.parametrize("case", ["record missing a feature", "raw feature with the wrong byte length"])
-@pytest.mark.parametrize("loader,parallel", [("independent", False), ("independent", True),
-                                             ("discrete_sequence", False)])
-def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_path, case, loader, parallel):
+@pytest.mark.parametrize("loader,parallel,records,bad", [
+    ("independent", False, LONG, DAMAGED), ("independent", True, LONG, DAMAGED),
+    ("discrete_sequence", False, LONG, DAMAGED),
+    ("continuous_sequence", True, 9000, 8500)])  # blocks of 4096 records of 2 steps: the third block
+def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_path, case, loader, parallel,
+                                                                          records, bad):
     """Blocks name their records 'path: record F+j'; the error gives the record's number in the file."""
     d = make_dataset(tmp_path, "intact")
-    records = [record(0, i) for i in range(LONG)]
-    records[DAMAGED] = {"record missing a feature": record(0, DAMAGED, x=None),
-                        "raw feature with the wrong byte length": record(0, DAMAGED, r=("string", [b"abc"]))}[case]
-    write_records(os.path.join(d, "a.tfrecords"), records)
+    data = [record(0, i) for i in range(records)]
+    data[bad] = {"record missing a feature": record(0, bad, x=None),
+                 "raw feature with the wrong byte length": record(0, bad, r=("string", [b"abc"]))}[case]
+    write_records(os.path.join(d, "a.tfrecords"), data)
     cfg = config(d, loader, parallel, "fail")
     cfg["args"]["target_batch_size"] = 100
     _, error, _ = run(cfg)
     problem = error.problems[0]
-    assert problem.file == os.path.join(d, "a.tfrecords") and problem.path == f"record {DAMAGED}", str(error)
+    assert problem.file == os.path.join(d, "a.tfrecords") and problem.path == f"record {bad}", str(error)
 
 
 def test_raw_length_error_says_what_the_manifest_expects(datasets):

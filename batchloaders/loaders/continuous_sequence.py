@@ -13,6 +13,7 @@ import tensorflow as tf
 from batchloaders import sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
+from batchloaders.integrity import names_in_block
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig, ManifestFeature
 
@@ -54,10 +55,10 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
     return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
-def frames(serialized, first_record, filename, manifest, selected: dict) -> dict:
-    """Parse a block of records and concatenate them along the first axis: {to_name: [steps, ...]}."""
-    names = tf.strings.join([filename, ": record ", tf.strings.as_string(
-        first_record + tf.range(tf.size(serialized, out_type=tf.int64)))])
+def frames(serialized, first_record, filename, manifest, selected: dict, block: int) -> dict:
+    """Parse a block of (at most ``block``) records and concatenate them along the first axis:
+    {to_name: [steps, ...]}."""
+    names = names_in_block(filename, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
     checks = _check_same_lengths(lengths, filename, first_record)
     out = {}
@@ -77,7 +78,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
 
     def file_blocks(filename, index):
         def parse(b):
-            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected))
+            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, per_block))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
