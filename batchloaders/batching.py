@@ -9,6 +9,7 @@ which is exactly what padding each example and batching would give.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import tensorflow as tf
 
@@ -71,8 +72,14 @@ def finalize(batch: Batch, config: LoaderConfig, static_batch: int | None) -> di
 
 
 def spec_is_default(spec, dtype: str) -> bool:
-    """Whether a tensor pads with its dtype's default value (0, "" or false)."""
-    return spec is None or spec.value is None or spec.value == default_value(dtype)
+    """Whether a tensor pads with its dtype's default value (0, "" or false), bit for bit: -0.0
+    equals 0 but is not what zero-filled tails hold."""
+    if spec is None or spec.value is None:
+        return True
+    value = spec.value
+    if isinstance(value, float) and math.copysign(1.0, value) < 0:
+        return False
+    return value == default_value(dtype)
 
 
 def _static(values: tf.Tensor, shape) -> tf.Tensor:

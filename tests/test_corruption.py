@@ -383,12 +383,14 @@ def test_damage_in_a_later_block_delivers_every_record_before_it_once(tmp_path, 
 
 
 @pytest.mark.parametrize("case", ["record missing a feature", "raw feature with the wrong byte length"])
-@pytest.mark.parametrize("loader,parallel,records,bad", [
-    ("independent", False, LONG, DAMAGED), ("independent", True, LONG, DAMAGED),
-    ("discrete_sequence", False, LONG, DAMAGED),
-    ("continuous_sequence", True, 9000, 8500)])  # blocks of 4096 records of 2 steps: the third block
+@pytest.mark.parametrize("loader,parallel,parses,records,bad", [
+    ("independent", False, None, LONG, DAMAGED), ("independent", True, None, LONG, DAMAGED),
+    ("independent", True, 1, LONG, DAMAGED),  # parsed where read, in the end-of-file scan's call
+    ("discrete_sequence", False, None, LONG, DAMAGED),
+    # blocks of 4096 records of 2 steps: the bad record is in the third block
+    ("continuous_sequence", True, None, 9000, 8500), ("continuous_sequence", True, 1, 9000, 8500)])
 def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_path, case, loader, parallel,
-                                                                          records, bad):
+                                                                          parses, records, bad):
     """Blocks name their records 'path: record F+j'; the error gives the record's number in the file."""
     d = make_dataset(tmp_path, "intact")
     data = [record(0, i) for i in range(records)]
@@ -397,6 +399,8 @@ def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_pa
     write_records(os.path.join(d, "a.tfrecords"), data)
     cfg = config(d, loader, parallel, "fail")
     cfg["args"]["target_batch_size"] = 100
+    if parses is not None:
+        cfg["args"]["num_parallel_parses"] = parses
     _, error, _ = run(cfg)
     problem = error.problems[0]
     assert problem.file == os.path.join(d, "a.tfrecords") and problem.path == f"record {bad}", str(error)

@@ -233,6 +233,23 @@ def test_padding_list_sets_value_and_fixed_shape_and_pads_every_other_tensor(seq
     assert ds.element_spec[0]["tokens"].shape.as_list() == [None, 6]
 
 
+@pytest.mark.parametrize("loader", ["independent", "discrete_sequence"])
+def test_padding_with_negative_zero_writes_negative_zero(sequences, loader):
+    """-0.0 equals 0 but is another value: tails that parsing already zero-filled are overwritten."""
+    window = {} if loader == "independent" else {"min_window": 1, "max_window": 1}  # a record a window
+    cfg = loader_config(sequences, [("label", "label"), ("frames", "frames")], inputs=["frames", "n"],
+                        targets=["label"], target_batch_size=4, loader=loader,
+                        secondary_features=[{"to_name": "n", "type": "length", "args": {"tensor": "frames"}}],
+                        padding=[{"tensor": "frames", "value": -0.0}], **window)
+    rows = 0
+    for features, _ in collect(build_input_fn(cfg)()):
+        for frames, n in zip(features["frames"], features["n"]):
+            # Real steps are [r, step] (never negative, never -0.0); every step past n is -0.0.
+            assert not np.signbit(frames[:n]).any() and np.signbit(frames[n:]).all(), (frames, n)
+            rows += 1
+    assert rows >= 2
+
+
 def test_padding_shape_shorter_than_data_fails_at_run_time_naming_the_tensor(sequences):
     cfg = loader_config(sequences, [("tokens", "tokens")], inputs=["tokens"], target_batch_size=4,
                         padding=[{"tensor": "tokens", "shape": [2]}])

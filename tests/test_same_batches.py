@@ -80,6 +80,12 @@ def _configs():
                                                        "min_window": 4, "max_window": 4, "seed": 13})
     out["discrete-fixed"] = ("discrete_sequence", {**READS, "target_batch_size": 3, "epochs": 2,
                                                    "min_window": 2, "max_window": 2, "seed": 21})
+    # num_parallel_parses left to AUTOTUNE: blocks are parsed in a map stage, not where they are read.
+    autotuned = {k: v for k, v in READS.items() if k != "num_parallel_parses"}
+    out["continuous-autotuned-parses"] = ("continuous_sequence", {**autotuned, "target_batch_size": 3, "epochs": 2,
+                                                                  "min_window": 3, "max_window": 5, "seed": 13})
+    out["discrete-autotuned-parses"] = ("discrete_sequence", {**autotuned, "target_batch_size": 3, "epochs": 2,
+                                                              "min_window": 1, "max_window": 3, "seed": 21})
     out["independent-one-at-a-time"] = ("independent", {**READS, "num_parallel_reads": 1, "target_batch_size": 4,
                                                           "epochs": 2})
     out["independent-varlen-pad-shape"] = ("independent", {
