@@ -1,7 +1,8 @@
 """Name -> implementation registries for secondary feature types and processing steps.
 
-Each type lives in its own module and registers itself here; the config checker
-and the compiler look types up by name. A duplicate name is a programming
+Each type lives in its own module and registers itself here (the built-ins are
+imported by ``builtin_types.load``: this module imports none of them); the config
+checker and the compiler look types up by name. A duplicate name is a programming
 error; an unknown name is a user error and names the closest registered one.
 """
 from __future__ import annotations
@@ -62,8 +63,3 @@ class Registry:
 
 SECONDARY = Registry("secondary feature type")
 STEPS = Registry("processing step type")
-
-
-def load_builtin_types() -> None:
-    """Import the modules that register the built-in types (idempotent)."""
-    from batchloaders import secondary, steps  # noqa: F401  (import registers)

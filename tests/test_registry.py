@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from batchloaders.registry import SECONDARY, STEPS, Registry, load_builtin_types
+from batchloaders.builtin_types import load as load_builtin_types
+from batchloaders.registry import SECONDARY, STEPS, Registry
 
 SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 

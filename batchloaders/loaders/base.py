@@ -12,7 +12,8 @@ import tensorflow as tf
 from batchloaders import sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.graphs import as_written
-from batchloaders.registry import SECONDARY, STEPS, load_builtin_types
+from batchloaders import builtin_types
+from batchloaders.registry import SECONDARY, STEPS
 from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -20,7 +21,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 def transform(batch: Batch, config: LoaderConfig) -> Batch:
     """Secondary features then processing steps, in config order, on a whole batch."""
-    load_builtin_types()
+    builtin_types.load()
     for feature in config.secondary_features:
         values, lengths = SECONDARY.get(feature.type).build(feature.args, batch, feature.info)
         batch.zero_tails.discard(feature.to_name)

@@ -11,7 +11,8 @@ import os
 from typing import Any, Iterable, Mapping
 
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
-from batchloaders.registry import SECONDARY, STEPS, CheckContext, load_builtin_types
+from batchloaders import builtin_types
+from batchloaders.registry import SECONDARY, STEPS, CheckContext
 from batchloaders.spec import datasets
 from batchloaders.spec import accounting
 from batchloaders.spec.resources import check_resources
@@ -71,7 +72,7 @@ class _Checker:
 def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     from batchloaders.spec.schema import schema_check
 
-    load_builtin_types()
+    builtin_types.load()
     problems, invalid = schema_check(doc, "loader_config.schema.json")
     data = doc.data
     check = _Checker(doc, problems, invalid)

@@ -1,0 +1,83 @@
+"""The package's modules import each other without a cycle (function-level imports count too).
+
+An import cycle makes what a module sees depend on which module was imported
+first; the registry in particular must know nothing of the types that register into it.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
+
+
+def modules() -> dict[str, pathlib.Path]:
+    """Dotted module name -> file, for every module of the package (a package by its __init__.py)."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(path: pathlib.Path, known: dict) -> set[str]:
+    """The package's modules that ``path`` imports anywhere in it (a parent package is not counted:
+    Python imports it first, and an import of a package's name from within it is not a cycle)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in known:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(known)
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # some names are the module's own
+                found.add(node.module)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module, or a module importing itself (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_package_has_no_import_cycle():
+    known = modules()
+    graph = {name: imports(path, known) - {name.rsplit(".", 1)[0] if "." in name else ""} for name, path in
+             known.items()}
+    assert "batchloaders.registry" in graph and graph["batchloaders.registry"] == set()
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The check above would pass vacuously if the finder could not see one."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}}) == [["a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
