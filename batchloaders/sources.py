@@ -144,7 +144,7 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
     blocks of records, single records with ``unbatch`` (for shuffling records), or with ``compact``
     blocks ``{"serialized", "file", "first"}`` (scalars: the file's index and the number of the block's
-    first record). ``then`` turns each (compact) block into what is yielded instead, in the thread that
+    first record). ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
     reads the file when :func:`reads_ahead` (so several files' blocks are worked on at once), and in the
     same tf.data function call as the end-of-file check (each call costs 60-170 microseconds).
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import builtin_types, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.graphs import as_written
-from batchloaders import builtin_types
 from batchloaders.registry import SECONDARY, STEPS
 from batchloaders.spec.model import LoaderConfig
 

@@ -69,7 +69,8 @@ def zero_tails(config: LoaderConfig) -> frozenset:
 
 
 # Blocks hold serialized records only, so they can be large: each block costs a fixed
-# ~0.4 ms (scan step, parse and assemble calls). Measured windows/s with k=4 on 2 cores:
+# amount (end-of-file and window scan steps, a planning call; measured ~0.4 ms when blocks were
+# also parsed and assembled). Measured windows/s with k=4 on 2 cores:
 # 64 records per block 34k, 256 57k, 1024 66k (benchmarks/, discrete_fixed). Large records
 # (speech: ~19 KB) get fewer per block: a block is parsed at once, padded to its longest record.
 SERIALIZED_RECORDS_PER_BLOCK = 1024
@@ -91,7 +92,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     numbers in the file, how many of the w slots hold one, the file's index); batching pads the slots
     with "" to the batch's widest window. Parsing a whole batch of windows at once, in the compiler's
     one map stage per batch, costs less than parsing each block's windows, then copying them into
-    windows and again into batches (0.68x -> see README, Performance).
+    windows and again into batches (README, Performance).
     """
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config)

@@ -75,17 +75,17 @@ def _units(buffer: dict) -> tf.Tensor:
 
 
 def marked(block: dict) -> dict:
-    """A block as :func:`stream` takes it ready-marked (``marked=True``): made in the reader's own
-    function call (integrity.checked_blocks ``then``), it saves a map stage per block."""
+    """A block as :func:`stream` takes it: made in the reader's own function call
+    (integrity.checked_blocks ``then``), the marking costs no map stage per block."""
     return {"data": block, "end": tf.constant(False)}
 
 
 def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: int | None,
-           max_offset: int, *, marked: bool = False, file=None) -> tf.data.Dataset:
+           max_offset: int, *, file=None) -> tf.data.Dataset:
     """Cut the windows of one file.
 
-    ``blocks`` yields dicts of tensors sharing their first (unit) axis (with ``marked``, each
-    wrapped by :func:`marked`); ``file``, if given, is added to every output element. Each
+    ``blocks`` yields dicts of tensors sharing their first (unit) axis, each wrapped by
+    :func:`marked`; ``file``, if given, is added to every output element. Each
     output element holds the buffer the windows were cut from, the windows'
     ``starts`` (relative to the buffer) and ``lens``, and bookkeeping for
     :func:`guard_empty_passes`. A last element with ``end`` true follows the
@@ -94,10 +94,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     gives, in that last element, one window of length min(first length, units)
     starting at min(offset, units - length), unless it is shorter than ``lo``.
     """
-    spec = blocks.element_spec["data"] if marked else blocks.element_spec
-    empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in spec.items()}
-    if not marked:
-        blocks = blocks.map(as_written(lambda block: {"data": block, "end": False}))
+    empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in blocks.element_spec["data"].items()}
     elements = blocks.concatenate(tf.data.Dataset.from_tensors({"data": empty, "end": True}))
 
     def key(index):
@@ -204,7 +201,7 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
 
     def open_file(element):
         cuts = stream(file_blocks(element["file"], element["index"]), element["seed"], lo, hi, stride,
-                      max_offset if config.shuffle else 0, marked=True, file=element["index"])
+                      max_offset if config.shuffle else 0, file=element["index"])
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
     cuts = sources.interleave(config, files, open_file, buffered=ahead)
