@@ -4,6 +4,7 @@ Importing the package does not import TensorFlow; ``build_input_fn`` does, on fi
 """
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, Problem, data_error_from,
                                  data_errors)
+from batchloaders.extend import PluginError, register_secondary, register_step
 from batchloaders.spec.config import load_config
 from batchloaders.spec.manifest import load_manifest
 
@@ -20,6 +21,6 @@ def build_input_fn(config, *, model=None):
     return _build(config, model=model)
 
 
-__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "Problem", "build_input_fn",
-           "data_error_from", "data_errors",
+__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
+           "build_input_fn", "data_error_from", "data_errors", "register_secondary", "register_step",
            "load_config", "load_manifest", "__version__"]

@@ -128,13 +128,60 @@ def _run_validate(args: argparse.Namespace) -> int:
     return validate(args.paths, data=args.data)
 
 
+def _plugin_entries(values: Sequence[str] | None) -> list[str]:
+    """--plugins a --plugins b,c -> [a, b, c]."""
+    return [e.strip() for value in values or () for e in value.split(",") if e.strip()]
+
+
+def load_plugins(entries: Sequence[str]) -> int:
+    """Import --plugins (relative to the working directory); print each failure, return the exit status."""
+    from batchloaders import plugins
+
+    failed = plugins.load(entries, base_dir=os.getcwd(), near="the working directory")
+    for i, message in failed:
+        print(f"<command line>: --plugins {entries[i]}: {message}", file=sys.stderr)
+    return EXIT_INVALID if failed else EXIT_OK
+
+
+def _with_plugins(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def with_plugins(args: argparse.Namespace) -> int:
+        status = load_plugins(_plugin_entries(getattr(args, "plugins", None)))
+        return status if status != EXIT_OK else run(args)
+    return with_plugins
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    from batchloaders import builtin_types
+    from batchloaders.spec import schema, type_schemas
+
+    builtin_types.load()
+    os.makedirs(args.directory, exist_ok=True)
+    generated = type_schemas.write(args.directory)
+    for name in schema.schema_names():
+        path = os.path.join(args.directory, name)
+        if path not in generated and os.path.abspath(path) != os.path.abspath(
+                os.path.join(str(schema._schemas_dir()), name)):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(schema.schema_text(name))
+    print(f"wrote {len(schema.schema_names())} schema files to {args.directory} (point your editor at "
+          f"{os.path.join(args.directory, 'loader_config.schema.json')})")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchloaders",
                                      description="Validate and inspect batch loader configs and dataset manifests.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Every command that reads a config can import the plugins that register its types.
+    plugins = argparse.ArgumentParser(add_help=False)
+    plugins.add_argument("--plugins", action="append", metavar="MODULE",
+                         help="import MODULE (an import path, or a .py file relative to the working directory) "
+                              "before reading configs, so that the steps and secondary feature types it registers "
+                              "are known; repeat it or separate modules with commas")
 
     check = commands.add_parser(
-        "validate", help="check manifests and loader configs",
+        "validate", parents=[plugins], help="check manifests and loader configs",
         description="Check manifests (__manifest__.json, *manifest.json) and loader configs (.yaml, .yml, "
                     ".json). Directories are searched non-recursively. Prints one line per problem and "
                     "'OK PATH' per valid file; exits 1 if any file is invalid.")
@@ -142,20 +189,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--data", action="store_true",
                        help="then check the first records of the data files of every valid config, as check-data "
                             "does (imports TensorFlow)")
-    check.set_defaults(run=_run_validate)
+    check.set_defaults(run=_with_plugins(_run_validate))
 
     # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
     # Commands that need TensorFlow import it inside fn, so that validate never loads it.
     show = commands.add_parser(
-        "describe", help="show what a loader config compiles to",
+        "describe", parents=[plugins], help="show what a loader config compiles to",
         description="Print the loader type, the number of data files, each output tensor's dtype and "
                     "per-example shape, the padding of each tensor and the parsing path the config compiles "
                     "to. Reads no data. Exits 1 if the config is invalid.")
     show.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
-    show.set_defaults(run=_run_describe)
+    show.set_defaults(run=_with_plugins(_run_describe))
 
     bench = commands.add_parser(
-        "bench", help="measure a loader config's throughput",
+        "bench", parents=[plugins], help="measure a loader config's throughput",
         description="Run the config's dataset for --batches batches or --seconds seconds, whichever comes "
                     "first (progress on stderr), then print examples/s, batches/s, MB/s read and the padding "
                     "efficiency of each padded tensor. Exits 1 if the config is invalid or the data fails.")
@@ -164,10 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after N batches (default 200)")
     bench.add_argument("--seconds", type=_positive(float), default=20.0, metavar="S",
                        help="stop after S seconds (default 20)")
-    bench.set_defaults(run=_run_bench)
+    bench.set_defaults(run=_with_plugins(_run_bench))
 
     data = commands.add_parser(
-        "check-data", help="check the first records of every data file against the manifest",
+        "check-data", parents=[plugins], help="check the first records of every data file against the manifest",
         description="Read the first --records records of every data file of the config's dataset and check "
                     "them against every feature of the manifest: present, stored in the right list type, with "
                     "the number of values (raw: bytes) the shape gives, as context features or feature lists "
@@ -177,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
     data.add_argument("--records", type=_positive(int), default=8, metavar="N",
                       help="records to check at the start of each file (default 8)")
-    data.set_defaults(run=_tool("check-data", "check_data",
-                                lambda tool, args: tool.run(args.config, records=args.records, out=sys.stdout)))
+    data.set_defaults(run=_with_plugins(_tool("check-data", "check_data",
+                                              lambda tool, args: tool.run(args.config, records=args.records,
+                                                                          out=sys.stdout))))
 
     verify = commands.add_parser(
         "verify", help="re-read every data file whole and check it against the manifest",
@@ -202,7 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
+
+    schemas = commands.add_parser(
+        "schema", parents=[plugins], help="write the JSON Schemas, with the types of --plugins, for an editor",
+        description="Write every schema file (loader config, manifest, and one per registered step and "
+                    "secondary feature type, plugins' included) into DIR, so that an editor validating "
+                    "configs against DIR/loader_config.schema.json knows a project's own types. Reads no "
+                    "config.")
+    schemas.add_argument("directory", metavar="DIR", help="where to write the .schema.json files")
+    schemas.set_defaults(run=_with_plugins(_run_schema))
     return parser
+
+
+def _version() -> str:
+    from batchloaders import __version__
+
+    return __version__
 
 
 def _positive(kind):

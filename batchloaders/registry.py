@@ -1,14 +1,18 @@
-"""Name -> implementation registries for secondary feature types and processing steps.
+"""Name -> implementation registries for secondary feature types, processing steps and batchers.
 
-Each type lives in its own module and registers itself here (the built-ins are
-imported by ``builtin_types.load``: this module imports none of them); the config
-checker and the compiler look types up by name. A duplicate name is a programming
-error; an unknown name is a user error and names the closest registered one.
+Each type lives in its own module and registers itself here through the public
+decorators of :mod:`batchloaders.extend` (the built-ins are imported by
+``builtin_types.load``: this module imports none of them, nor anything else of
+the package). The config checker, the schema generator and the compiler look
+types up by name. An unknown name is a user error and names the closest
+registered one.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Iterator
+
+ALL_LOADERS = ("independent", "continuous_sequence", "discrete_sequence")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,36 +23,59 @@ class CheckContext:
     tensors: dict  # to_name -> TensorInfo built so far
     primaries: dict  # to_name -> ManifestFeature of each primary feature
     report: Callable[[tuple, str], None]  # (json-path parts relative to the item, message)
+    base_dir: str = "."  # the config file's directory: relative paths in args are relative to it
 
 
 @dataclasses.dataclass(frozen=True)
 class SecondaryType:
     name: str
-    schema: str  # schema fragment file in schemas/
+    schema: dict  # JSON Schema of the args object
     # (args, ctx) -> TensorInfo or None when a problem was reported
     infer: Callable[[dict, CheckContext], Any]
     # (args, batch, info) -> (values [B, ...], lengths [B] or None); runs inside tf.data
     build: Callable[..., Any]
-    loaders: tuple[str, ...] = ("independent", "continuous_sequence", "discrete_sequence")
+    loaders: tuple[str, ...] = ALL_LOADERS
+    origin: str = ""  # "module.function (file, line)" that registered it, for messages
+    # The arg naming a tensor this type measures as the processing steps leave it (``length``):
+    # such a feature is built after the steps on that tensor, not with the other secondaries.
+    measures: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class StepType:
     name: str
-    schema: str
+    schema: dict
     infer: Callable[[dict, Any, CheckContext], Any]  # (args, TensorInfo, ctx) -> TensorInfo or None
     build: Callable[..., Any]  # (args, values, lengths, info_in) -> (values, lengths)
+    loaders: tuple[str, ...] = ALL_LOADERS
+    origin: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatcherType:
+    name: str
+    schema: dict
+    build: Callable[..., Any]  # (args, values [B, ...] padded, lengths [B] or None, info) -> a batched tensor
+    origin: str = ""
+
+
+class DuplicateName(ValueError):
+    """A name registered twice: the second registration would silently replace the first."""
 
 
 class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._items: dict[str, Any] = {}
+        self.version = 0  # bumped on every change: caches of generated schemas key on it
 
     def register(self, item):
         if item.name in self._items:
-            raise ValueError(f"{self.kind} {item.name!r} is registered twice")
+            first = self._items[item.name].origin or "an earlier registration"
+            raise DuplicateName(f"{self.kind} {item.name!r} is registered twice: first by {first}, "
+                                f"again by {item.origin or 'this registration'}; expected a new name")
         self._items[item.name] = item
+        self.version += 1
         return item
 
     def get(self, name: str):
@@ -60,6 +87,19 @@ class Registry:
     def __iter__(self) -> Iterator:
         return iter(self._items.values())
 
+    def snapshot(self) -> dict:
+        return dict(self._items)
+
+    def restore(self, snapshot: dict) -> None:
+        """Forget what was registered since ``snapshot`` (tests register throwaway plugins)."""
+        self._items = dict(snapshot)
+        self.version += 1
+
 
 SECONDARY = Registry("secondary feature type")
 STEPS = Registry("processing step type")
+BATCHERS = Registry("batcher")
+
+
+def version() -> tuple[int, int, int]:
+    return SECONDARY.version, STEPS.version, BATCHERS.version

@@ -128,7 +128,7 @@ BAD_CONFIGS = [
     (config(args__dataset={"type": "lst", "args": {}}), "$.args.dataset.type",
      "unknown dataset type 'lst' (did you mean 'list'?); expected one of: dir, list"),
     (secondary({"to_name": "c", "type": "konst", "args": {}}), "$.args.secondary_features[0].type",
-     "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: const, length, "),
+     "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: boundaries, const, length, "),
     (config(args__processing_steps=[{"tensor": "image", "type": "slise"}]), "$.args.processing_steps[0].type",
      "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: slice"),
     (secondary({"to_name": "n", "type": "length", "args": {"tensor": "image", "dtype": "int16"}}),
@@ -157,7 +157,7 @@ BAD_CONFIGS = [
     (step("1:2"), "$.args.processing_steps[0].args.slice", "invalid slice specifier '1:2'"),
     (step("[1:2:3:4]"), "$.args.processing_steps[0].args.slice", "invalid slice specifier"),
     (config(args__processing_steps=[{"tensor": "image", "type": "slice"}]), "$.args.processing_steps[0]",
-     "missing required key 'args' (slice steps need args with a slice)"),
+     "missing required key 'args' (slice steps need args with slice)"),
     # padding
     (config(args__padding=[{"tensor": "image", "shape": [-2, 3]}]), "$.args.padding[0].shape[0]",
      "expected an integer >= -1, found -2"),

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from batchloaders import builtin_types, sources
 from batchloaders.batching import Batch, finalize
+from batchloaders.extend import checked
 from batchloaders.graphs import as_written
 from batchloaders.registry import SECONDARY, STEPS
 from batchloaders.spec.model import LoaderConfig
@@ -19,24 +20,48 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def transform(batch: Batch, config: LoaderConfig) -> Batch:
-    """Secondary features then processing steps, in config order, on a whole batch."""
+    """Secondary features then processing steps, in config order, on a whole batch.
+
+    A secondary feature that measures a tensor (``length``) is built after that tensor's
+    steps: just before the first step on the feature itself, or after the last step.
+    """
     builtin_types.load()
+    deferred = {}
     for feature in config.secondary_features:
-        values, lengths = SECONDARY.get(feature.type).build(feature.args, batch, feature.info)
-        batch.zero_tails.discard(feature.to_name)
-        batch.values[feature.to_name] = values
-        if lengths is not None:
-            batch.lengths[feature.to_name] = lengths
+        kind = SECONDARY.get(feature.type)
+        if kind.measures:
+            deferred[feature.to_name] = (feature, kind)
+        else:
+            _secondary(batch, config, feature, kind)
     for step in config.processing_steps:
-        values, lengths = STEPS.get(step.type).build(step.args, batch.values[step.tensor],
-                                                     batch.lengths.get(step.tensor), step.input_info)
+        if step.tensor in deferred:
+            _secondary(batch, config, *deferred.pop(step.tensor))
+        kind = STEPS.get(step.type)
+        with checked(config.source, step.json_path, f"step {step.type!r}", _builtin(kind)):
+            values, lengths = kind.build(step.args, batch.values[step.tensor], batch.lengths.get(step.tensor),
+                                         step.input_info, step.output_info)
         batch.values[step.tensor] = values
         batch.zero_tails.discard(step.tensor)
         if lengths is None:
             batch.lengths.pop(step.tensor, None)
         else:
             batch.lengths[step.tensor] = lengths
+    for feature, kind in deferred.values():
+        _secondary(batch, config, feature, kind)
     return batch
+
+
+def _builtin(kind) -> bool:
+    return kind.origin.startswith("batchloaders.")
+
+
+def _secondary(batch: Batch, config: LoaderConfig, feature, kind) -> None:
+    with checked(config.source, feature.json_path, f"secondary feature {feature.type!r}", _builtin(kind)):
+        values, lengths = kind.build(feature.args, batch, feature.info)
+    batch.zero_tails.discard(feature.to_name)
+    batch.values[feature.to_name] = values
+    if lengths is not None:
+        batch.lengths[feature.to_name] = lengths
 
 
 def _same(tensors):

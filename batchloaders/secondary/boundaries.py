@@ -1,7 +1,8 @@
 """``boundaries`` (discrete_sequence): 1 at the first step of every record of a window, else 0."""
 from __future__ import annotations
 
-from batchloaders.registry import SECONDARY, CheckContext, SecondaryType
+from batchloaders.extend import register_secondary
+from batchloaders.registry import CheckContext
 from batchloaders.secondary.segment_ids import infer_per_step, record_index
 from batchloaders.spec.model import TensorInfo
 
@@ -18,5 +19,26 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.cast(tf.not_equal(record, before), info.dtype), batch.lengths.get(args["tensor"])
 
 
-SECONDARY.register(SecondaryType(name="boundaries", schema="secondary_boundaries.schema.json", infer=_infer,
-                                 build=_build, loaders=("discrete_sequence",)))
+SCHEMA = {
+    "title": "boundaries secondary feature arguments",
+    "description": "For each step along the first axis of a tensor, whether a new subsequence (record) starts there.",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["tensor"],
+    "properties": {
+        "tensor": {
+            "description": "Name of the primary or secondary tensor whose subsequence starts to mark.",
+            "type": "string",
+            "minLength": 1
+        },
+        "dtype": {
+            "title": "dtype",
+            "description": "Integer dtype of the result.",
+            "type": "string",
+            "enum": ["int32", "int64"]
+        }
+    }
+}
+
+
+register_secondary("boundaries", schema=SCHEMA, infer=_infer, batched=True, loaders=("discrete_sequence",))(_build)

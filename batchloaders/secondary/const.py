@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from batchloaders.errors import suggest
-from batchloaders.registry import SECONDARY, CheckContext, SecondaryType
+from batchloaders.extend import register_secondary
+from batchloaders.registry import CheckContext
 from batchloaders.spec.model import DTYPES, TensorInfo
 
 
@@ -75,4 +76,35 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.fill(full, tf.constant(value, dtype=tf.dtypes.as_dtype(info.dtype))), lengths
 
 
-SECONDARY.register(SecondaryType(name="const", schema="secondary_const.schema.json", infer=_infer, build=_build))
+SCHEMA = {
+    "title": "const secondary feature arguments",
+    "description": "A tensor with every entry set to one value.",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["shape", "dtype"],
+    "properties": {
+        "shape": {
+            "description": "Shape without the batch axis, or the to_name of a primary feature whose shape to copy. Each axis at most 2147483647, at most 32 axes.",
+            "type": ["array", "string"],
+            "minLength": 1,
+            "maxItems": 32,
+            "items": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 2147483647
+            }
+        },
+        "dtype": {
+            "description": "A TensorFlow dtype name, or the to_name of a primary feature whose dtype to copy.",
+            "type": "string",
+            "minLength": 1
+        },
+        "value": {
+            "description": "The fill value, of the tensor's dtype. Defaults to 0, or the empty string for strings.",
+            "type": ["string", "number", "boolean"]
+        }
+    }
+}
+
+
+register_secondary("const", schema=SCHEMA, infer=_infer, batched=True)(_build)

@@ -1,8 +1,13 @@
-"""``length``: the length of a tensor along its first axis before padding, one scalar per example."""
+"""``length``: the length of a tensor along its first axis before padding, one scalar per example.
+
+It measures the tensor as the processing steps leave it (a ``[:-1]`` slice shortens
+it by one): the feature is built once every step on that tensor has run.
+"""
 from __future__ import annotations
 
 from batchloaders.errors import suggest
-from batchloaders.registry import SECONDARY, CheckContext, SecondaryType
+from batchloaders.extend import register_secondary
+from batchloaders.registry import CheckContext
 from batchloaders.spec.model import TensorInfo
 
 
@@ -38,4 +43,26 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.cast(lengths, info.dtype), None
 
 
-SECONDARY.register(SecondaryType(name="length", schema="secondary_length.schema.json", infer=_infer, build=_build))
+SCHEMA = {
+    "title": "length secondary feature arguments",
+    "description": "The length of a tensor along its first axis (for example a sequence length).",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["tensor"],
+    "properties": {
+        "tensor": {
+            "description": "Name of the primary or secondary tensor whose first-axis length to take.",
+            "type": "string",
+            "minLength": 1
+        },
+        "dtype": {
+            "title": "dtype",
+            "description": "Integer dtype of the result.",
+            "type": "string",
+            "enum": ["int32", "int64"]
+        }
+    }
+}
+
+
+register_secondary("length", schema=SCHEMA, infer=_infer, batched=True, measures="tensor")(_build)

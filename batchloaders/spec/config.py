@@ -7,6 +7,7 @@ every problem found, of either kind, is collected and raised together.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Iterable, Mapping
 
@@ -73,6 +74,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     from batchloaders.spec.schema import schema_check
 
     builtin_types.load()
+    _load_plugins(doc)
     problems, invalid = schema_check(doc, "loader_config.schema.json")
     data = doc.data
     check = _Checker(doc, problems, invalid)
@@ -191,27 +193,38 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             _unproduced(inputs, targets, seen, check)
         raise check.error()
 
-    secondary = []
+    def context(at: tuple) -> CheckContext:
+        return CheckContext(loader_type, tensors, primaries, check.at(at), doc.base_dir)
+
+    secondary: list[SecondaryFeature] = []
+    deferred: dict[str, tuple] = {}  # to_name -> (index in secondary, at, kind, args): built after steps
+
+    def infer_secondary(index: int, at: tuple, kind, item_args: dict) -> None:
+        info = kind.infer(item_args, context(at))
+        if info is not None:
+            tensors[secondary[index].to_name] = info
+        secondary[index] = dataclasses.replace(secondary[index], info=info)
+
     for i, s in items("secondary_features"):
         at = ("args", "secondary_features", i)
         claim(s["to_name"], at)
         kind = SECONDARY.get(s["type"])
         item_args = dict(s.get("args", {}))
-        info = None
+        secondary.append(SecondaryFeature(s["to_name"], s["type"], item_args, json_path(at), None))
         if kind is None:  # the schema lists the types, so this means schema and registry disagree
             check(at + ("type",), f"unknown secondary feature type {s['type']!r}{suggest(s['type'], SECONDARY.names())}")
         elif loader_type not in kind.loaders:
             check(at + ("type",), f"secondary feature type {s['type']!r} is not available for the {loader_type} "
                                   f"loader: expected one of {', '.join(kind.loaders)} loaders")
+        elif kind.measures:  # e.g. length: it sees its tensor as the processing steps leave it
+            deferred[s["to_name"]] = (len(secondary) - 1, at, kind, item_args)
         else:
-            info = kind.infer(item_args, CheckContext(loader_type, tensors, primaries, check.at(at)))
-            if info is not None:
-                tensors[s["to_name"]] = info
-        secondary.append(SecondaryFeature(s["to_name"], s["type"], item_args, json_path(at), info))
+            infer_secondary(len(secondary) - 1, at, kind, item_args)
     claim_broken("secondary_features")
 
     steps = []
     all_steps = args.get("processing_steps", [])
+    measured_late = {}  # to_name of a deferred feature -> where a step first used it
     for i, st in enumerate(all_steps if isinstance(all_steps, list) else []):
         at = ("args", "processing_steps", i)
         if not valid(at):
@@ -220,18 +233,34 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                 tensors.pop(st["tensor"], None)
             continue
         kind, name, step_args = STEPS.get(st["type"]), st["tensor"], dict(st.get("args", {}))
-        steps.append(Step(name, st["type"], step_args, json_path(at), tensors.get(name)))
+        if name in deferred:  # a step on a deferred feature: build it now, from what the steps so far left
+            measured_late[name] = at
+            infer_secondary(*deferred.pop(name))
+        for feature, first_use in measured_late.items():
+            measured = secondary_measures(secondary, feature)
+            if measured == name:
+                check(at + ("tensor",), f"this step changes tensor {name!r} after a step on {feature!r} "
+                                        f"({json_path(first_use)}), which measures {name!r} once its steps have "
+                                        f"run: expected every step on {name!r} before the first step on {feature!r}")
+        info_in = tensors.get(name)
+        output = None
         if name not in seen:
             check(at + ("tensor",), f"tensor {name!r} is not a primary or secondary feature"
                                     f"{suggest(name, seen)}; expected one of: {', '.join(seen)}")
         elif kind is None:
             check(at + ("type",), f"unknown processing step type {st['type']!r}{suggest(st['type'], STEPS.names())}")
+        elif loader_type not in kind.loaders:
+            check(at + ("type",), f"processing step type {st['type']!r} is not available for the {loader_type} "
+                                  f"loader: expected one of {', '.join(kind.loaders)} loaders")
         elif name in tensors:
-            info = kind.infer(step_args, tensors[name], CheckContext(loader_type, tensors, primaries, check.at(at)))
-            if info is None:
+            output = kind.infer(step_args, tensors[name], context(at))
+            if output is None:
                 del tensors[name]  # already reported; keep later checks quiet about it
             else:
-                tensors[name] = info
+                tensors[name] = output
+        steps.append(Step(name, st["type"], step_args, json_path(at), info_in, output))
+    for pending in list(deferred.values()):
+        infer_secondary(*pending)
 
     if model_known and not unnamed:
         _unproduced(inputs, targets, seen, check)
@@ -272,6 +301,28 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors))
+
+
+def secondary_measures(secondary, to_name: str) -> str | None:
+    """The tensor a deferred secondary feature (``measures``) named ``to_name`` measures."""
+    for feature in secondary:
+        if feature.to_name == to_name:
+            kind = SECONDARY.get(feature.type)
+            return feature.args.get(kind.measures) if kind is not None and kind.measures else None
+    return None
+
+
+def _load_plugins(doc: Document) -> None:
+    """Import the modules the config's ``plugins`` list names, before anything looks a type up."""
+    from batchloaders import plugins
+
+    entries = doc.data.get("plugins") if isinstance(doc.data, dict) else None
+    if not isinstance(entries, list):
+        return  # absent, or reported by the schema check
+    named = [(i, e) for i, e in enumerate(entries) if isinstance(e, str) and e]
+    problems = plugins.load([e for _, e in named], base_dir=doc.base_dir)
+    if problems:
+        raise ConfigError([doc.problem(("plugins", named[i][0]), message) for i, message in problems])
 
 
 def _unproduced(inputs, targets, seen: dict, check) -> None:

@@ -106,6 +106,7 @@ class Step:
     args: Mapping[str, Any]
     json_path: str
     input_info: "TensorInfo | None" = None  # the tensor as this step receives it (filled in by the checker)
+    output_info: "TensorInfo | None" = None  # and as it leaves it
 
 
 @dataclasses.dataclass(frozen=True)

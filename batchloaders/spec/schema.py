@@ -59,18 +59,22 @@ def load_schema(schema_file: str) -> dict:
     return json.loads(schema_text(schema_file))
 
 
+def _resource(contents: dict) -> referencing.Resource:
+    # Without "$schema" a fragment is validated by our own (strict-integer) validator class;
+    # with it, jsonschema would switch back to the stock 2020-12 validator inside the $ref.
+    contents = {k: v for k, v in contents.items() if k != "$schema"}
+    return referencing.Resource.from_contents(contents, default_specification=DRAFT202012)
+
+
 @functools.cache
-def _retrieve(uri: str) -> referencing.Resource:
+def _retrieve_shipped(uri: str) -> referencing.Resource:
     # Every schema's $id is its bare file name, so a sibling $ref arrives here
     # as that file name. Cached: the registry asks again on every validation.
     try:
         contents = load_schema(uri)
     except KeyError:
         raise referencing.exceptions.NoSuchResource(ref=uri) from None
-    # Without "$schema" a fragment is validated by our own (strict-integer) validator class;
-    # with it, jsonschema would switch back to the stock 2020-12 validator inside the $ref.
-    contents = {k: v for k, v in contents.items() if k != "$schema"}
-    return referencing.Resource.from_contents(contents, default_specification=DRAFT202012)
+    return _resource(contents)
 
 
 # JSON Schema counts 2.0 as an integer; TensorFlow does not, so neither do we.
@@ -79,10 +83,26 @@ _STRICT = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_STRICT)
 
 
-@functools.cache
 def _validator(schema_file: str):
-    registry = referencing.Registry(retrieve=_retrieve)
-    return _Validator(load_schema(schema_file), registry=registry)
+    from batchloaders.registry import version
+
+    return _validator_at(schema_file, version())
+
+
+@functools.lru_cache(maxsize=16)
+def _validator_at(schema_file: str, version: tuple):
+    # The step and secondary feature files come from the registries as they are now
+    # (plugins included); the shipped copies of them hold the built-ins only.
+    from batchloaders.spec.type_schemas import generated
+
+    types = {name: _resource(doc) for name, doc in generated().items()}
+
+    def retrieve(uri: str) -> referencing.Resource:
+        return types[uri] if uri in types else _retrieve_shipped(uri)
+
+    registry = referencing.Registry(retrieve=retrieve)
+    root = types[schema_file].contents if schema_file in types else load_schema(schema_file)
+    return _Validator(root, registry=registry)
 
 
 def schema_problems(doc: Document, schema_file: str) -> list[Problem]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from batchloaders.registry import STEPS, CheckContext, StepType
+from batchloaders.extend import register_step
+from batchloaders.registry import CheckContext
 from batchloaders.spec.model import TensorInfo
 
 _INT = r"[+-]?\d+"
@@ -89,7 +90,7 @@ def _fmt(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _build(args: dict, values, lengths, info: TensorInfo):
+def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):
     """Slice a batch ``values`` [B, ...]; ``lengths`` [B] gives the valid length of a variable first axis."""
     import tensorflow as tf
 
@@ -154,4 +155,22 @@ def _backward(part: slice, lengths):
     return start, tf.maximum((start - stop - part.step - 1) // -part.step, 0)
 
 
-STEPS.register(StepType(name="slice", schema="step_slice.schema.json", infer=_infer, build=_build))
+SCHEMA = {
+    "title": "slice step arguments",
+    "description": "Keep a multidimensional slice of the tensor.",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["slice"],
+    "properties": {
+        "slice": {
+            "title": "slice specifier",
+            "description": "Python-style slice without the batch axis: integers, negative integers and colons between brackets, separated by commas.",
+            "type": "string",
+            "pattern": "^\\s*\\[\\s*(?:-?[0-9]+|(?:-?[0-9]+)?\\s*:\\s*(?:-?[0-9]+)?(?:\\s*:\\s*(?:-?[0-9]+)?)?)(?:\\s*,\\s*(?:-?[0-9]+|(?:-?[0-9]+)?\\s*:\\s*(?:-?[0-9]+)?(?:\\s*:\\s*(?:-?[0-9]+)?)?))*\\s*\\]\\s*$",
+            "examples": ["[3,:,4:,:-2,1:4]", "[:, ::2]"]
+        }
+    }
+}
+
+
+register_step("slice", schema=SCHEMA, infer=_infer, batched=True)(_build)

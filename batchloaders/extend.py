@@ -1,0 +1,341 @@
+"""Adding processing steps and secondary feature types: the public decorators.
+
+A plugin is a module of pure functions on tensors, each registered under a name
+with the JSON Schema of its ``args``; a config then names it by ``type``::
+
+    import batchloaders
+
+    @batchloaders.register_step("scale", schema={
+        "type": "object", "required": ["factor"], "additionalProperties": False,
+        "properties": {"factor": {"type": "number"}}})
+    def scale(x, factor):
+        return x * factor          # x: one example's tensor, without the batch axis
+
+The built-in types register through these same decorators. By default a function
+sees one example at a time (``x`` as the example has it: a variable-length first
+axis is cut to the example's own length) and the compiler runs it over each batch
+with ``tf.map_fn``. ``batched=True`` functions see the whole padded batch instead
+(faster; the built-ins are written that way):
+
+* step: ``fn(args, values [B, ...], lengths [B] or None, info_in, info_out) -> (values, lengths)``
+* secondary: ``fn(args, batch, info) -> (values, lengths)``; ``batch.values`` and
+  ``batch.lengths`` hold the tensors built so far.
+
+Without an ``infer`` function the output's dtype and shape come from tracing the
+function once on a ``tf.TensorSpec`` of its input when the config is checked
+(which imports TensorFlow). Functions must be TensorFlow ops only: one that
+returns a Python object, or calls ``tf.py_function``/``tf.numpy_function``, is
+refused with a ConfigError naming the step when the config is checked or the
+pipeline is built.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+from typing import Any, Callable
+
+from batchloaders.errors import BatchLoaderError, ConfigError, Problem
+from batchloaders.registry import ALL_LOADERS, SECONDARY, STEPS, CheckContext, DuplicateName, SecondaryType, StepType
+
+__all__ = ["register_step", "register_secondary", "PluginError", "ContractError"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+# dtypes a tensor of the pipeline may have (spec/model.DTYPES, repeated here to keep this module light)
+_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+           "uint8", "uint16", "uint32", "uint64", "bool", "string")
+
+
+class PluginError(BatchLoaderError):
+    """A type cannot be registered (bad name or schema, a name taken), or a plugin cannot be imported."""
+
+
+class ContractError(Exception):
+    """A registered function broke its contract while traced (Python result, Python op). Turned into a
+    ConfigError naming the config item by :func:`checked`."""
+
+
+def _where(fn: Callable) -> tuple[str, int | None, str]:
+    """(file, line, 'module.function') of a registered function, for messages."""
+    try:
+        file, line = inspect.getsourcefile(fn) or "<unknown>", inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        file, line = getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"), None
+    return file, line, f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _refuse(fn: Callable, call: str, message: str):
+    file, line, _ = _where(fn)
+    raise PluginError(Problem(file, call, message, line))
+
+
+def _checked_schema(fn: Callable, call: str, schema: Any) -> dict:
+    import jsonschema
+
+    if schema is None:
+        schema = {"type": "object", "additionalProperties": False, "properties": {}}
+    if not isinstance(schema, dict):
+        _refuse(fn, call, f"found a schema of type {type(schema).__name__}: expected a dict, the JSON Schema "
+                          "of the args object")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        where = "/".join(str(p) for p in error.absolute_path) or "top level"
+        _refuse(fn, call, f"the schema is not a valid JSON Schema (draft 2020-12) at {where}: {error.message}")
+    if schema.get("type") != "object":
+        _refuse(fn, call, f"found a schema of type {schema.get('type')!r}: expected \"type\": \"object\" "
+                          "(it describes the args object of a config item)")
+    return schema
+
+
+def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
+    if not callable(fn):
+        _refuse(fn, call, f"found {type(fn).__name__}: expected a function to register")
+    if not isinstance(name, str) or not _NAME.match(name):
+        _refuse(fn, call, f"found the name {name!r}: expected letters, digits, '_', '.' or '-', starting "
+                          "with a letter or '_'")
+    bad = [kind for kind in loaders if kind not in ALL_LOADERS]
+    if bad or not loaders:
+        _refuse(fn, call, f"found loaders {list(loaders)!r}: expected a non-empty list of {', '.join(ALL_LOADERS)}")
+    file, line, qualname = _where(fn)
+    return qualname, f"{qualname} ({file}" + (f", line {line})" if line else ")")
+
+
+def _register(registry, item, fn: Callable, call: str):
+    try:
+        registry.register(item)
+    except DuplicateName as error:
+        _refuse(fn, call, str(error))
+
+
+def register_step(name: str, *, schema: dict | None = None, infer: Callable | None = None, batched: bool = False,
+                  loaders=ALL_LOADERS) -> Callable:
+    """Register ``fn`` as the processing step ``name`` (a decorator; returns ``fn`` unchanged).
+
+    ``infer(args, info, ctx) -> TensorInfo | None`` (optional) gives the output's dtype and
+    shape from the input's without TensorFlow, reporting problems with ``ctx.report``.
+    """
+    def decorate(fn):
+        call = f"register_step({name!r})"
+        _, origin = _start(fn, call, name, loaders)
+        checked_schema = _checked_schema(fn, call, schema)
+        build = fn if batched else _per_example_step(fn)
+        _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched), build,
+                                  tuple(loaders), origin), fn, call)
+        return fn
+    return decorate
+
+
+def register_secondary(name: str, *, schema: dict | None = None, infer: Callable | None = None, batched: bool = False,
+                       loaders=ALL_LOADERS, measures: str | None = None) -> Callable:
+    """Register ``fn`` as the secondary feature type ``name`` (a decorator; returns ``fn`` unchanged).
+
+    Per example (the default), ``fn(features, **args)`` gets a dict of the example's primary
+    features and earlier secondary features and returns one tensor. ``infer(args, ctx)``
+    (optional) gives the output's TensorInfo without TensorFlow. ``measures`` names the arg
+    holding a tensor this type measures after that tensor's processing steps (as ``length``
+    does); such a feature is built once those steps have run.
+    """
+    def decorate(fn):
+        call = f"register_secondary({name!r})"
+        _, origin = _start(fn, call, name, loaders)
+        checked_schema = _checked_schema(fn, call, schema)
+        build = fn if batched else _per_example_secondary(fn)
+        _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,
+                                           tuple(loaders), origin, measures), fn, call)
+        return fn
+    return decorate
+
+
+# ------------------------------------------------------------------ tracing and contracts
+
+def _tensor_result(value, what: str):
+    import tensorflow as tf
+
+    if not isinstance(value, tf.Tensor):
+        raise ContractError(f"{what} returned {type(value).__name__} {_short(value)}: expected a tf.Tensor "
+                            "made of TensorFlow ops (no Python or NumPy values)")
+    return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _python_ops(graph_def) -> list[str]:
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return sorted({n.op for n in nodes if n.op in PYTHON_OPS})
+
+
+def _check_graph(graph, what: str) -> None:
+    """Refuse Python callbacks anywhere in ``graph``, nested functions included."""
+    found = _python_ops(graph.as_graph_def())
+    if found:
+        raise ContractError(f"{what} calls back into Python ({', '.join(found)}, from tf.py_function or "
+                            "tf.numpy_function): expected TensorFlow ops only, so that the pipeline runs without "
+                            "the Python interpreter")
+
+
+@contextlib.contextmanager
+def checked(source: str, json_path: str, what: str, builtin: bool):
+    """Turn a registered function's failure while the pipeline is traced into a ConfigError naming the item."""
+    import tensorflow as tf
+
+    try:
+        yield
+        if not builtin:  # ours are checked by tests; a plugin's graph is scanned once, at trace time
+            _check_graph(tf.compat.v1.get_default_graph(), what)
+    except BatchLoaderError:
+        raise
+    except ContractError as error:
+        raise ConfigError(Problem(source, json_path, str(error))) from None
+    except Exception as error:  # a plugin's own bug or a shape it cannot take: say which item
+        if builtin:
+            raise
+        raise ConfigError(Problem(source, json_path, f"{what} failed while the pipeline was built: "
+                                                     f"{type(error).__name__}: {error}")) from None
+
+
+def _info_of(tensor, what: str, ctx: CheckContext):
+    """TensorInfo of a traced per-example result, or report why it cannot be a pipeline tensor."""
+    from batchloaders.spec.model import TensorInfo
+
+    dtype = tensor.dtype.name
+    if dtype not in _DTYPES:
+        ctx.report(("type",), f"{what} returns dtype {dtype}: expected one of {', '.join(_DTYPES)}")
+        return None
+    if tensor.shape.rank is None:
+        ctx.report(("type",), f"{what} returns a tensor of unknown rank: expected a known rank (use "
+                              "tf.ensure_shape or give an infer function)")
+        return None
+    shape = tuple(tensor.shape.as_list())
+    unknown = [axis for axis, dim in enumerate(shape) if dim is None and axis > 0]
+    if unknown:
+        ctx.report(("type",), f"{what} returns shape {_fmt(shape)} with an unknown size on axis {unknown[0]}: "
+                              "expected fixed sizes on every axis but the first (use tf.ensure_shape or give an "
+                              "infer function)")
+        return None
+    return TensorInfo(dtype, shape)
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _trace(function, specs, what: str, ctx: CheckContext):
+    """Trace ``function`` on ``specs``; the concrete function's outputs, or None after a report."""
+    import tensorflow as tf
+
+    try:
+        concrete = tf.function(function).get_concrete_function(*specs)
+        _check_graph(concrete.graph, what)
+    except ContractError as error:
+        ctx.report(("type",), str(error))
+        return None
+    except BatchLoaderError:
+        raise
+    except Exception as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        ctx.report(("type",), f"{what} failed when traced on its input: {type(error).__name__}: {first}")
+        return None
+    return concrete.structured_outputs
+
+
+def _spec(info):
+    import tensorflow as tf
+
+    return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype))
+
+
+def _traced_step(fn: Callable, batched: bool) -> Callable:
+    def infer(args: dict, info, ctx: CheckContext):
+        import tensorflow as tf
+
+        what = f"step {fn.__name__!r}"
+        if batched:
+            has_lengths = info.shape[:1] == (None,)
+
+            def run(values, *rest):
+                out = fn(args, values, rest[0] if rest else None, info, None)
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise ContractError(f"{what} (batched) returned {type(out).__name__}: expected a pair "
+                                        "(values, lengths or None)")
+                return _tensor_result(out[0], what), out[1] is not None
+            specs = [tf.TensorSpec((None,) + info.shape, tf.as_dtype(info.dtype))]
+            specs += [tf.TensorSpec([None], tf.int64)] if has_lengths else []
+            out = _trace(run, specs, what, ctx)
+            if out is None:
+                return None
+            values, variable = out
+            shape = tf.TensorShape([None] if variable else values.shape[1:2]).concatenate(values.shape[2:])
+            return _info_of(tf.TensorSpec(shape, values.dtype), what, ctx)
+        out = _trace(lambda x: _tensor_result(fn(x, **args), what), [_spec(info)], what, ctx)
+        return None if out is None else _info_of(out, what, ctx)
+    return infer
+
+
+def _traced_secondary(fn: Callable, batched: bool) -> Callable:
+    def infer(args: dict, ctx: CheckContext):
+        what = f"secondary feature {fn.__name__!r}"
+        if batched:
+            ctx.report(("type",), f"{what} is batched and has no infer function: expected infer= in "
+                                  "register_secondary (a batched secondary sees the whole batch)")
+            return None
+        names = list(ctx.tensors)
+        specs = [{n: _spec(ctx.tensors[n]) for n in names}]
+        out = _trace(lambda features: _tensor_result(fn(features, **args), what), specs, what, ctx)
+        return None if out is None else _info_of(out, what, ctx)
+    return infer
+
+
+def _signature(info):
+    """map_fn's output signature for one example's result: ragged when the first axis varies."""
+    import tensorflow as tf
+
+    dtype = tf.as_dtype(info.dtype)
+    if info.shape[:1] == (None,):
+        return tf.RaggedTensorSpec(info.shape, dtype, ragged_rank=0)
+    return tf.TensorSpec(info.shape, dtype)
+
+
+def _examples(values, lengths):
+    """A batch as map_fn elements: ragged (each example cut to its length) when lengths are given."""
+    import tensorflow as tf
+
+    if lengths is None:
+        return values
+    return tf.RaggedTensor.from_tensor(values, lengths=tf.cast(lengths, tf.int64))
+
+
+def _as_batch(result):
+    """map_fn's result as (values [B, ...] zero-padded, lengths [B] or None)."""
+    import tensorflow as tf
+
+    if isinstance(result, tf.RaggedTensor):
+        return result.to_tensor(), result.row_lengths()
+    return result, None
+
+
+def _per_example_step(fn: Callable) -> Callable:
+    def build(args, values, lengths, info_in, info_out):
+        import tensorflow as tf
+
+        what = f"step {fn.__name__!r}"
+        result = tf.map_fn(lambda x: _tensor_result(fn(x, **args), what), _examples(values, lengths),
+                           fn_output_signature=_signature(info_out))
+        return _as_batch(result)
+    return build
+
+
+def _per_example_secondary(fn: Callable) -> Callable:
+    def build(args, batch, info):
+        import tensorflow as tf
+
+        what = f"secondary feature {fn.__name__!r}"
+        elems = {n: _examples(v, batch.lengths.get(n)) for n, v in batch.values.items()}
+        result = tf.map_fn(lambda features: _tensor_result(fn(features, **args), what), elems,
+                           fn_output_signature=_signature(info))
+        return _as_batch(result)
+    return build

@@ -1,0 +1,96 @@
+"""The schema files of registered types, generated from the registries.
+
+``step.schema.json`` and ``secondary_feature.schema.json`` list the registered
+type names and check each item's ``args`` against the schema its type was
+registered with (``step_<name>.schema.json``, ``secondary_<name>.schema.json``).
+The config checker validates against these documents as generated now, so a
+plugin's types are checked exactly like the built-ins. The copies shipped in
+``schemas/`` are this generation with only the built-ins registered (a test keeps
+them equal; ``batchloaders schema --write DIR`` regenerates them, with
+``--plugins`` for an editor that should know a project's own types).
+"""
+from __future__ import annotations
+
+import functools
+
+from batchloaders import registry
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+_KINDS = {
+    # file: (registry, prefix of args files, title, item description, what `type` chooses, noun for messages)
+    "step.schema.json": (
+        registry.STEPS, "step", "Processing step",
+        "One operation applied, in order, to a primary or secondary tensor; the result replaces the tensor.",
+        {"tensor": {"description": "Name of the primary or secondary tensor to transform.",
+                    "type": "string", "minLength": 1}},
+        ["tensor", "type"], "processing step type", "steps"),
+    "secondary_feature.schema.json": (
+        registry.SECONDARY, "secondary", "Secondary feature",
+        "A tensor built after the primary features are loaded.",
+        {"to_name": {"description": "Name of the tensor in the pipeline: a model input or target, unique "
+                                    "among all features.", "type": "string", "minLength": 1}},
+        ["to_name", "type"], "secondary feature type", "features"),
+}
+
+
+def args_file(prefix: str, name: str) -> str:
+    return f"{prefix}_{name}.schema.json"
+
+
+def generated() -> dict[str, dict]:
+    """File name -> schema document, for every generated file, as the registries are now."""
+    from batchloaders import builtin_types
+
+    builtin_types.load()  # the built-ins are always there, like any plugin imported before
+    return dict(_generated(registry.version()))
+
+
+@functools.lru_cache(maxsize=8)
+def _generated(version: tuple) -> tuple:
+    del version  # the cache key: a registration changes it
+    out = {}
+    for file, (reg, prefix, title, description, first, required, type_title, noun) in _KINDS.items():
+        names = reg.names()
+        branches = []
+        for name in names:
+            item = reg.get(name)
+            schema = dict(item.schema)
+            file_name = args_file(prefix, name)
+            out[file_name] = {"$schema": DRAFT, "$id": file_name,
+                              "title": schema.pop("title", f"{name} arguments"), **schema}
+            then = {"properties": {"args": {"$ref": file_name}}}
+            if schema.get("required"):
+                keys = schema["required"]
+                keys = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
+                then = {"description": f"{name} {noun} need args with {keys}",
+                        "required": ["args"], **then}
+            branches.append({"if": {"properties": {"type": {"const": name}}, "required": ["type"]}, "then": then})
+        out[file] = {
+            "$schema": DRAFT, "$id": file, "title": title, "description": description, "type": "object",
+            "additionalProperties": False, "required": required,
+            "properties": {**first,
+                           "type": {"title": type_title,
+                                    "description": "A registered type: " + ", ".join(names)
+                                                   + " (README lists the built-ins; plugins add more).",
+                                    "type": "string", "enum": names},
+                           "args": {"description": "Arguments of the type, checked against its schema.",
+                                    "type": "object"}},
+            "allOf": branches,
+        }
+    return tuple(out.items())
+
+
+def write(directory: str) -> list[str]:
+    """Write every generated file into ``directory``; returns the paths written."""
+    import json
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for name, doc in generated().items():
+        path = os.path.join(directory, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+        paths.append(path)
+    return paths

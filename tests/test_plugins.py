@@ -1,0 +1,295 @@
+"""Steps and secondary features users write: registered by name with a schema, named in configs, checked like
+the built-ins, refused with a located error when they break the contract (Python results or callbacks,
+bad schemas, taken names, modules that do not import).
+
+Data: 2 files x 3 SequenceExamples; step j of record r of file f holds frames = [v, -v] with
+v = 100*(3f + r) + j, and record (f, r) has 2 + (3f + r) % 3 steps; label = 3f + r.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import yaml
+
+from batchloaders import ConfigError, build_input_fn, load_config
+from batchloaders.builtin_types import load as load_builtin_types
+from batchloaders.registry import SECONDARY, STEPS
+from conftest import collect, feature, sequence_example, write_manifest, write_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PLUGIN = '''
+import tensorflow as tf
+import batchloaders
+
+@batchloaders.register_step("{prefix}scale", schema={{
+    "type": "object", "required": ["factor"], "additionalProperties": False,
+    "properties": {{"factor": {{"type": "number", "exclusiveMinimum": 0}}}}}})
+def scale(x, factor):
+    return x * factor
+
+@batchloaders.register_step("{prefix}drop_first")
+def drop_first(x):
+    return x[1:]
+
+@batchloaders.register_secondary("{prefix}energy", schema={{
+    "type": "object", "required": ["tensor"], "properties": {{"tensor": {{"type": "string"}}}}}})
+def energy(features, tensor):
+    return tf.reduce_sum(tf.square(features[tensor]))
+'''
+
+
+@pytest.fixture
+def registry_scope():
+    """Registrations and imported plugin modules of one test are forgotten after it."""
+    load_builtin_types()  # before the snapshot: the built-ins stay registered
+    steps, secondary, modules = STEPS.snapshot(), SECONDARY.snapshot(), set(sys.modules)
+    yield
+    STEPS.restore(steps)
+    SECONDARY.restore(secondary)
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A dataset, a plugin module file and a helper writing YAML configs next to it."""
+    data = tmp_path / "data"
+    write_manifest(data, [feature("frames", "float32", [2], "float", var_len=True),
+                          feature("label", "int64", [], "int", var_len=False)], allow_var_len=True)
+    for f in range(2):
+        records = []
+        for r in range(3):
+            n = 3 * f + r
+            v = 100 * n + np.arange(2 + n % 3)
+            records.append(sequence_example({"label": ("int", [n])},
+                                            {"frames": ("float", [[float(a), float(-a)] for a in v])}))
+        write_records(data / f"part-{f}.tfrecords", records)
+    (tmp_path / "my_steps.py").write_text(PLUGIN.format(prefix=""))
+    return tmp_path
+
+
+def frames_of(n: int) -> np.ndarray:
+    v = 100 * n + np.arange(2 + n % 3)
+    return np.stack([v, -v], 1).astype(np.float32)
+
+
+def config(project, *, steps=(), secondary=(), plugins=("my_steps.py",), inputs=("frames",), name="c.yaml"):
+    doc = {"type": "independent", "model": {"inputs": list(inputs), "targets": ["label"]},
+           "args": {"dataset": {"type": "dir", "args": {"data_dir": "data"}}, "target_batch_size": 6,
+                    "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 0, "num_prefetch": 0, "padding": True,
+                    "primary_features": [{"from_name": "frames", "to_name": "frames"},
+                                         {"from_name": "label", "to_name": "label"}],
+                    "secondary_features": list(secondary), "processing_steps": list(steps)}}
+    if plugins is not None:
+        doc["plugins"] = list(plugins)
+    path = project / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(path)
+
+
+def one_batch(path):
+    (batch,) = collect(build_input_fn(path)())
+    features, targets = batch
+    return features, [int(n) for n in targets["label"]]
+
+
+def padded(rows, width=None):
+    width = width or max(len(r) for r in rows)
+    out = np.zeros((len(rows), width) + rows[0].shape[1:], rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
+
+
+# ---------------------------------------------------------------- plugins that work
+
+def test_per_example_step_and_secondary_from_a_plugin_file(project, registry_scope):
+    path = config(project, inputs=("frames", "energy"),
+                  secondary=[{"to_name": "energy", "type": "energy", "args": {"tensor": "frames"}}],
+                  steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 0.5}},
+                         {"tensor": "frames", "type": "drop_first"}])
+    features, labels = one_batch(path)
+    assert sorted(labels) == list(range(6))
+    # drop_first shortens every example by one: the batch is as long as the longest remainder.
+    np.testing.assert_array_equal(features["frames"], padded([0.5 * frames_of(n)[1:] for n in labels]))
+    # energy is built before the steps (secondary features come first): all frames, unscaled.
+    np.testing.assert_array_equal(features["energy"], [np.square(frames_of(n)).sum() for n in labels])
+
+
+def test_plugin_module_by_import_path_next_to_the_config(project, registry_scope):
+    path = config(project, plugins=["my_steps"], steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 3}}])
+    features, labels = one_batch(path)
+    np.testing.assert_array_equal(features["frames"], padded([3 * frames_of(n) for n in labels]))
+
+
+def test_batched_plugin_step_with_infer(project, registry_scope):
+    (project / "batched.py").write_text(textwrap.dedent('''
+        import tensorflow as tf
+        import batchloaders
+        from batchloaders.spec.model import TensorInfo
+
+        def infer(args, info, ctx):
+            return TensorInfo(info.dtype, info.shape[:1] + (1,))
+
+        @batchloaders.register_step("first_column", infer=infer, batched=True)
+        def first_column(args, values, lengths, info, info_out):
+            return values[..., :1] + tf.cast(tf.reshape(lengths, [-1, 1, 1]), values.dtype), lengths
+        '''))
+    path = config(project, plugins=["batched.py"], steps=[{"tensor": "frames", "type": "first_column"}])
+    assert load_config(path).tensors["frames"].shape == (None, 1)
+    features, labels = one_batch(path)
+    np.testing.assert_array_equal(features["frames"], padded([frames_of(n)[:, :1] + len(frames_of(n))
+                                                              for n in labels]))
+
+
+def test_traced_output_shape_is_what_the_checker_knows(project, registry_scope):
+    path = config(project, steps=[{"tensor": "frames", "type": "drop_first"}])
+    info = load_config(path).tensors["frames"]
+    assert (info.dtype, info.shape) == ("float32", (None, 2))
+
+
+# ---------------------------------------------------------------- located errors
+
+@pytest.mark.parametrize("step, where, message", [
+    ({"tensor": "frames", "type": "scale", "args": {"factor": -1}}, "$.args.processing_steps[0].args.factor",
+     "expected a number > 0|exclusiveMinimum|less than or equal"),
+    ({"tensor": "frames", "type": "scale"}, "$.args.processing_steps[0]", "missing required key 'args'"),
+    ({"tensor": "frames", "type": "scael", "args": {"factor": 1}}, "$.args.processing_steps[0].type",
+     r"unknown processing step type 'scael' \(did you mean 'scale'\?\); expected one of: .*scale.*slice"),
+])
+def test_plugin_args_are_checked_against_the_registered_schema(project, registry_scope, step, where, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(config(project, steps=[step]))
+    (problem,) = caught.value.problems
+    assert problem.path.startswith(where) and problem.file.endswith("c.yaml") and problem.line
+    assert __import__("re").search(message, problem.message), problem.message
+
+
+BAD_PLUGINS = [
+    ("missing_module", None, r"plugin module 'missing_module' cannot be imported: no module named 'missing_module'"),
+    ("broken.py", "import tensorflow\nraise RuntimeError('no GPU here')\n",
+     r"plugin 'broken.py' failed to import: RuntimeError: no GPU here \(.*broken.py, line 2\)"),
+    ("nofile.py", None, "plugin file 'nofile.py' does not exist"),
+    ("taken.py", "import batchloaders\n@batchloaders.register_step('slice')\ndef f(x):\n    return x\n",
+     r"processing step type 'slice' is registered twice: first by batchloaders.steps.slice"),
+    ("badschema.py", "import batchloaders\n@batchloaders.register_step('s2', schema={'type': 'objekt'})\n"
+                     "def f(x):\n    return x\n", "the schema is not a valid JSON Schema"),
+    ("notobject.py", "import batchloaders\n@batchloaders.register_step('s3', schema={'type': 'array'})\n"
+                     "def f(x):\n    return x\n", "expected \"type\": \"object\""),
+    ("badname.py", "import batchloaders\n@batchloaders.register_step('has space')\ndef f(x):\n    return x\n",
+     "found the name 'has space'"),
+]
+
+
+@pytest.mark.parametrize("entry, source, message", BAD_PLUGINS, ids=[b[0] for b in BAD_PLUGINS])
+def test_a_plugin_that_cannot_be_loaded_is_a_config_error_naming_it(project, registry_scope, entry, source, message):
+    if source is not None:
+        (project / entry).write_text(source)
+    path = config(project, plugins=["my_steps.py", entry])
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (problem,) = caught.value.problems
+    assert problem.path == "$.plugins[1]" and problem.line
+    assert __import__("re").search(message, problem.message), problem.message
+
+
+CONTRACT_BREAKERS = {
+    "numpy_result": ("import numpy as np\n@batchloaders.register_step('np_step')\ndef f(x):\n"
+                     "    return np.zeros(3)\n", "returned ndarray"),
+    "py_function": ("import tensorflow as tf\n@batchloaders.register_step('py_step')\ndef f(x):\n"
+                    "    return tf.py_function(lambda t: t, [x], tf.float32)\n", "calls back into Python"),
+    "numpy_function": ("import tensorflow as tf\n@batchloaders.register_step('np_fn')\ndef f(x):\n"
+                       "    return tf.ensure_shape(tf.numpy_function(lambda t: t, [x], tf.float32), [None, 2])\n",
+                       "calls back into Python"),
+    "raises": ("@batchloaders.register_step('bad_rank')\ndef f(x):\n    return x[:, :, 0]\n",
+               "failed when traced on its input"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTRACT_BREAKERS))
+def test_steps_that_are_not_tensorflow_ops_are_refused_when_checked(project, registry_scope, case):
+    body, message = CONTRACT_BREAKERS[case]
+    (project / "breaks.py").write_text("import batchloaders\n" + body)
+    name = body.split("register_step('")[1].split("'")[0]
+    path = config(project, plugins=["breaks.py"], steps=[{"tensor": "frames", "type": name}])
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (problem,) = caught.value.problems
+    assert problem.path == "$.args.processing_steps[0].type" and message in problem.message, problem.message
+
+
+def test_a_python_callback_hidden_behind_infer_is_refused_when_the_pipeline_is_built(project, registry_scope):
+    """With an infer function nothing is traced at check time: the build-time check still refuses it."""
+    (project / "hidden.py").write_text(textwrap.dedent('''
+        import tensorflow as tf
+        import batchloaders
+
+        @batchloaders.register_step("hidden", infer=lambda args, info, ctx: info)
+        def hidden(x):
+            return tf.py_function(lambda t: t * 2, [x], tf.float32)
+        '''))
+    path = config(project, plugins=["hidden.py"], steps=[{"tensor": "frames", "type": "hidden"}])
+    load_config(path)  # passes: infer says what it returns
+    with pytest.raises(ConfigError, match=r"c.yaml: \$.args.processing_steps\[0\]: step 'hidden' calls back into "
+                                          r"Python \(EagerPyFunc"):
+        build_input_fn(path)()
+
+
+def test_registering_a_taken_name_in_code_is_refused(registry_scope):
+    import batchloaders
+
+    with pytest.raises(batchloaders.PluginError, match=r"register_step\('slice'\): processing step type 'slice' "
+                                                       r"is registered twice"):
+        @batchloaders.register_step("slice")
+        def again(x):
+            return x
+
+
+# ---------------------------------------------------------------- the command line
+
+def run_cli(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "batchloaders", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def test_cli_validates_with_plugins_from_the_command_line(project):
+    path = config(project, plugins=None, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}])
+    without = run_cli(project, "validate", path)
+    assert without.returncode == 1 and "unknown processing step type 'scale'" in without.stdout
+    ok = run_cli(project, "validate", "--plugins", "my_steps", path)
+    assert (ok.returncode, ok.stdout.strip()) == (0, f"OK {path}")
+    assert "tensorflow" not in ok.stderr.lower() or ok.returncode == 0
+    missing = run_cli(project, "validate", "--plugins", "my_stepz", path)
+    assert missing.returncode == 1
+    assert "<command line>: --plugins my_stepz: plugin module 'my_stepz' cannot be imported" in missing.stderr
+
+
+def test_cli_schema_writes_plugin_types_for_editors(project, tmp_path):
+    out = tmp_path / "schemas"
+    done = run_cli(project, "schema", "--plugins", "my_steps.py", str(out))
+    assert done.returncode == 0, done.stderr
+    import json
+
+    step = json.loads((out / "step.schema.json").read_text())
+    assert {"scale", "drop_first", "slice"} <= set(step["properties"]["type"]["enum"])
+    assert json.loads((out / "step_scale.schema.json").read_text())["properties"]["factor"]["type"] == "number"
+    # The folder is complete: an editor resolves every $ref from the loader config schema in it.
+    assert (out / "loader_config.schema.json").is_file() and (out / "common_args.schema.json").is_file()
+
+
+def test_shipped_schemas_are_what_a_fresh_process_generates(tmp_path):
+    """Editors read schemas/; the checker generates the type files from the registries. They must not
+    drift: `batchloaders schema schemas` regenerates them."""
+    done = run_cli(ROOT, "schema", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    for name in sorted(os.listdir(tmp_path)):
+        with open(os.path.join(ROOT, "schemas", name)) as shipped:
+            assert yaml.safe_load(shipped) == yaml.safe_load((tmp_path / name).read_text()), name
+    assert sorted(n for n in os.listdir(os.path.join(ROOT, "schemas")) if n.endswith(".schema.json")) == \
+        sorted(os.listdir(tmp_path))
