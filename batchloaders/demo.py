@@ -15,12 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _chars_model(keras):
+def _chars_model(keras, classes=256):
     context = keras.Input((16,), dtype="int32", name="context")
     x = keras.layers.Embedding(256, 16)(context)
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(128, activation="relu")(x)
-    return keras.Model({"context": context}, {"next_char": keras.layers.Dense(256, name="next_char")(x)})
+    return keras.Model({"context": context}, {"next_char": keras.layers.Dense(classes, name="next_char")(x)})
 
 
 def _stream_model(keras):
@@ -39,10 +39,11 @@ def _sentences_model(keras):
     return keras.Model({"chars": chars, "sentence_ids": ids}, {"next_chars": keras.layers.Dense(256, name="next_chars")(x)})
 
 
-MODELS = {
-    "chars_independent.yaml": _chars_model,
-    "stream_continuous.yaml": _stream_model,
-    "sentences_discrete.yaml": _sentences_model,
+MODELS = {  # config -> (model, loss)
+    "chars_independent.yaml": (_chars_model, "sparse"),
+    "chars_plugin.yaml": (lambda keras: _chars_model(keras, classes=128), "one_hot"),  # its targets are one-hot
+    "stream_continuous.yaml": (_stream_model, "sparse"),
+    "sentences_discrete.yaml": (_sentences_model, "sparse"),
 }
 
 
@@ -95,9 +96,11 @@ def main() -> int:
         print(f"   throughput: {rate:,.0f} examples/s over {count} examples ({os.cpu_count()} CPU cores)")
         if name not in MODELS:
             continue
-        model = MODELS[name](keras)
+        build, loss = MODELS[name]
+        model = build(keras)
         model.compile(optimizer=keras.optimizers.Adam(3e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      loss=(keras.losses.SparseCategoricalCrossentropy(from_logits=True) if loss == "sparse"
+                            else keras.losses.CategoricalCrossentropy(from_logits=True)))
         history = model.fit(dataset, steps_per_epoch=40, epochs=4, verbose=0)
         losses = " -> ".join(f"{v:.3f}" for v in history.history["loss"])
         print(f"   tiny Keras model, 4 x 40 steps: loss {losses}")

@@ -181,10 +181,43 @@ def describe(config: LoaderConfig) -> list[str]:
         info = config.tensors[name]
         role = "model input" if name in config.inputs else "model target"
         lines.append(f"  tensor {name}: {info.dtype} {format_shape(info.shape)} ({role})")
+    lines.extend(transform_lines(config))
     lines.extend(padding_lines(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
     return lines
+
+
+def transform_lines(config: LoaderConfig) -> list[str]:
+    """Secondary features and steps in the order they run, each with what it makes."""
+    from batchloaders.registry import SECONDARY, STEPS
+    from batchloaders.spec.model import Step
+    from batchloaders.spec.order import run_order
+
+    order = run_order(config)
+    if not order:
+        return []
+    lines = ["secondary features and steps, in the order they run:"]
+    for item in order:
+        if isinstance(item, Step):
+            kind = STEPS.get(item.type)
+            made = (f"{_info(item.input_info)} -> {_info(item.output_info)}")
+            lines.append(f"  step {item.type} on {item.tensor}: {made}{_plugin(kind)}")
+        else:
+            kind = SECONDARY.get(item.type)
+            lines.append(f"  secondary {item.to_name} = {item.type}: {_info(item.info)}{_plugin(kind)}")
+    return lines
+
+
+def _info(info) -> str:
+    return "?" if info is None else f"{info.dtype} {format_shape(info.shape)}"
+
+
+def _plugin(kind) -> str:
+    origin = kind.origin if kind is not None else ""
+    if origin.startswith("batchloaders.") or " (" not in origin:
+        return ""
+    return f" (plugin: {origin.split(' (', 1)[1][:-1]})"  # origin: "module.function (file, line N)"
 
 
 def run(path: str, out: TextIO) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.registry import ALL_LOADERS, SECONDARY, STEPS, CheckContext, DuplicateName, SecondaryType, StepType
 
-__all__ = ["register_step", "register_secondary", "PluginError", "ContractError"]
+__all__ = ["register_step", "register_secondary", "PluginError", "BuildError", "ContractError"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
@@ -49,6 +49,11 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32"
 
 class PluginError(BatchLoaderError):
     """A type cannot be registered (bad name or schema, a name taken), or a plugin cannot be imported."""
+
+
+class BuildError(Exception):
+    """A registered function cannot make its part of the pipeline (a file it reads changed since the
+    config was checked, ...). Turned into a ConfigError naming the config item by :func:`checked`."""
 
 
 class ContractError(Exception):
@@ -189,7 +194,7 @@ def checked(source: str, json_path: str, what: str, builtin: bool):
             _check_graph(tf.compat.v1.get_default_graph(), what)
     except BatchLoaderError:
         raise
-    except ContractError as error:
+    except (ContractError, BuildError) as error:
         raise ConfigError(Problem(source, json_path, str(error))) from None
     except Exception as error:  # a plugin's own bug or a shape it cannot take: say which item
         if builtin:

@@ -46,7 +46,7 @@ class StepType:
     name: str
     schema: dict
     infer: Callable[[dict, Any, CheckContext], Any]  # (args, TensorInfo, ctx) -> TensorInfo or None
-    build: Callable[..., Any]  # (args, values, lengths, info_in) -> (values, lengths)
+    build: Callable[..., Any]  # (args, values, lengths, info_in, info_out) -> (values, lengths)
     loaders: tuple[str, ...] = ALL_LOADERS
     origin: str = ""
 

@@ -115,7 +115,10 @@ def base_configs(data_rel="../data"):
                  "secondary_features": [
                      {"to_name": "xlen", "type": "length", "args": {"tensor": "x", "dtype": "int64"}},
                      {"to_name": "k", "type": "const", "args": {"shape": [2], "dtype": "int32", "value": 7}}],
-                 "processing_steps": [{"tensor": "x", "type": "slice", "args": {"slice": "[1:]"}}],
+                 "processing_steps": [{"tensor": "x", "type": "slice", "args": {"slice": "[1:]"}},
+                                      {"tensor": "x", "type": "normalize", "args": {"axis": 0, "epsilon": 0.001}},
+                                      {"tensor": "k", "type": "one_hot", "args": {"depth": 3, "dtype": "int32"}},
+                                      {"tensor": "r", "type": "clip", "args": {"min": 0, "max": 5}}],
                  "padding": [{"tensor": "x", "shape": [4], "value": -1.0}]}}
     indep_gz = {
         "type": "independent", "model": {"inputs": ["x"], "targets": ["label"]},
@@ -131,7 +134,9 @@ def base_configs(data_rel="../data"):
                  "num_mix_files": 2, "seed": 2, "min_window": 5, "max_window": 5, "stride": 3,
                  "primary_features": [{"from_name": "x", "to_name": "x"}, {"from_name": "y", "to_name": "y"}],
                  "secondary_features": [{"to_name": "xlen", "type": "length", "args": {"tensor": "x"}}],
-                 "processing_steps": [{"tensor": "y", "type": "slice", "args": {"slice": "[1:]"}}]}}
+                 "processing_steps": [{"tensor": "y", "type": "slice", "args": {"slice": "[1:]"}},
+                                      {"tensor": "x", "type": "reverse", "args": {"axis": 0}},
+                                      {"tensor": "y", "type": "cast", "args": {"dtype": "float32"}}]}}
     cont_seq = {
         "type": "continuous_sequence", "model": {"inputs": ["x"], "targets": ["y", "ylen"]},
         "args": {"dataset": _dataset("cont_seq", data_rel), "target_batch_size": 3, "drop_remainder": False,
@@ -154,7 +159,10 @@ def base_configs(data_rel="../data"):
                                          "args": {"tensor": "frames", "dtype": "int64"}}],
                  "processing_steps": [{"tensor": "frames", "type": "slice", "args": {"slice": "[:-1]"}},
                                       {"tensor": "seg", "type": "slice", "args": {"slice": "[:-1]"}},
-                                      {"tensor": "next_words", "type": "slice", "args": {"slice": "[1:]"}}],
+                                      {"tensor": "next_words", "type": "slice", "args": {"slice": "[1:]"}},
+                                      {"tensor": "frames", "type": "frame_stack", "args": {"left": 1, "right": 1}},
+                                      {"tensor": "rid", "type": "pad_to", "args": {"size": 3, "value": -1}},
+                                      {"tensor": "next_words", "type": "subsample", "args": {"every": 1}}],
                  "padding": [{"tensor": "seg", "value": -1}, {"tensor": "rid", "value": -1}]}}
     return {"indep": ("indep", indep, ".yaml"), "indep_gz": ("indep_gz", indep_gz, ".json"),
             "cont": ("cont", cont, ".yaml"), "cont_seq": ("cont_seq", cont_seq, ".yaml"),
@@ -266,7 +274,8 @@ ODD_STRINGS = ["", " ", "ü", "日本語", "\u202e", "🙂", "a\x00b", "a\nb", "
                "null", "true", "1", "-1", "[:]", "$.args", "'", "\"", "\\", "%s", "{}", "*a", "&a", "!!int"]
 ENUMS = {
     "type": ["independent", "continuous_sequence", "discrete_sequence", "dir", "list", "const", "length",
-             "segment_ids", "boundaries", "slice"],
+             "segment_ids", "boundaries", "slice", "cast", "reshape", "one_hot", "normalize", "clip", "pad_to",
+             "reverse", "lookup", "frame_stack", "subsample"],
     "dtype": ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
               "uint32", "uint64", "bool", "string"],
     "deserialize_type": ["int", "float", "string", "raw"],

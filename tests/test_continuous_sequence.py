@@ -166,7 +166,7 @@ def test_pad_value_and_slice_on_windows(tmp_path):
                   processing_steps=[{"tensor": "y", "type": "slice", "args": {"slice": "[1:-1]"}}])
     seen = 0
     for batch in batches:
-        n = batch["n"]  # window length before the slice
+        n = batch["n"] + 2  # window length: length measures y after its [1:-1] slice
         assert batch["y"].shape[1] == max(n) - 2
         assert batch["x"].shape[1] == max(n)
         for i, y in enumerate(batch["y"]):

@@ -77,3 +77,19 @@ def test_sentence_windows_are_whole_consecutive_sentences(corpus):
             k = len(set(ids[:n].tolist()))
             assert 2 <= k <= 4  # 2..4 sentences per window
             assert any(text == b"".join(sents[i:i + k]) for sents in files for i in range(len(sents)))
+
+
+def test_chars_plugin_lowercases_reverses_and_one_hots(corpus):
+    _, batches = windows_of(os.path.join(ROOT, "configs", "chars_plugin.yaml"), corpus)
+    lowered = [group.lower() for group in corpus]
+    upper_seen = 0
+    for features, targets in batches:
+        assert features["context"].shape == (64, 16) and targets["next_char"].shape == (64, 128)
+        np.testing.assert_array_equal(targets["next_char"].sum(1), 1.0)
+        for context, one_hot in zip(features["context"], targets["next_char"]):
+            nxt = int(one_hot.argmax())
+            text = bytes(int(c) for c in context[::-1])  # reverse undone: oldest character first
+            assert not any(65 <= c <= 90 for c in text)  # lowercase ran on every character
+            assert any(text + bytes([nxt]).lower() in group for group in lowered)
+            upper_seen += all(text + bytes([nxt]) not in group for group in corpus)
+    assert upper_seen  # the corpus has capitals: some contexts were changed by the plugin

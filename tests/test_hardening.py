@@ -166,6 +166,20 @@ EXPECTED_MAXIMA = {
     "manifest_feature.schema.json#/definitions/raw_args/properties/len": limits.MAX_COUNT,
     "padding.schema.json#/definitions/pad_spec/properties/shape/items": limits.MAX_DIM,
     "secondary_const.schema.json#/properties/shape/items": limits.MAX_DIM,
+    # Processing steps: counts and sizes are int32 like every shape; an axis is bounded by TensorFlow's
+    # largest rank (254); an id by its int64 dtype.
+    "step_frame_stack.schema.json#/properties/left": limits.MAX_COUNT,
+    "step_frame_stack.schema.json#/properties/right": limits.MAX_COUNT,
+    "step_lookup.schema.json#/properties/oov_id": limits.INT64_MAX,
+    "step_normalize.schema.json#/properties/axis": 253,
+    "step_normalize.schema.json#/properties/axis/items": 253,
+    "step_one_hot.schema.json#/properties/depth": limits.MAX_DIM,
+    "step_pad_to.schema.json#/properties/size": limits.MAX_DIM,
+    "step_pad_to.schema.json#/properties/axis": 253,
+    "step_reshape.schema.json#/properties/shape/items": limits.MAX_DIM,
+    "step_reverse.schema.json#/properties/axis": 253,
+    "step_subsample.schema.json#/properties/every": limits.MAX_COUNT,
+    "step_subsample.schema.json#/properties/offset": limits.MAX_COUNT,
 }
 
 
@@ -264,6 +278,13 @@ TOO_MUCH = [
      "$.args.num_shuffle_buffer_elements",
      "a shuffle buffer of 16,777,216 examples of at least 602,112 bytes would hold at least 9,408 GiB: expected "
      "at most 16 GiB; lower num_shuffle_buffer_elements"),
+    ("step that makes a huge tensor, later cut", dict(
+        target_batch_size=1024, processing_steps=[
+            {"tensor": "hot", "type": "one_hot", "args": {"depth": 2**21}},
+            {"tensor": "hot", "type": "slice", "args": {"slice": "[:2]"}}], primary=[("id", "hot"), ("x", "x")],
+        inputs=["x", "hot"]),
+     "$.args.processing_steps[0]",
+     "step 'one_hot' on tensor 'hot' makes float32 [2097152] per example: a batch of 1024 holds at least 8 GiB"),
     ("read buffers", dict(shuffle=True, num_shuffle_buffer_elements=1, num_filenames_shuffle_buffer=1,
                           num_mix_files=1024, num_read_buffer_bytes=2**30), "$.args.num_read_buffer_bytes",
      "1024 open files (num_mix_files) with read buffers of 1,073,741,824 bytes would hold 1,024 GiB"),

@@ -130,7 +130,7 @@ BAD_CONFIGS = [
     (secondary({"to_name": "c", "type": "konst", "args": {}}), "$.args.secondary_features[0].type",
      "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: boundaries, const, length, "),
     (config(args__processing_steps=[{"tensor": "image", "type": "slise"}]), "$.args.processing_steps[0].type",
-     "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: slice"),
+     "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: cast, clip, frame_stack, "),
     (secondary({"to_name": "n", "type": "length", "args": {"tensor": "image", "dtype": "int16"}}),
      "$.args.secondary_features[0].args.dtype", "unknown dtype 'int16' (did you mean 'int64'?); expected one of: int32, int64"),
     # per-type arguments
@@ -356,7 +356,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 17
+    assert len(SCHEMA_FILES) == 27
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

@@ -14,7 +14,8 @@ from batchloaders.batching import Batch, finalize
 from batchloaders.extend import checked
 from batchloaders.graphs import as_written
 from batchloaders.registry import SECONDARY, STEPS
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig, SecondaryFeature
+from batchloaders.spec.order import run_order
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -23,31 +24,23 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
     """Secondary features then processing steps, in config order, on a whole batch.
 
     A secondary feature that measures a tensor (``length``) is built after that tensor's
-    steps: just before the first step on the feature itself, or after the last step.
+    steps (see :mod:`batchloaders.spec.order`).
     """
     builtin_types.load()
-    deferred = {}
-    for feature in config.secondary_features:
-        kind = SECONDARY.get(feature.type)
-        if kind.measures:
-            deferred[feature.to_name] = (feature, kind)
-        else:
-            _secondary(batch, config, feature, kind)
-    for step in config.processing_steps:
-        if step.tensor in deferred:
-            _secondary(batch, config, *deferred.pop(step.tensor))
-        kind = STEPS.get(step.type)
-        with checked(config.source, step.json_path, f"step {step.type!r}", _builtin(kind)):
-            values, lengths = kind.build(step.args, batch.values[step.tensor], batch.lengths.get(step.tensor),
-                                         step.input_info, step.output_info)
-        batch.values[step.tensor] = values
-        batch.zero_tails.discard(step.tensor)
+    for item in run_order(config):
+        if isinstance(item, SecondaryFeature):
+            _secondary(batch, config, item, SECONDARY.get(item.type))
+            continue
+        kind = STEPS.get(item.type)
+        with checked(config.source, item.json_path, f"step {item.type!r}", _builtin(kind)):
+            values, lengths = kind.build(item.args, batch.values[item.tensor], batch.lengths.get(item.tensor),
+                                         item.input_info, item.output_info)
+        batch.values[item.tensor] = values
+        batch.zero_tails.discard(item.tensor)
         if lengths is None:
-            batch.lengths.pop(step.tensor, None)
+            batch.lengths.pop(item.tensor, None)
         else:
-            batch.lengths[step.tensor] = lengths
-    for feature, kind in deferred.values():
-        _secondary(batch, config, feature, kind)
+            batch.lengths[item.tensor] = lengths
     return batch
 
 

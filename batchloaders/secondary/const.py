@@ -29,7 +29,9 @@ def check_value(value, dtype: str) -> str | None:
         limits = np.finfo(np.float32 if dtype == "bfloat16" else dtype)
     if isinstance(value, int) and dtype.startswith(("float", "bfloat")) and abs(value) > 2**1024:
         return f"found an integer of {len(str(abs(value)))} digits: expected a value from {limits.min} to {limits.max} for dtype {dtype!r}"
-    if not limits.min <= value <= limits.max:
+    # Python numbers against Python limits: numpy would cast the value to the dtype first (and warn).
+    low, high = (int(limits.min), int(limits.max)) if dtype.startswith(("int", "uint")) else (float(limits.min), float(limits.max))
+    if not low <= value <= high:
         return f"found {value!r}: expected a value from {limits.min} to {limits.max} for dtype {dtype!r}"
     return None
 

@@ -273,7 +273,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     if rules_ok:
         _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
     if not check.problems:
-        check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check)
+        check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check, steps)
     if not check.problems:  # the manifest's record counts, when it lists the files
         check.problems.extend(accounting.size_problems(dataset))
         accounting.empty_output_problems(args, loader_type, dataset, check)

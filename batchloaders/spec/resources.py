@@ -24,10 +24,27 @@ def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict
     return elements(dims) * ITEM_BYTES[info.dtype]
 
 
-def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict, outputs: set, check) -> None:
-    """Report a batch, shuffle buffer or read buffers that cannot fit in memory."""
+def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict, outputs: set, check,
+                    steps=()) -> None:
+    """Report a batch, shuffle buffer or read buffers that cannot fit in memory.
+
+    ``steps``: the checked processing steps; what each makes is a whole batch too, even when a
+    later step cuts it down (a one_hot of depth 10**6 then sliced to 2 columns).
+    """
     window = args.get("max_window") if loader_type != "independent" else None
     primaries = {p["to_name"] for p in args["primary_features"]}
+    for step in steps:
+        if step.output_info is None:
+            continue
+        made = args["target_batch_size"] * example_bytes(step.tensor, step.output_info, None, None, ())
+        if made > MAX_BATCH_BYTES:
+            where = tuple(int(p) if p.isdigit() else p for p in step.json_path.replace("[", ".").replace("]", "")
+                          .split(".")[1:])
+            check(where, f"step {step.type!r} on tensor {step.tensor!r} makes {step.output_info.dtype} "
+                         f"{_fmt(step.output_info.shape)} per example: a batch of {args['target_batch_size']} "
+                         f"holds at least {gib(made)} (variable axes counted as 1 step): expected at most "
+                         f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's sizes")
+            return
     sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries)
              for name in sorted(outputs) if name in tensors}
     if not sizes:
@@ -58,3 +75,7 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
               f"{open_files} open files ({which}) with read buffers of {args['num_read_buffer_bytes']:,} bytes "
               f"would hold {gib(buffers)}: expected at most {gib(MAX_HELD_BYTES)}; lower num_read_buffer_bytes "
               f"or {which}")
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

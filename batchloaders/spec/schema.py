@@ -192,9 +192,16 @@ def _explain(error: jsonschema.ValidationError) -> Iterator[tuple[tuple, str]]:
         examples = schema.get("examples")
         expected = f"a form like {' or '.join(examples)}" if examples else f"a string matching {value}"
         yield parts, f"invalid {what} {instance!r}; expected {expected}"
-    elif kind in ("minimum", "maximum"):
-        op = ">=" if kind == "minimum" else "<="
+    elif kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kind]
         yield parts, f"expected {_number_noun(schema)} {op} {value}, found {_literal(instance)}"
+    elif kind == "minProperties":
+        yield parts, f"expected at least {value} key{'s' * (value != 1)}{_reason(schema)}, found {len(instance)}"
+    elif kind == "dependentRequired":
+        for key, needs in value.items():
+            missing = [n for n in needs if key in instance and n not in instance]
+            if missing:
+                yield parts, f"{key!r} needs {', '.join(map(repr, missing))} too: missing required key {missing[0]!r}"
     elif kind == "maxItems":
         yield parts, f"expected at most {value} items, found {len(instance)}"
     elif kind == "minItems":

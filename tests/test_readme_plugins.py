@@ -1,0 +1,63 @@
+"""README's plugin tutorial runs as written: its plugin is the shipped one, its commands succeed, its model trains."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def section_blocks(title: str) -> list[tuple[str, str]]:
+    """(language, code) of every fenced block in README's section ``title``."""
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return re.findall(r"```(\w+)\n(.*?)```", text[start:end if end > 0 else None], re.S)
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    from batchloaders.demo_data import generate
+
+    generate()  # the tutorial runs "after make demo"
+    return section_blocks("Your own steps and secondary features (plugins)")
+
+
+def run(args):
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT},
+                          timeout=300)
+
+
+def test_the_plugin_shown_is_the_shipped_plugin(blocks):
+    plugin = next(code for lang, code in blocks if lang == "python" and "register_step" in code)
+    with open(os.path.join(ROOT, "configs", "plugins", "text_steps.py"), encoding="utf-8") as f:
+        assert plugin.strip() in f.read()
+    config = next(code for lang, code in blocks if lang == "yaml")
+    with open(os.path.join(ROOT, "configs", "chars_plugin.yaml"), encoding="utf-8") as f:
+        shipped = f.read()
+    for line in config.splitlines():
+        if line.strip() != "...":
+            assert line.split("#")[0].rstrip() in shipped, line
+
+
+def test_the_commands_shown_succeed(blocks):
+    commands = [line for lang, code in blocks if lang == "sh" for line in code.splitlines() if line.strip()]
+    assert commands
+    for line in commands:
+        words = shlex.split(line.split("#")[0])
+        assert words[0] == ".venv/bin/batchloaders", line
+        done = run([sys.executable, "-m", "batchloaders", *words[1:]])
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+    assert "lowercase" in run([sys.executable, "-m", "batchloaders", "describe", "configs/chars_plugin.yaml"]).stdout
+
+
+def test_the_training_code_shown_runs(blocks):
+    code = next(code for lang, code in blocks if lang == "python" and "model.fit" in code)
+    done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
+                "print('trained', model.history.history['loss'])"])
+    assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
