@@ -4,7 +4,7 @@ Importing the package does not import TensorFlow; ``build_input_fn`` does, on fi
 """
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, Problem, data_error_from,
                                  data_errors)
-from batchloaders.extend import PluginError, register_secondary, register_step
+from batchloaders.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.spec.config import load_config
 from batchloaders.spec.manifest import load_manifest
 
@@ -22,5 +22,5 @@ def build_input_fn(config, *, model=None):
 
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
-           "build_input_fn", "data_error_from", "data_errors", "register_secondary", "register_step",
+           "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary", "register_step",
            "load_config", "load_manifest", "__version__"]

@@ -13,6 +13,7 @@ import math
 
 import tensorflow as tf
 
+from batchloaders import policies
 from batchloaders.secondary.const import default_value
 from batchloaders.spec.model import LoaderConfig
 
@@ -36,10 +37,14 @@ def finalize(batch: Batch, config: LoaderConfig, static_batch: int | None) -> di
     out = {}
     for name in config.outputs:
         values, lengths, info = batch.values[name], batch.lengths.get(name), config.tensors[name]
-        if not config.padding:
+        spec = config.pad_specs.get(name)
+        policy = spec.batching if spec is not None else "padded"
+        if not config.padding or policy == "dense":
             out[name] = _static(values, (static_batch,) + info.shape)
             continue
-        spec = config.pad_specs.get(name)
+        if policy != "padded":  # ragged, sparse or a registered batcher (policies.py)
+            out[name] = policies.batch(spec, _static(values, (static_batch,) + info.shape), lengths, config.source)
+            continue
         pad_value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
         pad_value = tf.constant(pad_value, values.dtype)
         if lengths is not None and not (name in batch.zero_tails and spec_is_default(spec, info.dtype)):

@@ -98,6 +98,8 @@ def padded_axes(config: LoaderConfig, name: str) -> list[str]:
     if not config.padding:
         return []
     info, spec = config.tensors[name], config.pad_specs.get(name)
+    if spec is not None and spec.batching != "padded":
+        return []  # ragged, sparse, dense and batchers never pad
     target = spec.shape if spec is not None and spec.shape is not None else (-1,) * info.rank
     parts = []
     for axis, (want, dim) in enumerate(zip(target, info.shape)):
@@ -106,6 +108,13 @@ def padded_axes(config: LoaderConfig, name: str) -> list[str]:
         elif want != -1 and want != dim:
             parts.append(f"axis {axis} to {want}")
     return parts
+
+
+POLICY_WORDS = {
+    "dense": "dense: examples stacked as they are (one shape)",
+    "ragged": "ragged: a tf.RaggedTensor, each row exactly one example",
+    "sparse": "sparse: a tf.SparseTensor of the examples' entries, dense shape the batch maximum",
+}
 
 
 def padding_lines(config: LoaderConfig) -> list[str]:
@@ -120,7 +129,9 @@ def padding_lines(config: LoaderConfig) -> list[str]:
         spec = config.pad_specs.get(name)
         value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
         parts = padded_axes(config, name)
-        if parts:
+        if spec is not None and spec.batching != "padded":
+            lines.append(f"  batch {name}: {POLICY_WORDS.get(spec.batching, 'with the registered batcher ' + repr(spec.batching))}")
+        elif parts:
             lines.append(f"  pad {name}: {', '.join(parts)}, with {value!r}")
         else:
             lines.append(f"  pad {name}: nothing to pad (fixed shape {format_shape(info.shape)})")

@@ -36,9 +36,10 @@ import re
 from typing import Any, Callable
 
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
-from batchloaders.registry import ALL_LOADERS, SECONDARY, STEPS, CheckContext, DuplicateName, SecondaryType, StepType
+from batchloaders.registry import (ALL_LOADERS, BATCHERS, POLICIES, SECONDARY, STEPS, BatcherType, CheckContext,
+                                   DuplicateName, SecondaryType, StepType)
 
-__all__ = ["register_step", "register_secondary", "PluginError", "BuildError", "ContractError"]
+__all__ = ["register_step", "register_secondary", "register_batcher", "PluginError", "BuildError", "ContractError"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
@@ -151,6 +152,37 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
                                            tuple(loaders), origin, measures), fn, call)
         return fn
     return decorate
+
+
+def register_batcher(name: str, *, schema: dict | None = None) -> Callable:
+    """Register ``fn`` as the batching policy ``name`` (a decorator; returns ``fn`` unchanged).
+
+    ``fn(examples, **args)`` turns one batch of a tensor into what the model receives:
+    ``examples`` is a ``tf.RaggedTensor`` [B, (length), ...] when the tensor's first axis varies
+    in length, else a dense ``tf.Tensor`` [B, ...]; it returns a ``tf.Tensor``,
+    ``tf.RaggedTensor`` or ``tf.SparseTensor`` made of TensorFlow ops. A padding list entry
+    names it with ``batching: name`` and its args with ``batching_args``.
+    """
+    def decorate(fn):
+        call = f"register_batcher({name!r})"
+        _, origin = _start(fn, call, name, ALL_LOADERS)
+        if name in POLICIES:
+            _refuse(fn, call, f"found the name {name!r}: it is a built-in batching policy ({', '.join(POLICIES)}); "
+                              "expected another name")
+        checked_schema = _checked_schema(fn, call, schema)
+        _register(BATCHERS, BatcherType(name, checked_schema, fn, origin), fn, call)
+        return fn
+    return decorate
+
+
+def batched_output(value, what: str):
+    """A batcher's result, if it is a TensorFlow value a model can take."""
+    import tensorflow as tf
+
+    if not isinstance(value, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
+        raise ContractError(f"{what} returned {type(value).__name__} {_short(value)}: expected a tf.Tensor, "
+                            "tf.RaggedTensor or tf.SparseTensor made of TensorFlow ops")
+    return value
 
 
 # ------------------------------------------------------------------ tracing and contracts

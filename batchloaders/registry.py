@@ -13,6 +13,8 @@ import dataclasses
 from typing import Any, Callable, Iterator
 
 ALL_LOADERS = ("independent", "continuous_sequence", "discrete_sequence")
+# The batching policies every tensor can name (batching.py builds them); registered batchers add more.
+POLICIES = ("padded", "dense", "ragged", "sparse")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,7 @@ class StepType:
 class BatcherType:
     name: str
     schema: dict
-    build: Callable[..., Any]  # (args, values [B, ...] padded, lengths [B] or None, info) -> a batched tensor
+    build: Callable[..., Any]  # (examples: RaggedTensor or Tensor [B, ...], **args) -> Tensor, RaggedTensor or SparseTensor
     origin: str = ""
 
 

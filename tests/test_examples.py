@@ -93,3 +93,25 @@ def test_chars_plugin_lowercases_reverses_and_one_hots(corpus):
             assert any(text + bytes([nxt]).lower() in group for group in lowered)
             upper_seen += all(text + bytes([nxt]) not in group for group in corpus)
     assert upper_seen  # the corpus has capitals: some contexts were changed by the plugin
+
+
+def test_sentences_ragged_rows_are_whole_sentences(corpus):
+    import tensorflow as tf
+
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    files = [split_sentences(g) for g in groups()]
+    dataset = build_input_fn(os.path.join(ROOT, "configs", "sentences_ragged.yaml"))()
+    for features, targets in dataset.take(3):
+        chars, words, nxt = features["chars"], features["words"], targets["next_chars"]
+        assert isinstance(chars, tf.RaggedTensor) and isinstance(words, tf.RaggedTensor)
+        assert isinstance(nxt, tf.SparseTensor)
+        np.testing.assert_array_equal(words.row_lengths(), features["sentences"])  # dense: one count per window
+        dense_next = tf.sparse.to_dense(nxt).numpy()
+        for i, row in enumerate(chars):
+            n = int(row.shape[0])
+            assert (nxt.indices.numpy()[:, 0] == i).sum() == n  # the sparse row holds exactly n characters
+            text = bytes(int(c) for c in list(row.numpy()) + [dense_next[i, n - 1]])
+            k = int(features["sentences"][i])
+            assert 2 <= k <= 4
+            assert any(text == b"".join(sents[j:j + k]) for sents in files for j in range(len(sents)))

@@ -1,4 +1,5 @@
-"""README's plugin tutorial runs as written: its plugin is the shipped one, its commands succeed, its model trains."""
+"""README's plugin tutorial and batching-policy example run as written: the plugin shown is the shipped one,
+the commands succeed, the models train."""
 from __future__ import annotations
 
 import os
@@ -12,12 +13,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def section_blocks(title: str) -> list[tuple[str, str]]:
-    """(language, code) of every fenced block in README's section ``title``."""
+def section_blocks(heading: str) -> list[tuple[str, str]]:
+    """(language, code) of every fenced block under README's ``heading`` (e.g. "## Title"), up to the
+    next heading of the same or a higher level."""
     text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    start = text.index(f"## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return re.findall(r"```(\w+)\n(.*?)```", text[start:end if end > 0 else None], re.S)
+    start = text.index(f"\n{heading}\n") + len(heading) + 2  # just past the heading line
+    level = heading.split(" ")[0]
+    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), text[start:], re.M)]
+    body = text[start:start + ends[0]] if ends else text[start:]
+    return re.findall(r"```(\w+)\n(.*?)```", body, re.S)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +29,7 @@ def blocks():
     from batchloaders.demo_data import generate
 
     generate()  # the tutorial runs "after make demo"
-    return section_blocks("Your own steps and secondary features (plugins)")
+    return section_blocks("## Your own steps and secondary features (plugins)")
 
 
 def run(args):
@@ -58,6 +62,13 @@ def test_the_commands_shown_succeed(blocks):
 
 def test_the_training_code_shown_runs(blocks):
     code = next(code for lang, code in blocks if lang == "python" and "model.fit" in code)
+    done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
+                "print('trained', model.history.history['loss'])"])
+    assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_ragged_keras_example_runs():
+    (code,) = [code for lang, code in section_blocks("### Batching policies per tensor") if lang == "python"]
     done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
                 "print('trained', model.history.history['loss'])"])
     assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]

@@ -86,7 +86,9 @@ def example_wise(config: LoaderConfig) -> bool:
     fixed-size tensors to fixed shapes, splitting inputs from targets) acts on each example alone.
     Padding to the batch's longest is then a no-op as long as the loader's tensors have fixed sizes.
     """
-    return not config.secondary_features and not config.processing_steps
+    # Ragged, sparse and user batchers make a whole batch at once: they are not cut from blocks.
+    plain = all(spec.batching in ("padded", "dense") for spec in config.pad_specs.values())
+    return not config.secondary_features and not config.processing_steps and plain
 
 
 def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,

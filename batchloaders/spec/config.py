@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders import builtin_types
-from batchloaders.registry import SECONDARY, STEPS, CheckContext
+from batchloaders.registry import BATCHERS, SECONDARY, STEPS, CheckContext
 from batchloaders.spec import datasets
 from batchloaders.spec import accounting
 from batchloaders.spec.resources import check_resources
@@ -399,8 +399,32 @@ def _padding(value: Any, tensors: dict, seen: dict, check) -> tuple[bool, dict]:
             why = check_value(p["value"], info.dtype)
             if why:
                 check(at + ("value",), why)
-        specs[name] = PadSpec(name, shape, p.get("value"), json_path(at))
+        batching = p.get("batching", "padded")
+        _batching_rules(p, batching, name, info, at, check)
+        specs[name] = PadSpec(name, shape, p.get("value"), json_path(at), batching, dict(p.get("batching_args", {})))
     return True, specs
+
+
+def _batching_rules(entry: dict, batching: str, name: str, info, at: tuple, check) -> None:
+    """What a batching policy needs of its tensor and of the entry's other keys."""
+    if batching != "padded":
+        for key in ("shape", "value"):
+            if key in entry:
+                check(at + (key,), f"found {key} with batching {batching!r}: shape and value apply to padded "
+                                   "batching only; expected no shape or value, or batching padded")
+    if "batching_args" in entry and BATCHERS.get(batching) is None:
+        check(at + ("batching_args",), f"found batching_args with batching {batching!r}: expected them only with a "
+                                       f"registered batcher ({', '.join(BATCHERS.names()) or 'none is registered'})")
+    if info is None:
+        return
+    shape = "[" + ", ".join("?" if d is None else str(d) for d in info.shape) + "]"
+    if batching == "dense" and None in info.shape:
+        check(at + ("batching",), f"tensor {name!r} has shape {shape}, whose length varies between examples: dense "
+                                  "batching stacks examples of one shape; expected padded, ragged or sparse "
+                                  "batching, or a fixed length")
+    if batching == "ragged" and info.rank == 0:
+        check(at + ("batching",), f"tensor {name!r} is a scalar per example (shape []): ragged batching needs an "
+                                  "axis to be ragged along; expected dense, padded or sparse batching")
 
 
 def _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check) -> None:

@@ -115,6 +115,8 @@ class PadSpec:
     shape: tuple[int, ...] | None  # None: batch maximum along every axis; -1 in an axis: batch maximum
     value: Any  # None: 0 or ""
     json_path: str
+    batching: str = "padded"  # padded, dense, ragged, sparse or a registered batcher's name
+    batching_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,7 +78,34 @@ def _generated(version: tuple) -> tuple:
                                     "type": "object"}},
             "allOf": branches,
         }
+    out.update(_batching())
     return tuple(out.items())
+
+
+def _batching() -> dict:
+    """batching.schema.json: the policy names, and each registered batcher's args schema."""
+    out, branches = {}, []
+    for name in registry.BATCHERS.names():
+        schema = dict(registry.BATCHERS.get(name).schema)
+        file_name = args_file("batcher", name)
+        out[file_name] = {"$schema": DRAFT, "$id": file_name, "title": schema.pop("title", f"{name} arguments"),
+                          **schema}
+        then = {"properties": {"batching_args": {"$ref": file_name}}}
+        if schema.get("required"):
+            then = {"description": f"the {name} batcher needs batching_args", "required": ["batching_args"], **then}
+        branches.append({"if": {"properties": {"batching": {"const": name}}, "required": ["batching"]},
+                         "then": then})
+    names = list(registry.POLICIES) + [n for n in registry.BATCHERS.names() if n not in registry.POLICIES]
+    out["batching.schema.json"] = {
+        "$schema": DRAFT, "$id": "batching.schema.json", "title": "Batching policy",
+        "description": "The batching policy names and the arguments of each registered batcher (applied to a "
+                       "padding list entry).",
+        "properties": {"batching": {"title": "batching policy",
+                                    "description": "A batching policy: " + ", ".join(names) + ".",
+                                    "enum": names}},
+        **({"allOf": branches} if branches else {}),  # draft-07 editors refuse an empty allOf
+    }
+    return out
 
 
 def write(directory: str) -> list[str]:
