@@ -137,7 +137,7 @@ def load_plugins(entries: Sequence[str]) -> int:
     """Import --plugins (relative to the working directory); print each failure, return the exit status."""
     from batchloaders import plugins
 
-    failed = plugins.load(entries, base_dir=os.getcwd(), near="the working directory")
+    _, failed = plugins.load(entries, base_dir=os.getcwd(), near="the working directory", scoped=False)
     for i, message in failed:
         print(f"<command line>: --plugins {entries[i]}: {message}", file=sys.stderr)
     return EXIT_INVALID if failed else EXIT_OK

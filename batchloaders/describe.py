@@ -20,17 +20,13 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from batchloaders.spec.model import LoaderConfig, TensorInfo
+from batchloaders.spec.model import LoaderConfig, TensorInfo, format_shape
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
               "parse_example/parse_sequence_example call per batch; secondary features, steps and padding "
               "run on whole batches")
 MULTI_LOAD = ("accepted for compatibility; it changes nothing because the batched path is always taken")
 
-
-def format_shape(shape) -> str:
-    """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def parse_call(config: LoaderConfig) -> str:
@@ -225,8 +221,10 @@ def _info(info) -> str:
 
 
 def _plugin(kind) -> str:
+    from batchloaders.registry import BUILTIN
+
     origin = kind.origin if kind is not None else ""
-    if origin.startswith("batchloaders.") or " (" not in origin:
+    if kind is None or kind.scope == BUILTIN or " (" not in origin:
         return ""
     return f" (plugin: {origin.split(' (', 1)[1][:-1]})"  # origin: "module.function (file, line N)"
 

@@ -36,16 +36,26 @@ import re
 from typing import Any, Callable
 
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
-from batchloaders.registry import (ALL_LOADERS, BATCHERS, POLICIES, SECONDARY, STEPS, BatcherType, CheckContext,
-                                   DuplicateName, SecondaryType, StepType)
+from batchloaders.registry import (ALL_LOADERS, BATCHERS, GLOBAL, POLICIES, SECONDARY, STEPS, BatcherType,
+                                   CheckContext, DuplicateName, SecondaryType, StepType)
+from batchloaders.spec.model import DTYPES, TensorInfo, format_shape
 
 __all__ = ["register_step", "register_secondary", "register_batcher", "PluginError", "BuildError", "ContractError"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
-# dtypes a tensor of the pipeline may have (spec/model.DTYPES, repeated here to keep this module light)
-_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-           "uint8", "uint16", "uint32", "uint64", "bool", "string")
+_scope = GLOBAL  # where registrations go now (see registry.BUILTIN and plugins.py)
+
+
+@contextlib.contextmanager
+def registering(scope):
+    """Registrations made inside belong to ``scope`` (the built-in packages, or one plugin file)."""
+    global _scope
+    before, _scope = _scope, scope
+    try:
+        yield
+    finally:
+        _scope = before
 
 
 class PluginError(BatchLoaderError):
@@ -128,7 +138,7 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
         checked_schema = _checked_schema(fn, call, schema)
         build = fn if batched else _per_example_step(fn)
         _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched), build,
-                                  tuple(loaders), origin), fn, call)
+                                  tuple(loaders), origin, _scope), fn, call)
         return fn
     return decorate
 
@@ -149,7 +159,7 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
         checked_schema = _checked_schema(fn, call, schema)
         build = fn if batched else _per_example_secondary(fn)
         _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,
-                                           tuple(loaders), origin, measures), fn, call)
+                                           tuple(loaders), origin, measures, _scope), fn, call)
         return fn
     return decorate
 
@@ -170,7 +180,7 @@ def register_batcher(name: str, *, schema: dict | None = None) -> Callable:
             _refuse(fn, call, f"found the name {name!r}: it is a built-in batching policy ({', '.join(POLICIES)}); "
                               "expected another name")
         checked_schema = _checked_schema(fn, call, schema)
-        _register(BATCHERS, BatcherType(name, checked_schema, fn, origin), fn, call)
+        _register(BATCHERS, BatcherType(name, checked_schema, fn, origin, _scope), fn, call)
         return fn
     return decorate
 
@@ -237,11 +247,9 @@ def checked(source: str, json_path: str, what: str, builtin: bool):
 
 def _info_of(tensor, what: str, ctx: CheckContext):
     """TensorInfo of a traced per-example result, or report why it cannot be a pipeline tensor."""
-    from batchloaders.spec.model import TensorInfo
-
     dtype = tensor.dtype.name
-    if dtype not in _DTYPES:
-        ctx.report(("type",), f"{what} returns dtype {dtype}: expected one of {', '.join(_DTYPES)}")
+    if dtype not in DTYPES:
+        ctx.report(("type",), f"{what} returns dtype {dtype}: expected one of {', '.join(DTYPES)}")
         return None
     if tensor.shape.rank is None:
         ctx.report(("type",), f"{what} returns a tensor of unknown rank: expected a known rank (use "
@@ -250,15 +258,11 @@ def _info_of(tensor, what: str, ctx: CheckContext):
     shape = tuple(tensor.shape.as_list())
     unknown = [axis for axis, dim in enumerate(shape) if dim is None and axis > 0]
     if unknown:
-        ctx.report(("type",), f"{what} returns shape {_fmt(shape)} with an unknown size on axis {unknown[0]}: "
+        ctx.report(("type",), f"{what} returns shape {format_shape(shape)} with an unknown size on axis {unknown[0]}: "
                               "expected fixed sizes on every axis but the first (use tf.ensure_shape or give an "
                               "infer function)")
         return None
     return TensorInfo(dtype, shape)
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _trace(function, specs, what: str, ctx: CheckContext):
@@ -293,20 +297,22 @@ def _traced_step(fn: Callable, batched: bool) -> Callable:
         what = f"step {fn.__name__!r}"
         if batched:
             has_lengths = info.shape[:1] == (None,)
+            gives_lengths = []  # whether the function returns lengths: a Python fact, kept out of the trace
 
             def run(values, *rest):
                 out = fn(args, values, rest[0] if rest else None, info, None)
                 if not (isinstance(out, tuple) and len(out) == 2):
                     raise ContractError(f"{what} (batched) returned {type(out).__name__}: expected a pair "
                                         "(values, lengths or None)")
-                return _tensor_result(out[0], what), out[1] is not None
+                gives_lengths.append(out[1] is not None)
+                return _tensor_result(out[0], what)
             specs = [tf.TensorSpec((None,) + info.shape, tf.as_dtype(info.dtype))]
             specs += [tf.TensorSpec([None], tf.int64)] if has_lengths else []
-            out = _trace(run, specs, what, ctx)
-            if out is None:
+            values = _trace(run, specs, what, ctx)
+            if values is None:
                 return None
-            values, variable = out
-            shape = tf.TensorShape([None] if variable else values.shape[1:2]).concatenate(values.shape[2:])
+            first = [None] if gives_lengths[-1] else values.shape[1:2]
+            shape = tf.TensorShape(first).concatenate(values.shape[2:])
             return _info_of(tf.TensorSpec(shape, values.dtype), what, ctx)
         out = _trace(lambda x: _tensor_result(fn(x, **args), what), [_spec(info)], what, ctx)
         return None if out is None else _info_of(out, what, ctx)
@@ -355,15 +361,47 @@ def _as_batch(result):
     return result, None
 
 
+def _as_promised(value, info, what: str):
+    """One example's result, checked against the TensorInfo its type promised (statically where the
+    trace knows the sizes, at run time where it does not: a bad size then names the function)."""
+    import tensorflow as tf
+
+    value = _tensor_result(value, what)
+    if value.dtype.name != info.dtype or not value.shape.is_compatible_with(info.shape):
+        raise ContractError(f"{what} returned {value.dtype.name} {format_shape(value.shape.as_list() if value.shape.rank is not None else ['...'])}"
+                            f" for one example: expected {info.dtype} {format_shape(info.shape)} (what its infer "
+                            "function says)")
+    checks = [tf.debugging.assert_equal(tf.shape(value)[axis], dim, message=f"{what} returned an example whose "
+                                        f"axis {axis} is not {dim} long (its infer function says {format_shape(info.shape)})")
+              for axis, dim in enumerate(info.shape) if dim is not None and value.shape[axis] is None]
+    with tf.control_dependencies(checks):
+        return tf.identity(value) if checks else value
+
+
 def _per_example_step(fn: Callable) -> Callable:
     def build(args, values, lengths, info_in, info_out):
         import tensorflow as tf
 
         what = f"step {fn.__name__!r}"
-        result = tf.map_fn(lambda x: _tensor_result(fn(x, **args), what), _examples(values, lengths),
+        result = tf.map_fn(lambda x: _as_promised(fn(x, **args), info_out, what), _examples(values, lengths),
                            fn_output_signature=_signature(info_out))
         return _as_batch(result)
     return build
+
+
+def check_batch(values, lengths, info, what: str) -> None:
+    """A batch a registered function made, against the TensorInfo its type promised when checked."""
+    values = _tensor_result(values, what)
+    if lengths is not None:
+        _tensor_result(lengths, what + " (lengths)")
+    expected = (None,) + tuple(info.shape)
+    if values.dtype.name != info.dtype or not values.shape.is_compatible_with(expected):
+        shape = format_shape(values.shape.as_list()) if values.shape.rank is not None else "of unknown rank"
+        raise ContractError(f"{what} made a batch {values.dtype.name} {shape}: expected {info.dtype} "
+                            f"{format_shape(expected)} (the batch axis, then what its infer function says)")
+    if info.shape[:1] == (None,) and lengths is None:
+        raise ContractError(f"{what} made a batch whose first example axis varies in length "
+                            f"({format_shape(info.shape)}) without its lengths: expected (values, lengths)")
 
 
 def _per_example_secondary(fn: Callable) -> Callable:
@@ -372,7 +410,7 @@ def _per_example_secondary(fn: Callable) -> Callable:
 
         what = f"secondary feature {fn.__name__!r}"
         elems = {n: _examples(v, batch.lengths.get(n)) for n, v in batch.values.items()}
-        result = tf.map_fn(lambda features: _tensor_result(fn(features, **args), what), elems,
+        result = tf.map_fn(lambda features: _as_promised(fn(features, **args), info, what), elems,
                            fn_output_signature=_signature(info))
         return _as_batch(result)
     return build

@@ -3,9 +3,15 @@
 A plugin is imported only when named, never found by scanning. An entry ending in
 ``.py`` is a file, relative to the config's directory (the working directory on the
 command line); anything else is a module import path, looked up on ``sys.path`` and
-then in that same directory. Importing registers its types (see :mod:`batchloaders.extend`);
-a module already imported is not imported again. Any failure is a ConfigError naming
-the entry: the module is missing, raises on import, or registers a bad or taken name.
+then, for a top-level name, as ``NAME.py`` or package ``NAME/`` in that same directory.
+
+One file is imported once per process, whatever it is called (a path, or a module
+name that finds the same file), so its types are never registered twice. The types a
+config's own ``plugins:`` import register under that file's path (its scope, see
+``registry.BUILTIN``): only configs naming the file see them, so whether a config is
+valid never depends on which configs were checked before it. ``--plugins`` imports
+are seen by every config of the run. Any failure is reported per entry: the module
+is missing, raises on import, or registers a bad or taken name.
 """
 from __future__ import annotations
 
@@ -17,51 +23,77 @@ import sys
 import traceback
 
 from batchloaders.errors import BatchLoaderError
+from batchloaders.extend import registering
+from batchloaders.registry import GLOBAL
+
+_BY_PATH: dict[str, object] = {}  # resolved file -> module imported from it
 
 
-def load(entries, *, base_dir: str, near: str = "the config's directory") -> list[tuple[int, str]]:
-    """Import every entry; (index, why) of each that failed (a refused registration, or any error)."""
-    problems = []
+def load(entries, *, base_dir: str, near: str = "the config's directory", scoped: bool = True
+         ) -> tuple[list[str], list[tuple[int, str]]]:
+    """Import every entry: (the scope of each imported entry, (index, why) of each that failed).
+
+    ``scoped``: register the types of newly imported files under their path (a config's list)
+    rather than for every config (the command line).
+    """
+    scopes, problems = [], []
     for i, entry in enumerate(entries):
         try:
-            _import(entry, base_dir)
+            scopes.append(_import(entry, base_dir, scoped))
         except BatchLoaderError as error:  # a registration refused: say which plugin made it, and where
             problems.extend((i, f"plugin {entry!r}: {p}") for p in error.problems)
         except (Exception, SystemExit) as error:  # noqa: BLE001  (anything a user's module raises on import)
             problems.append((i, _why(entry, error, near)))
-    return problems
+    return scopes, problems
 
 
-def _import(entry: str, base_dir: str):
+def _import(entry: str, base_dir: str, scoped: bool) -> str:
+    """Import ``entry`` (once per file); returns its scope, the resolved path of its file."""
     if entry.endswith(".py"):
-        path = os.path.normpath(os.path.join(base_dir, entry))
+        path = os.path.realpath(os.path.join(base_dir, entry))
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no file {path}")
-        name = "batchloaders_plugin_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
+        return _from_file(path, scoped)
+    try:
+        spec = importlib.util.find_spec(entry)
+    except ModuleNotFoundError:  # a parent package is missing
+        spec = None
+    if spec is None:
+        # Not importable: a top-level name may be a module or package next to the config.
+        for candidate in (os.path.join(base_dir, entry + ".py"), os.path.join(base_dir, entry, "__init__.py")):
+            if "." not in entry and os.path.isfile(candidate):
+                return _from_file(os.path.realpath(candidate), scoped, name=entry)
+        raise ModuleNotFoundError(f"No module named {entry!r}", name=entry)
+    path = os.path.realpath(spec.origin) if spec.origin and os.path.isfile(spec.origin) else entry
+    if path in _BY_PATH or entry in sys.modules:
+        _BY_PATH.setdefault(path, sys.modules.get(entry))
+        return path
+    with registering(path if scoped else GLOBAL):
+        _BY_PATH[path] = importlib.import_module(entry)
+    return path
+
+
+def _from_file(path: str, scoped: bool, name: str | None = None) -> str:
+    if path in _BY_PATH:
+        return path
+    for module in list(sys.modules.values()):  # imported by name before (a program, or --plugins)
+        if os.path.realpath(getattr(module, "__file__", None) or "") == path:
+            _BY_PATH[path] = module
+            return path
+    # A private module name: the file's stem could shadow (or be shadowed by) an installed module.
+    unique = "batchloaders_plugin_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(unique, path, submodule_search_locations=(
+        [os.path.dirname(path)] if os.path.basename(path) == "__init__.py" else None))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[unique] = module
+    try:
+        with registering(path if scoped else GLOBAL):
             spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]  # a second attempt after a fix must run it again
-            raise
-        return module
-    try:
-        return importlib.import_module(entry)
-    except ModuleNotFoundError as error:
-        # Only when the module itself is missing (not something it imports): try the config's folder.
-        top = entry.split(".")[0]
-        beside = os.path.isfile(os.path.join(base_dir, top + ".py")) or os.path.isdir(os.path.join(base_dir, top))
-        if error.name != top or not beside:
-            raise
-    sys.path.insert(0, os.path.abspath(base_dir))
-    try:
-        return importlib.import_module(entry)
-    finally:
-        sys.path.remove(os.path.abspath(base_dir))
+    except BaseException:
+        del sys.modules[unique]  # a second attempt after a fix must run it again
+        raise
+    _BY_PATH[path] = module
+    return path
 
 
 def _why(entry: str, error: BaseException, near: str) -> str:

@@ -15,6 +15,12 @@ from typing import Any, Callable, Iterator
 ALL_LOADERS = ("independent", "continuous_sequence", "discrete_sequence")
 # The batching policies every tensor can name (batching.py builds them); registered batchers add more.
 POLICIES = ("padded", "dense", "ragged", "sparse")
+# Who may see a registered type. The built-ins, and whatever a program registers itself (or the
+# command line's --plugins imports), are seen by every config: scopes BUILTIN and GLOBAL. A plugin
+# that a config's `plugins:` list imports registers under its file's path, and only the configs that
+# name that file see its types: whether a config is valid never depends on which configs came before.
+BUILTIN, GLOBAL = "builtin", None
+ALWAYS = frozenset({BUILTIN, GLOBAL})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,7 @@ class SecondaryType:
     # The arg naming a tensor this type measures as the processing steps leave it (``length``):
     # such a feature is built after the steps on that tensor, not with the other secondaries.
     measures: str | None = None
+    scope: str | None = GLOBAL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +58,7 @@ class StepType:
     build: Callable[..., Any]  # (args, values, lengths, info_in, info_out) -> (values, lengths)
     loaders: tuple[str, ...] = ALL_LOADERS
     origin: str = ""
+    scope: str | None = GLOBAL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +67,7 @@ class BatcherType:
     schema: dict
     build: Callable[..., Any]  # (examples: RaggedTensor or Tensor [B, ...], **args) -> Tensor, RaggedTensor or SparseTensor
     origin: str = ""
+    scope: str | None = GLOBAL
 
 
 class DuplicateName(ValueError):
@@ -80,11 +89,16 @@ class Registry:
         self.version += 1
         return item
 
-    def get(self, name: str):
-        return self._items.get(name)
+    def __contains__(self, name: str) -> bool:
+        return name in self._items
 
-    def names(self) -> list[str]:
-        return sorted(self._items)
+    def get(self, name: str, scopes=None):
+        """The type ``name``; with ``scopes``, only if it was registered in one of them."""
+        item = self._items.get(name)
+        return item if item is not None and (scopes is None or item.scope in scopes) else None
+
+    def names(self, scopes=None) -> list[str]:
+        return sorted(n for n, item in self._items.items() if scopes is None or item.scope in scopes)
 
     def __iter__(self) -> Iterator:
         return iter(self._items.values())

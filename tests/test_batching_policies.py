@@ -178,6 +178,6 @@ def test_keras_fits_a_ragged_input(datasets):
     model = keras.Model({"x": x}, {"id": keras.layers.Dense(1, name="id")(SumOverSteps()(x))})
     model.compile(optimizer="sgd", loss="mse")
     cfg = loader_config(datasets / "indep", [("x", "x"), ("id", "id")], inputs=["x"], targets=["id"],
-                        target_batch_size=3, padding=[{"tensor": "x", "batching": "ragged"}])
-    history = model.fit(build_input_fn(cfg, model=model)(), epochs=2, verbose=0)
+                        target_batch_size=3, epochs=None, padding=[{"tensor": "x", "batching": "ragged"}])
+    history = model.fit(build_input_fn(cfg, model=model)(), steps_per_epoch=3, epochs=2, verbose=0, shuffle=False)
     assert len(history.history["loss"]) == 2 and all(np.isfinite(history.history["loss"]))

@@ -40,7 +40,9 @@ def drop_first(x):
 @batchloaders.register_secondary("{prefix}energy", schema={{
     "type": "object", "required": ["tensor"], "properties": {{"tensor": {{"type": "string"}}}}}})
 def energy(features, tensor):
-    return tf.reduce_sum(tf.square(features[tensor]))
+    """Mean square over the example's own steps: padding would change the count."""
+    x = features[tensor]
+    return tf.reduce_sum(tf.square(x)) / tf.cast(tf.shape(x)[0], tf.float32)
 '''
 
 
@@ -118,8 +120,10 @@ def test_per_example_step_and_secondary_from_a_plugin_file(project, registry_sco
     assert sorted(labels) == list(range(6))
     # drop_first shortens every example by one: the batch is as long as the longest remainder.
     np.testing.assert_array_equal(features["frames"], padded([0.5 * frames_of(n)[1:] for n in labels]))
-    # energy is built before the steps (secondary features come first): all frames, unscaled.
-    np.testing.assert_array_equal(features["energy"], [np.square(frames_of(n)).sum() for n in labels])
+    # energy is built before the steps (secondary features come first): all frames, unscaled, and
+    # only the example's own (the mean would be smaller if the batch's padding were counted).
+    np.testing.assert_allclose(features["energy"], [np.square(frames_of(n)).sum() / len(frames_of(n))
+                                                    for n in labels], rtol=1e-6)
 
 
 def test_plugin_module_by_import_path_next_to_the_config(project, registry_scope):
@@ -146,6 +150,117 @@ def test_batched_plugin_step_with_infer(project, registry_scope):
     features, labels = one_batch(path)
     np.testing.assert_array_equal(features["frames"], padded([frames_of(n)[:, :1] + len(frames_of(n))
                                                               for n in labels]))
+
+
+def test_batched_plugin_without_infer_is_traced(project, registry_scope):
+    (project / "traced.py").write_text(textwrap.dedent('''
+        import batchloaders
+
+        @batchloaders.register_step("double_all", batched=True)
+        def double_all(args, values, lengths, info_in, info_out):
+            return values * 2, lengths
+
+        @batchloaders.register_step("first_step", batched=True)
+        def first_step(args, values, lengths, info_in, info_out):
+            return values[:, 0], None  # every example has a first step here
+        '''))
+    path = config(project, plugins=["traced.py"], steps=[{"tensor": "frames", "type": "double_all"}])
+    assert load_config(path).tensors["frames"].shape == (None, 2)
+    features, labels = one_batch(path)
+    np.testing.assert_array_equal(features["frames"], padded([2 * frames_of(n) for n in labels]))
+    path = config(project, plugins=["traced.py"], steps=[{"tensor": "frames", "type": "first_step"}], name="d.yaml")
+    assert load_config(path).tensors["frames"].shape == (2,)
+    features, labels = one_batch(path)
+    np.testing.assert_array_equal(features["frames"], [frames_of(n)[0] for n in labels])
+
+
+BROKEN_PROMISES = {
+    # infer says one thing, the function makes another: refused when the pipeline is built, naming the step.
+    "dtype": ("@batchloaders.register_step('p', infer=lambda a, i, c: TensorInfo('float32', i.shape), batched=True)\n"
+              "def p(args, values, lengths, i, o):\n    return tf.cast(values, tf.int32), lengths\n",
+              "step 'p' made a batch int32 [?, ?, 2]: expected float32 [?, ?, 2]"),
+    "numpy": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
+              "def p(args, values, lengths, i, o):\n    return np.zeros(3), lengths\n", "step 'p' returned ndarray"),
+    "lengths": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
+                "def p(args, values, lengths, i, o):\n    return values, None\n", "without its lengths"),
+    "per_example_shape": ("@batchloaders.register_step('p', infer=lambda a, i, c: TensorInfo('float32', (5,)))\n"
+                          "def p(x):\n    return x[0]\n", "returned float32 [2] for one example: expected float32 [5]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_PROMISES))
+def test_a_function_that_breaks_its_infer_promise_is_refused_when_built(project, registry_scope, case):
+    body, message = BROKEN_PROMISES[case]
+    (project / "promise.py").write_text("import numpy as np\nimport tensorflow as tf\nimport batchloaders\n"
+                                        "from batchloaders.spec.model import TensorInfo\n" + body)
+    path = config(project, plugins=["promise.py"], steps=[{"tensor": "frames", "type": "p"}])
+    load_config(path)
+    with pytest.raises(ConfigError) as caught:
+        build_input_fn(path)()
+    (problem,) = caught.value.problems
+    assert problem.path == "$.args.processing_steps[0]" and message in problem.message, problem.message
+
+
+def test_a_per_example_size_the_trace_cannot_see_is_checked_while_running(project, registry_scope):
+    (project / "late.py").write_text(textwrap.dedent('''
+        import batchloaders
+        from batchloaders.spec.model import TensorInfo
+
+        @batchloaders.register_step("first3", infer=lambda a, i, c: TensorInfo(i.dtype, (3, 2)))
+        def first3(x):
+            return x[:3]  # examples have 2 to 4 steps: the ones with 2 break the promise
+        '''))
+    import tensorflow as tf
+
+    path = config(project, plugins=["late.py"], steps=[{"tensor": "frames", "type": "first3"}])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="first3.{1,3} returned an example whose axis 0 is "
+                                                             r"not 3 long \(its infer function says \[3, 2\]\)"):
+        collect(build_input_fn(path)())
+
+
+def test_a_configs_plugins_are_seen_by_that_config_only(project, registry_scope):
+    """Validating a.yaml (which names the plugin) before b.yaml (which does not) must not make b.yaml valid."""
+    a = config(project, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}], name="a.yaml")
+    b = config(project, plugins=None, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}],
+               name="b.yaml")
+    load_config(a)
+    with pytest.raises(ConfigError, match=r"b.yaml: \$\.args\.processing_steps\[0\]\.type: unknown processing step "
+                                          r"type 'scale'"):
+        load_config(b)
+    # The same file by module name and by path is one import: no "registered twice".
+    both = config(project, plugins=["my_steps", "my_steps.py"], steps=[{"tensor": "frames", "type": "scale",
+                                                                        "args": {"factor": 2}}], name="both.yaml")
+    assert load_config(both).processing_steps[0].type == "scale"
+
+
+def test_same_module_name_in_two_folders_gives_each_config_its_own(tmp_path, registry_scope):
+    made = []
+    for name, factor in (("one", 2), ("two", 3)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "data").symlink_to(project_data(tmp_path), target_is_directory=True)
+        (folder / "local_steps.py").write_text(
+            f"import batchloaders\n@batchloaders.register_step('times{factor}')\n"
+            f"def f(x):\n    return x * {factor}\n")
+        made.append((config(folder, plugins=["local_steps"], steps=[{"tensor": "frames", "type": f"times{factor}"}]),
+                     factor))
+    for path, factor in made:
+        features, labels = one_batch(path)
+        np.testing.assert_array_equal(features["frames"], padded([factor * frames_of(n) for n in labels]))
+
+
+def project_data(tmp_path):
+    data = tmp_path / "shared_data"
+    if not data.exists():
+        write_manifest(data, [feature("frames", "float32", [2], "float", var_len=True),
+                              feature("label", "int64", [], "int", var_len=False)], allow_var_len=True)
+        for f in range(2):
+            records = [sequence_example({"label": ("int", [3 * f + r])},
+                                        {"frames": ("float", [[float(a), float(-a)] for a in
+                                                              100 * (3 * f + r) + np.arange(2 + (3 * f + r) % 3)])})
+                       for r in range(3)]
+            write_records(data / f"part-{f}.tfrecords", records)
+    return data
 
 
 def test_traced_output_shape_is_what_the_checker_knows(project, registry_scope):

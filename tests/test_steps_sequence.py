@@ -486,11 +486,11 @@ def test_lookup_table_is_made_once_per_vocabulary(data):
     vocab.write_text("t1\nt0\n")  # a file no other test uses: its table is new
     config = pipeline(data, "seq", "words", "int64", steps=[
         {"tensor": "words", "type": "lookup", "args": {"vocabulary": str(vocab)}}])
-    before = len(lookup._TABLES)
+    before = lookup.table_count()
     first = collect(build_input_fn(config)())  # traces the batch function, then runs 2 batches
-    assert len(lookup._TABLES) == before + 1
+    assert lookup.table_count() == before + 1
     again = collect(build_input_fn(config)())
-    assert len(lookup._TABLES) == before + 1
+    assert lookup.table_count() == before + 1
     for batches in (first, again):
         ids = np.concatenate([b["words"].ravel() for b in batches])
         assert sorted(set(ids.tolist())) == [-3, 0, 1, 2]  # t1, t0, the rest out of vocabulary, padding

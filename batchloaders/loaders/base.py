@@ -11,9 +11,9 @@ import tensorflow as tf
 
 from batchloaders import builtin_types, sources
 from batchloaders.batching import Batch, finalize
-from batchloaders.extend import checked
+from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
-from batchloaders.registry import SECONDARY, STEPS
+from batchloaders.registry import BUILTIN, SECONDARY, STEPS
 from batchloaders.spec.model import LoaderConfig, SecondaryFeature
 from batchloaders.spec.order import run_order
 
@@ -32,9 +32,11 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
             _secondary(batch, config, item, SECONDARY.get(item.type))
             continue
         kind = STEPS.get(item.type)
-        with checked(config.source, item.json_path, f"step {item.type!r}", _builtin(kind)):
+        what = f"step {item.type!r}"
+        with checked(config.source, item.json_path, what, kind.scope == BUILTIN):
             values, lengths = kind.build(item.args, batch.values[item.tensor], batch.lengths.get(item.tensor),
                                          item.input_info, item.output_info)
+            check_batch(values, lengths, item.output_info, what)
         batch.values[item.tensor] = values
         batch.zero_tails.discard(item.tensor)
         if lengths is None:
@@ -44,13 +46,11 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
     return batch
 
 
-def _builtin(kind) -> bool:
-    return kind.origin.startswith("batchloaders.")
-
-
 def _secondary(batch: Batch, config: LoaderConfig, feature, kind) -> None:
-    with checked(config.source, feature.json_path, f"secondary feature {feature.type!r}", _builtin(kind)):
+    what = f"secondary feature {feature.type!r}"
+    with checked(config.source, feature.json_path, what, kind.scope == BUILTIN):
         values, lengths = kind.build(feature.args, batch, feature.info)
+        check_batch(values, lengths, feature.info, what)
     batch.zero_tails.discard(feature.to_name)
     batch.values[feature.to_name] = values
     if lengths is not None:

@@ -1,5 +1,10 @@
-"""Secondary feature types, one module per type; importing this package registers them."""
-from batchloaders.secondary import boundaries as _boundaries  # noqa: F401
-from batchloaders.secondary import const as _const  # noqa: F401
-from batchloaders.secondary import length as _length  # noqa: F401
-from batchloaders.secondary import segment_ids as _segment_ids  # noqa: F401
+"""Secondary feature types, one module per type; importing this package registers them
+(as built-ins: every config sees them, and their errors are ours, not a plugin's)."""
+from batchloaders.extend import registering
+from batchloaders.registry import BUILTIN
+
+with registering(BUILTIN):
+    from batchloaders.secondary import boundaries as _boundaries  # noqa: F401
+    from batchloaders.secondary import const as _const  # noqa: F401
+    from batchloaders.secondary import length as _length  # noqa: F401
+    from batchloaders.secondary import segment_ids as _segment_ids  # noqa: F401

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders import builtin_types
-from batchloaders.registry import BATCHERS, SECONDARY, STEPS, CheckContext
+from batchloaders.registry import ALWAYS, BATCHERS, SECONDARY, STEPS, CheckContext
 from batchloaders.spec import datasets
 from batchloaders.spec import accounting
 from batchloaders.spec.resources import check_resources
@@ -74,8 +74,8 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     from batchloaders.spec.schema import schema_check
 
     builtin_types.load()
-    _load_plugins(doc)
-    problems, invalid = schema_check(doc, "loader_config.schema.json")
+    scopes = ALWAYS | _load_plugins(doc)  # the types this config may name
+    problems, invalid = schema_check(doc, "loader_config.schema.json", scopes)
     data = doc.data
     check = _Checker(doc, problems, invalid)
     # Semantic checks need a known loader type and an args object; past that, they run on
@@ -208,11 +208,12 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     for i, s in items("secondary_features"):
         at = ("args", "secondary_features", i)
         claim(s["to_name"], at)
-        kind = SECONDARY.get(s["type"])
+        kind = SECONDARY.get(s["type"], scopes)
         item_args = dict(s.get("args", {}))
         secondary.append(SecondaryFeature(s["to_name"], s["type"], item_args, json_path(at), None))
         if kind is None:  # the schema lists the types, so this means schema and registry disagree
-            check(at + ("type",), f"unknown secondary feature type {s['type']!r}{suggest(s['type'], SECONDARY.names())}")
+            check(at + ("type",), f"unknown secondary feature type {s['type']!r}"
+                                  f"{suggest(s['type'], SECONDARY.names(scopes))}")
         elif loader_type not in kind.loaders:
             check(at + ("type",), f"secondary feature type {s['type']!r} is not available for the {loader_type} "
                                   f"loader: expected one of {', '.join(kind.loaders)} loaders")
@@ -232,7 +233,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             if isinstance(st, dict) and isinstance(st.get("tensor"), str):
                 tensors.pop(st["tensor"], None)
             continue
-        kind, name, step_args = STEPS.get(st["type"]), st["tensor"], dict(st.get("args", {}))
+        kind, name, step_args = STEPS.get(st["type"], scopes), st["tensor"], dict(st.get("args", {}))
         if name in deferred:  # a step on a deferred feature: build it now, from what the steps so far left
             measured_late[name] = at
             infer_secondary(*deferred.pop(name))
@@ -248,7 +249,8 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             check(at + ("tensor",), f"tensor {name!r} is not a primary or secondary feature"
                                     f"{suggest(name, seen)}; expected one of: {', '.join(seen)}")
         elif kind is None:
-            check(at + ("type",), f"unknown processing step type {st['type']!r}{suggest(st['type'], STEPS.names())}")
+            check(at + ("type",), f"unknown processing step type {st['type']!r}"
+                                  f"{suggest(st['type'], STEPS.names(scopes))}")
         elif loader_type not in kind.loaders:
             check(at + ("type",), f"processing step type {st['type']!r} is not available for the {loader_type} "
                                   f"loader: expected one of {', '.join(kind.loaders)} loaders")
@@ -267,7 +269,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
 
     padding, pad_specs = False, {}
     if valid(("args", "padding")):
-        padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check)
+        padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check, scopes)
     rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",
                                                   "padding", "secondary_features", "processing_steps"))
     if rules_ok:
@@ -312,17 +314,19 @@ def secondary_measures(secondary, to_name: str) -> str | None:
     return None
 
 
-def _load_plugins(doc: Document) -> None:
-    """Import the modules the config's ``plugins`` list names, before anything looks a type up."""
+def _load_plugins(doc: Document) -> frozenset:
+    """Import the modules the config's ``plugins`` list names, before anything looks a type up;
+    returns their scopes (the types registered by them are visible to this config)."""
     from batchloaders import plugins
 
     entries = doc.data.get("plugins") if isinstance(doc.data, dict) else None
     if not isinstance(entries, list):
-        return  # absent, or reported by the schema check
+        return frozenset()  # absent, or reported by the schema check
     named = [(i, e) for i, e in enumerate(entries) if isinstance(e, str) and e]
-    problems = plugins.load([e for _, e in named], base_dir=doc.base_dir)
+    scopes, problems = plugins.load([e for _, e in named], base_dir=doc.base_dir)
     if problems:
         raise ConfigError([doc.problem(("plugins", named[i][0]), message) for i, message in problems])
+    return frozenset(scopes)
 
 
 def _unproduced(inputs, targets, seen: dict, check) -> None:
@@ -366,7 +370,7 @@ def _primary_info(feature, loader_type: str, allow_var_len: bool, window: int | 
     return TensorInfo(feature.dtype, (window,) + shape[1:])
 
 
-def _padding(value: Any, tensors: dict, seen: dict, check) -> tuple[bool, dict]:
+def _padding(value: Any, tensors: dict, seen: dict, check, scopes) -> tuple[bool, dict]:
     if value is False or value == []:
         return False, {}
     if value is True:
@@ -400,21 +404,21 @@ def _padding(value: Any, tensors: dict, seen: dict, check) -> tuple[bool, dict]:
             if why:
                 check(at + ("value",), why)
         batching = p.get("batching", "padded")
-        _batching_rules(p, batching, name, info, at, check)
+        _batching_rules(p, batching, name, info, at, check, scopes)
         specs[name] = PadSpec(name, shape, p.get("value"), json_path(at), batching, dict(p.get("batching_args", {})))
     return True, specs
 
 
-def _batching_rules(entry: dict, batching: str, name: str, info, at: tuple, check) -> None:
+def _batching_rules(entry: dict, batching: str, name: str, info, at: tuple, check, scopes) -> None:
     """What a batching policy needs of its tensor and of the entry's other keys."""
     if batching != "padded":
         for key in ("shape", "value"):
             if key in entry:
                 check(at + (key,), f"found {key} with batching {batching!r}: shape and value apply to padded "
                                    "batching only; expected no shape or value, or batching padded")
-    if "batching_args" in entry and BATCHERS.get(batching) is None:
+    if "batching_args" in entry and BATCHERS.get(batching, scopes) is None:
         check(at + ("batching_args",), f"found batching_args with batching {batching!r}: expected them only with a "
-                                       f"registered batcher ({', '.join(BATCHERS.names()) or 'none is registered'})")
+                                       f"registered batcher ({', '.join(BATCHERS.names(scopes)) or 'none is registered'})")
     if info is None:
         return
     shape = "[" + ", ".join("?" if d is None else str(d) for d in info.shape) + "]"

@@ -119,6 +119,11 @@ class PadSpec:
     batching_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def format_shape(shape) -> str:
+    """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 @dataclasses.dataclass(frozen=True)
 class TensorInfo:
     """Static description of one tensor of one example (no batch axis).

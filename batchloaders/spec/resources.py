@@ -9,6 +9,7 @@ estimate is a lower bound of what the batch holds at its largest.
 from __future__ import annotations
 
 from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
+from batchloaders.spec.model import format_shape
 
 
 def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict) -> int:
@@ -41,10 +42,10 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
             where = tuple(int(p) if p.isdigit() else p for p in step.json_path.replace("[", ".").replace("]", "")
                           .split(".")[1:])
             check(where, f"step {step.type!r} on tensor {step.tensor!r} makes {step.output_info.dtype} "
-                         f"{_fmt(step.output_info.shape)} per example: a batch of {args['target_batch_size']} "
+                         f"{format_shape(step.output_info.shape)} per example: a batch of {args['target_batch_size']} "
                          f"holds at least {gib(made)} (variable axes counted as 1 step): expected at most "
                          f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's sizes")
-            return
+            break  # one is enough to fix first; the checks below still run
     sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries)
              for name in sorted(outputs) if name in tensors}
     if not sizes:
@@ -77,5 +78,3 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
               f"or {which}")
 
 
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"

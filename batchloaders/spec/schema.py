@@ -83,19 +83,19 @@ _STRICT = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_STRICT)
 
 
-def _validator(schema_file: str):
-    from batchloaders.registry import version
+def _validator(schema_file: str, scopes=None):
+    from batchloaders.registry import ALWAYS, version
 
-    return _validator_at(schema_file, version())
+    return _validator_at(schema_file, version(), frozenset(ALWAYS if scopes is None else scopes))
 
 
-@functools.lru_cache(maxsize=16)
-def _validator_at(schema_file: str, version: tuple):
-    # The step and secondary feature files come from the registries as they are now
-    # (plugins included); the shipped copies of them hold the built-ins only.
+@functools.lru_cache(maxsize=32)
+def _validator_at(schema_file: str, version: tuple, scopes: frozenset):
+    # The step, secondary feature and batching files come from the registries as they are now,
+    # with the types ``scopes`` may see; the shipped copies of them hold the built-ins only.
     from batchloaders.spec.type_schemas import generated
 
-    types = {name: _resource(doc) for name, doc in generated().items()}
+    types = {name: _resource(doc) for name, doc in generated(scopes).items()}
 
     def retrieve(uri: str) -> referencing.Resource:
         return types[uri] if uri in types else _retrieve_shipped(uri)
@@ -110,7 +110,7 @@ def schema_problems(doc: Document, schema_file: str) -> list[Problem]:
     return schema_check(doc, schema_file)[0]
 
 
-def schema_check(doc: Document, schema_file: str) -> tuple[list[Problem], set[tuple]]:
+def schema_check(doc: Document, schema_file: str, scopes=None) -> tuple[list[Problem], set[tuple]]:
     """(problems, invalid paths): the paths whose values broke the schema or are missing.
 
     Semantic checks run on everything outside the invalid paths, so that one
@@ -118,7 +118,7 @@ def schema_check(doc: Document, schema_file: str) -> tuple[list[Problem], set[tu
     invalidates nothing (no check reads it); a missing required key
     invalidates just that key.
     """
-    errors = list(_validator(schema_file).iter_errors(doc.data))
+    errors = list(_validator(schema_file, scopes).iter_errors(doc.data))
     invalid: set[tuple] = set()
     for error in errors:
         parts = tuple(error.absolute_path)

@@ -38,20 +38,21 @@ def args_file(prefix: str, name: str) -> str:
     return f"{prefix}_{name}.schema.json"
 
 
-def generated() -> dict[str, dict]:
-    """File name -> schema document, for every generated file, as the registries are now."""
+def generated(scopes=None) -> dict[str, dict]:
+    """File name -> schema document, for every generated file, as the registries are now, with
+    the types registered in ``scopes`` (default: the built-ins and global registrations)."""
     from batchloaders import builtin_types
 
     builtin_types.load()  # the built-ins are always there, like any plugin imported before
-    return dict(_generated(registry.version()))
+    return dict(_generated(registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes)))
 
 
-@functools.lru_cache(maxsize=8)
-def _generated(version: tuple) -> tuple:
-    del version  # the cache key: a registration changes it
+@functools.lru_cache(maxsize=32)
+def _generated(version: tuple, scopes: frozenset) -> tuple:
+    del version  # part of the cache key: a registration changes it
     out = {}
     for file, (reg, prefix, title, description, first, required, type_title, noun) in _KINDS.items():
-        names = reg.names()
+        names = reg.names(scopes)
         branches = []
         for name in names:
             item = reg.get(name)
@@ -78,14 +79,14 @@ def _generated(version: tuple) -> tuple:
                                     "type": "object"}},
             "allOf": branches,
         }
-    out.update(_batching())
+    out.update(_batching(scopes))
     return tuple(out.items())
 
 
-def _batching() -> dict:
+def _batching(scopes: frozenset) -> dict:
     """batching.schema.json: the policy names, and each registered batcher's args schema."""
     out, branches = {}, []
-    for name in registry.BATCHERS.names():
+    for name in registry.BATCHERS.names(scopes):
         schema = dict(registry.BATCHERS.get(name).schema)
         file_name = args_file("batcher", name)
         out[file_name] = {"$schema": DRAFT, "$id": file_name, "title": schema.pop("title", f"{name} arguments"),
@@ -95,7 +96,7 @@ def _batching() -> dict:
             then = {"description": f"the {name} batcher needs batching_args", "required": ["batching_args"], **then}
         branches.append({"if": {"properties": {"batching": {"const": name}}, "required": ["batching"]},
                          "then": then})
-    names = list(registry.POLICIES) + [n for n in registry.BATCHERS.names() if n not in registry.POLICIES]
+    names = list(registry.POLICIES) + [n for n in registry.BATCHERS.names(scopes) if n not in registry.POLICIES]
     out["batching.schema.json"] = {
         "$schema": DRAFT, "$id": "batching.schema.json", "title": "Batching policy",
         "description": "The batching policy names and the arguments of each registered batcher (applied to a "

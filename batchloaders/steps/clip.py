@@ -11,16 +11,12 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import TensorInfo
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+from batchloaders.spec.model import TensorInfo, format_shape
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:
     if info.dtype in ("string", "bool"):
-        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {_fmt(info.shape)}): expected a numeric "
+        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {format_shape(info.shape)}): expected a numeric "
                                 "dtype (an integer or float dtype) to clip")
         return None
     bounds = [k for k in ("min", "max") if k in args]

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 
 from batchloaders.extend import BuildError, register_step
 from batchloaders.registry import CheckContext
 from batchloaders.spec.model import TensorInfo
 
 _LIMITS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
-# (path, sha256 of the file, oov_id, dtype, graph) -> StaticHashTable, created once: a table
-# made inside a tf.data function would be remade (and re-read) every time it is traced.
-_TABLES: dict = {}
+# graph (None when eager) -> {(path, sha256 of the file, oov_id, dtype): StaticHashTable}, created
+# once: a table made inside a tf.data function would be remade (and re-read) every time it is traced.
+# Weak on graphs: a graph that is gone takes its tables with it.
+_TABLES = weakref.WeakKeyDictionary()
+_EAGER_TABLES: dict = {}
 
 
 class VocabularyError(ValueError):
@@ -108,14 +111,19 @@ def _table(path: str, oov_id: int | None, dtype: str):
     with tf.init_scope():
         # Outside every tf.function and dataset trace: the table is made once per graph (or
         # once eagerly) and every traced batch function captures that same table.
-        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-        key = (path, digest, oov, dtype, graph)
-        if key not in _TABLES:
+        tables = _EAGER_TABLES if tf.executing_eagerly() else _TABLES.setdefault(tf.compat.v1.get_default_graph(), {})
+        key = (path, digest, oov, dtype)
+        if key not in tables:
             tf_dtype = tf.as_dtype(dtype)
             initializer = tf.lookup.KeyValueTensorInitializer(
                 tf.constant(tokens, tf.string), tf.range(len(tokens), dtype=tf_dtype))
-            _TABLES[key] = tf.lookup.StaticHashTable(initializer, default_value=tf.constant(oov, tf_dtype))
-        return _TABLES[key]
+            tables[key] = tf.lookup.StaticHashTable(initializer, default_value=tf.constant(oov, tf_dtype))
+        return tables[key]
+
+
+def table_count() -> int:
+    """Tables made so far (and not yet collected with their graph)."""
+    return len(_EAGER_TABLES) + sum(len(tables) for tables in list(_TABLES.values()))
 
 
 def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):

@@ -19,14 +19,10 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import TensorInfo
+from batchloaders.spec.model import TensorInfo, format_shape
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 EPSILON = 1e-5
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _compute_dtype(dtype: str) -> str:
@@ -49,7 +45,7 @@ def _check_stat(key: str, value, info: TensorInfo, ctx: CheckContext) -> bool:
                    "its last axis varies in length" if last is None else f"its last axis has size {last}")
             expected = "a single number" if last is None else f"a number or a list of {last} numbers"
             ctx.report(("args", key), f"found a list of {len(value)} numbers for a tensor of shape "
-                                      f"{_fmt(info.shape)} ({why}): expected {expected}")
+                                      f"{format_shape(info.shape)} ({why}): expected {expected}")
             return False
     for v in value if isinstance(value, list) else [value]:
         why = check_value(v, compute)  # refuses NaN, infinities and values beyond the compute dtype
@@ -65,7 +61,7 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
     import numpy as np  # only for the compute dtype's rounding of epsilon
 
     if info.dtype not in FLOATS:
-        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {_fmt(info.shape)}): expected a float dtype "
+        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {format_shape(info.shape)}): expected a float dtype "
                                 f"({', '.join(FLOATS)}); cast it first")
         return None
     stats = [k for k in ("mean", "std") if k in args]
@@ -90,11 +86,11 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
         if not -rank <= a < rank:
             expected = ("a scalar per example has no axis to normalize over" if not rank else
                         f"expected {-rank} <= axis < {rank} (the batch axis is not counted)")
-            ctx.report(("args", "axis"), f"found axis {a} for a tensor of rank {rank} (shape {_fmt(info.shape)}): "
+            ctx.report(("args", "axis"), f"found axis {a} for a tensor of rank {rank} (shape {format_shape(info.shape)}): "
                                          f"{expected}")
             return None
     if isinstance(axis, list) and len(_axes(axis, rank)) < len(axis):
-        ctx.report(("args", "axis"), f"found axes {axis} for a tensor of rank {rank} (shape {_fmt(info.shape)}): "
+        ctx.report(("args", "axis"), f"found axes {axis} for a tensor of rank {rank} (shape {format_shape(info.shape)}): "
                                      "expected each axis once (a negative axis counts from the last)")
         return None
     epsilon = args.get("epsilon", EPSILON)

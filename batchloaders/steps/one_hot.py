@@ -12,13 +12,9 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import DTYPES, TensorInfo
+from batchloaders.spec.model import DTYPES, TensorInfo, format_shape
 
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _values(args: dict) -> tuple[str, object, object]:
@@ -30,7 +26,7 @@ def _values(args: dict) -> tuple[str, object, object]:
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:
     ok = True
     if info.dtype not in INTEGERS:
-        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {_fmt(info.shape)}): expected an integer "
+        ctx.report(("tensor",), f"found dtype {info.dtype} (shape {format_shape(info.shape)}): expected an integer "
                                 f"dtype ({', '.join(INTEGERS)}) holding the indices to one-hot encode")
         ok = False
     dtype, on, off = _values(args)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value, default_value
-from batchloaders.spec.model import TensorInfo
+from batchloaders.spec.model import TensorInfo, format_shape
 
 
 def normalize_axis(axis: int, info: TensorInfo, ctx: CheckContext, step: str) -> int | None:
@@ -24,14 +24,10 @@ def normalize_axis(axis: int, info: TensorInfo, ctx: CheckContext, step: str) ->
     rank = info.rank
     if not -rank <= axis < rank:
         where = f"{-rank} <= axis < {rank}" if rank else "no axis at all (a scalar has none to work on)"
-        ctx.report(("args", "axis"), f"found axis {axis} for a tensor of rank {rank} (shape {_fmt(info.shape)}): "
+        ctx.report(("args", "axis"), f"found axis {axis} for a tensor of rank {rank} (shape {format_shape(info.shape)}): "
                                      f"expected {where}; {step} never counts the batch axis")
         return None
     return axis % rank
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

@@ -18,40 +18,36 @@ import math
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+from batchloaders.spec.model import TensorInfo, format_shape
 
 
 def resolve(new: list, info: TensorInfo) -> tuple[tuple[int | None, ...], int | None] | str:
     """(output shape, steps of output per step of input or None) for ``new``, or why it cannot be."""
     zero = [axis for axis, d in enumerate(new) if d == 0 or d < -1]
     if zero:
-        return (f"found size {new[zero[0]]} on axis {zero[0]} of {_fmt(new)}: expected sizes >= 1, or -1 on one axis "
+        return (f"found size {new[zero[0]]} on axis {zero[0]} of {format_shape(new)}: expected sizes >= 1, or -1 on one axis "
                 "for the size that makes the number of entries match")
     unknown = [axis for axis, d in enumerate(new) if d == -1]
     if len(unknown) > 1:
-        return f"found -1 on axes {unknown[0]} and {unknown[1]} of {_fmt(new)}: expected at most one -1"
+        return f"found -1 on axes {unknown[0]} and {unknown[1]} of {format_shape(new)}: expected at most one -1"
     known = math.prod(d for d in new if d != -1)
     if info.shape[:1] == (None,):
         inner = math.prod(info.shape[1:])
         if unknown != [0] or inner % known:
-            return (f"found shape {_fmt(new)} for a tensor of shape {_fmt(info.shape)}, whose first axis varies in "
+            return (f"found shape {format_shape(new)} for a tensor of shape {format_shape(info.shape)}, whose first axis varies in "
                     f"length: expected -1 on axis 0 and sizes on the other axes whose product divides {inner} (the "
-                    f"entries of one step), e.g. {_fmt([-1] + list(info.shape[1:]))}, so that each step splits into "
+                    f"entries of one step), e.g. {format_shape([-1] + list(info.shape[1:]))}, so that each step splits into "
                     "whole new steps; steps of a variable-length axis cannot be merged (frame_stack stacks "
                     "consecutive steps)")
         return (None,) + tuple(new[1:]), inner // known
     total = math.prod(info.shape)
     if unknown:
         if total % known:
-            return (f"found shape {_fmt(new)} ({known} entries times the -1 axis) for a tensor of shape "
-                    f"{_fmt(info.shape)} ({total} entries): expected sizes whose product divides {total}")
+            return (f"found shape {format_shape(new)} ({known} entries times the -1 axis) for a tensor of shape "
+                    f"{format_shape(info.shape)} ({total} entries): expected sizes whose product divides {total}")
         new = [total // known if d == -1 else d for d in new]
     elif known != total:
-        return (f"found shape {_fmt(new)} ({known} entries) for a tensor of shape {_fmt(info.shape)} ({total} "
+        return (f"found shape {format_shape(new)} ({known} entries) for a tensor of shape {format_shape(info.shape)} ({total} "
                 f"entries): expected a shape of {total} entries")
     return tuple(new), None
 

@@ -11,7 +11,7 @@ import re
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.spec.model import TensorInfo, format_shape
 
 _INT = r"[+-]?\d+"
 # Every integer fits TensorFlow's int32 indices, and its sum with a length fits int64.
@@ -70,7 +70,7 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
         return None
     if len(parts) > info.rank:
         ctx.report(("args", "slice"), f"found {len(parts)} indices in {args['slice']!r} for a tensor of rank "
-                                      f"{info.rank} (shape {_fmt(info.shape)}): expected at most {info.rank} "
+                                      f"{info.rank} (shape {format_shape(info.shape)}): expected at most {info.rank} "
                                       "(the slice never includes the batch axis)")
         return None
     shape: list[int | None] = []
@@ -84,10 +84,6 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
         shape.append(None if dim is None else len(range(dim)[part]))
     shape.extend(info.shape[len(parts):])
     return TensorInfo(info.dtype, tuple(shape))
-
-
-def _fmt(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):
