@@ -48,8 +48,10 @@ def finalize(batch: Batch, config: LoaderConfig, static_batch: int | None) -> di
         pad_value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
         pad_value = tf.constant(pad_value, values.dtype)
         if lengths is not None and not (name in batch.zero_tails and spec_is_default(spec, info.dtype)):
-            # Trim to the longest valid example, then overwrite every invalid step.
-            width = tf.cast(tf.reduce_max(tf.concat([lengths, [0]], 0)), tf.int32)
+            # Trim to the longest valid example (or the width bucketing chose), then overwrite every invalid step.
+            width = batch.extras.get("widths", {}).get(name)
+            if width is None:
+                width = tf.cast(tf.reduce_max(tf.concat([lengths, [0]], 0)), tf.int32)
             values = values[:, :width]
             mask = tf.sequence_mask(lengths, width)
             mask = tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones([values.shape.rank - 2], tf.int32)], 0))

@@ -190,6 +190,8 @@ def describe(config: LoaderConfig) -> list[str]:
         lines.append(f"  tensor {name}: {info.dtype} {format_shape(info.shape)} ({role})")
     lines.extend(transform_lines(config))
     lines.extend(padding_lines(config))
+    if config.bucketing is not None:
+        lines.append(bucketing_line(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
     return lines
@@ -227,6 +229,18 @@ def _plugin(kind) -> str:
     if kind is None or kind.scope == BUILTIN or " (" not in origin:
         return ""
     return f" (plugin: {origin.split(' (', 1)[1][:-1]})"  # origin: "module.function (file, line N)"
+
+
+def bucketing_line(config: LoaderConfig) -> str:
+    spec = config.bucketing
+    shown = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)] + [f"{spec.boundaries[-1]}+"]
+    sizes = ", ".join(f"{span}: {size}" for span, size in zip(shown, spec.batch_sizes))
+    how = (f"batch size x longest length a bucket admits <= max_tokens {spec.max_tokens}" if spec.max_tokens
+           else "batch_sizes as given")
+    pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
+    return (f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
+            f"length: batch size = {sizes}{pad}; target_batch_size {config.target_batch_size} examples are read "
+            "and transformed together before they are regrouped; batches per epoch are not known in advance")
 
 
 def run(path: str, out: TextIO) -> None:

@@ -1,6 +1,7 @@
 """``build_input_fn``: config -> checked LoaderConfig -> a function returning a tf.data.Dataset."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Callable, Mapping
 
@@ -119,7 +120,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         zero_tails = base.zero_tails(loader, loader_config)
         finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
                   if base.example_wise(loader_config) else None)
-        elements, decode = base.source(loader, loader_config, input_context, batch_size, reader, finish)
+        # Bucketing makes the batches: the loader's are blocks of examples, none dropped.
+        source_config = (dataclasses.replace(loader_config, drop_remainder=False) if loader_config.bucketing
+                         else loader_config)
+        elements, decode = base.source(loader, source_config, input_context, batch_size, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
                                     zero_tails=zero_tails)

@@ -115,3 +115,19 @@ def test_sentences_ragged_rows_are_whole_sentences(corpus):
             k = int(features["sentences"][i])
             assert 2 <= k <= 4
             assert any(text == b"".join(sents[j:j + k]) for sents in files for j in range(len(sents)))
+
+
+def test_sentences_bucketed_batches_keep_the_budget_and_the_text(corpus):
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    files = [split_sentences(g) for g in groups()]
+    real = padded = 0
+    for features, targets in build_input_fn(os.path.join(ROOT, "configs", "sentences_bucketed.yaml"))().take(20):
+        chars, n, nxt = features["chars"].numpy(), features["n"].numpy(), targets["next_chars"].numpy()
+        assert chars.size <= 4096 and chars.shape[1] == n.max()
+        real, padded = real + n.sum(), padded + chars.size
+        for row, k, follow in zip(chars, n, nxt):
+            text = bytes(int(c) for c in list(row[:k]) + [follow[k - 1]])
+            assert not row[k:].any()
+            assert any(text in b"".join(sents) for sents in files)
+    assert real / padded > 0.85

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import builtin_types, sources
+from batchloaders import bucketing, builtin_types, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
@@ -88,7 +88,8 @@ def example_wise(config: LoaderConfig) -> bool:
     """
     # Ragged, sparse and user batchers make a whole batch at once: they are not cut from blocks.
     plain = all(spec.batching in ("padded", "dense") for spec in config.pad_specs.values())
-    return not config.secondary_features and not config.processing_steps and plain
+    return (not config.secondary_features and not config.processing_steps and plain
+            and config.bucketing is None)  # bucketing regroups transformed blocks itself
 
 
 def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,
@@ -106,6 +107,28 @@ def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, 
     return to_model
 
 
+def _blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
+    """Loader element -> the model tensors of its block of examples, before padding (for bucketing)."""
+    def run(element):
+        element = decode(element)
+        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
+                                set(zero_tails)), config)
+        out = {"values": {n: batch.values[n] for n in config.outputs},
+               "lengths": {n: tf.cast(batch.lengths[n], tf.int64) for n in config.outputs if n in batch.lengths}}
+        return {**out, bucketing.FLUSH: tf.constant(False)} if flush else out
+    return run
+
+
+def _bucket_batches(config: LoaderConfig, pack_inputs, pack_targets):
+    """One bucket's batch -> the model's (features, targets)."""
+    def run(element):
+        values, lengths, widths = bucketing.to_batch(element, config)
+        tensors = finalize(Batch(values, lengths, {"widths": widths}), config, None)
+        features = pack_inputs({n: tensors[n] for n in config.inputs})
+        return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
+    return run
+
+
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
                     zero_tails: frozenset = frozenset()) -> tf.data.Dataset:
@@ -114,7 +137,18 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
     ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
-    if decode is not None:
+    if config.bucketing is not None:
+        # Transform blocks, regroup their examples by bucket (bucketing.py), then pad each batch.
+        flush = config.epochs is not None and not config.drop_remainder
+        parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                        deterministic=not config.sloppy_interleave)
+        ds = ds.map(as_written(_blocks(config, decode, zero_tails, flush)), **parallel)
+        if flush:
+            ds = ds.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(ds.element_spec)))
+        ds = bucketing.regroup(ds, config, flush)
+        ds = ds.map(as_written(_bucket_batches(config, pack_inputs, pack_targets)), **parallel)
+        cardinality = None  # how many batches the buckets make is known only at the end
+    elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                     deterministic=not config.sloppy_interleave)

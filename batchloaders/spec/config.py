@@ -270,6 +270,11 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     padding, pad_specs = False, {}
     if valid(("args", "padding")):
         padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check, scopes)
+    bucketing = None
+    if "bucketing" in args and valid(("args", "bucketing")):
+        from batchloaders.spec.bucket_rules import bucket_spec
+
+        bucketing = bucket_spec(args["bucketing"], tensors, seen, check)
     rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",
                                                   "padding", "secondary_features", "processing_steps"))
     if rules_ok:
@@ -302,7 +307,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         primary_features=tuple(primary), secondary_features=tuple(secondary), processing_steps=tuple(steps),
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
-        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors))
+        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

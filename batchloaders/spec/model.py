@@ -119,6 +119,22 @@ class PadSpec:
     batching_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class BucketSpec:
+    """Length bucketing, resolved: bucket i holds lengths of ``by`` in [boundaries[i-1], boundaries[i])."""
+
+    by: str
+    boundaries: tuple[int, ...]
+    batch_sizes: tuple[int, ...]  # one more than boundaries (from max_tokens when that was given)
+    max_tokens: int | None
+    pad_to_boundary: tuple[str, ...]
+    json_path: str
+
+    def admits(self, bucket: int) -> int | None:
+        """The longest length bucket ``bucket`` holds; None for the last, open one."""
+        return self.boundaries[bucket] - 1 if bucket < len(self.boundaries) else None
+
+
 def format_shape(shape) -> str:
     """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -175,6 +191,7 @@ class LoaderConfig:
     on_corrupt: str = "fail"  # or "skip_file"
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
+    bucketing: BucketSpec | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -1,0 +1,181 @@
+"""Length bucketing: batches per bucket with their own sizes or a token budget, every example once.
+
+Independent data: 3 files x 20 SequenceExamples; record r of file f has id = 100*f + r and
+(r * 7 + f) % 23 + 1 steps of tokens 1000*id + j, so any padded row says which example it
+is and how long it was. Sequence loaders: seqdata's fixtures, compared with the same seeded
+run without bucketing (the windows drawn must be the same, only regrouped).
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchloaders import ConfigError, build_input_fn, load_config
+from conftest import feature, loader_config, sequence_example, write_manifest, write_records
+from seqdata import sequence_config, write_continuous, write_discrete
+
+PAD = -1
+
+
+def length_of(f: int, r: int) -> int:
+    return (r * 7 + f) % 23 + 1
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bucketing") / "tokens"
+    write_manifest(d, [feature("tokens", "int64", [], "int", var_len=True),
+                       feature("id", "int64", [], "int", var_len=False)], allow_var_len=True)
+    for f in range(3):
+        write_records(d / f"part-{f}.tfrecords", [
+            sequence_example({"id": ("int", [100 * f + r])},
+                             {"tokens": ("int", [[1000 * (100 * f + r) + j] for j in range(length_of(f, r))])})
+            for r in range(20)])
+    return d
+
+
+def config(data, bucketing, **args):
+    args.setdefault("padding", [{"tensor": "tokens", "value": PAD}])
+    return loader_config(data, [("tokens", "tokens"), ("id", "id")], inputs=["tokens"], targets=["id"],
+                         target_batch_size=8, bucketing=bucketing, **args)
+
+
+def batches(cfg):
+    return [(f["tokens"], t["id"]) for f, t in build_input_fn(cfg)().as_numpy_iterator()]
+
+
+def check_rows(tokens, ids):
+    """Every row is its example, then PAD: returns the lengths."""
+    lengths = []
+    for row, i in zip(tokens, ids):
+        n = length_of(i // 100, i % 100)
+        np.testing.assert_array_equal(row[:n], 1000 * i + np.arange(n))
+        assert (row[n:] == PAD).all()
+        lengths.append(n)
+    return lengths
+
+
+BOUNDARIES, SIZES = [5, 10, 16], [6, 4, 3, 2]
+
+
+def bucket_of(n: int) -> int:
+    return sum(n >= b for b in BOUNDARIES)
+
+
+def test_each_bucket_batches_its_lengths_with_its_size_and_every_example_once(tokens):
+    got = batches(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))
+    seen, partial = [], collections.Counter()
+    for x, ids in got:
+        lengths = check_rows(x, ids)
+        (bucket,) = {bucket_of(n) for n in lengths}  # one bucket per batch
+        assert x.shape[1] == max(lengths)  # padded to the batch maximum
+        assert len(ids) <= SIZES[bucket]
+        partial[bucket] += len(ids) < SIZES[bucket]
+        seen.extend(ids.tolist())
+    assert sorted(seen) == [100 * f + r for f in range(3) for r in range(20)]
+    assert all(count <= 1 for count in partial.values())  # only the flush at the end is short
+
+
+def test_pad_to_boundary_pads_to_the_longest_length_the_bucket_admits(tokens):
+    got = batches(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES,
+                                  "pad_to_boundary": ["tokens"]}))
+    for x, ids in got:
+        lengths = check_rows(x, ids)
+        bucket = bucket_of(lengths[0])
+        want = BOUNDARIES[bucket] - 1 if bucket < len(BOUNDARIES) else max(lengths)
+        assert x.shape[1] == want
+
+
+def test_a_token_budget_bounds_every_batch(tokens):
+    got = batches(config(tokens, {"by": "tokens", "max_tokens": 40}))
+    seen = []
+    for x, ids in got:
+        check_rows(x, ids)
+        assert x.shape[0] * x.shape[1] <= 40
+        seen.extend(ids.tolist())
+    assert sorted(seen) == [100 * f + r for f in range(3) for r in range(20)]
+    assert max(x.shape[0] for x, _ in got) > 1  # short examples do share batches
+
+
+def test_an_example_longer_than_the_budget_is_an_error_naming_its_length(tokens):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"max_tokens: found an example whose tokens has 2[1-3] "
+                                                             r"steps, longer than the budget of 20 tokens"):
+        batches(config(tokens, {"by": "tokens", "max_tokens": 20}))
+
+
+def test_with_shuffle_epochs_and_drop_remainder(tokens):
+    shuffled = dict(shuffle=True, num_shuffle_buffer_elements=16, num_filenames_shuffle_buffer=3, num_mix_files=2,
+                    seed=4, epochs=2)
+    got = batches(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}, **shuffled))
+    counts = collections.Counter(i for _, ids in got for i in ids.tolist())
+    assert set(counts.values()) == {2} and len(counts) == 60  # each example once per epoch
+    dropped = batches(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES},
+                             **{**shuffled, "drop_remainder": True}))
+    for x, ids in dropped:
+        lengths = check_rows(x, ids)
+        assert len(ids) == SIZES[bucket_of(lengths[0])]  # only full batches
+    assert len({i for _, ids in dropped for i in ids.tolist()}) > 40
+
+
+def test_repeating_forever_blocks_of_static_size_regroup_correctly(tokens):
+    """epochs null: the loader's blocks have a static size, the examples waiting in a bucket must not."""
+    cfg = config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}, epochs=None)
+    seen = collections.Counter()
+    for f, t in build_input_fn(cfg)().take(40).as_numpy_iterator():
+        check_rows(f["tokens"], t["id"])
+        seen.update(t["id"].tolist())
+    assert len(seen) == 60 and max(seen.values()) - min(seen.values()) <= 2  # every example, repeatedly
+
+
+@pytest.mark.parametrize("loader", ["continuous_sequence", "discrete_sequence"])
+def test_sequence_windows_are_regrouped_not_changed(tmp_path, loader):
+    if loader == "continuous_sequence":
+        write_continuous(tmp_path, [[3, 1, 5, 2, 6, 2] * 4, [4] * 8], layout="sequence")
+        primary, lo, hi = [("x", "x"), ("y", "y")], 2, 9
+    else:
+        write_discrete(tmp_path, [[(1 + (f + r) % 5, 1) for r in range(10)] for f in range(2)])
+        primary, lo, hi = [("frames", "x"), ("words", "words")], 1, 4
+    names = [t for _, t in primary]
+
+    def run(bucketing):
+        cfg = sequence_config(tmp_path, loader, primary, inputs=names + ["n"], lo=lo, hi=hi, seed=7,
+                              target_batch_size=4, padding=True, **({"bucketing": bucketing} if bucketing else {}),
+                              secondary_features=[{"to_name": "n", "type": "length", "args": {"tensor": "x"}}])
+        out = []
+        for b in build_input_fn(cfg)().as_numpy_iterator():
+            for i, n in enumerate(b["n"]):
+                out.append((int(n), tuple(b["x"][i][:n].ravel().tolist())))
+                if bucketing:
+                    assert not b["x"][i][n:].any()
+            if bucketing:
+                assert len({int(n) >= 4 for n in b["n"]}) == 1  # one bucket per batch
+        return out
+    plain, bucketed = run(None), run({"by": "x", "boundaries": [4], "batch_sizes": [3, 2]})
+    assert sorted(plain) == sorted(bucketed) and len(plain) > 8
+
+
+@pytest.mark.parametrize("block, where, words", [
+    ({"by": "tokenz", "boundaries": [5], "batch_sizes": [2, 2]}, "$.args.bucketing.by",
+     "tensor 'tokenz' is not a primary or secondary feature (did you mean 'tokens'?)"),
+    ({"by": "id", "boundaries": [5], "batch_sizes": [2, 2]}, "$.args.bucketing.by",
+     "tensor 'id' is a scalar per example"),
+    ({"by": "tokens", "boundaries": [5, 5], "batch_sizes": [2, 2, 2]}, "$.args.bucketing.boundaries[1]",
+     "found 5 after 5: expected boundaries that increase strictly"),
+    ({"by": "tokens", "boundaries": [5], "batch_sizes": [2]}, "$.args.bucketing.batch_sizes",
+     "found 1 batch sizes for 1 boundaries: expected 2"),
+    ({"by": "tokens", "boundaries": [5]}, "$.args.bucketing", "found neither batch_sizes nor max_tokens"),
+    ({"by": "tokens", "batch_sizes": [2], "max_tokens": 9}, "$.args.bucketing", "found both batch_sizes and max_tokens"),
+    ({"by": "tokens", "boundaries": [50], "max_tokens": 9}, "$.args.bucketing.boundaries[0]",
+     "found boundary 50 above max_tokens 9"),
+    ({"by": "tokens", "max_tokens": 9, "pad_to_boundary": ["id"]}, "$.args.bucketing.pad_to_boundary[0]",
+     "tensor 'id' has shape []: its first axis does not vary"),
+    ({"by": "tokens", "boundaries": [0], "batch_sizes": [1, 1]}, "$.args.bucketing.boundaries[0]",
+     "expected an integer >= 1, found 0"),
+])
+def test_bucketing_mistakes_are_located(tokens, block, where, words):
+    with pytest.raises(ConfigError) as caught:
+        load_config(config(tokens, block))
+    assert [(p.path, words in p.message) for p in caught.value.problems] == [(where, True)], caught.value.problems
