@@ -178,9 +178,47 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     return loader.batches(config, None, batch_size, Reader(config)).map(measure, num_parallel_calls=AUTOTUNE)
 
 
+def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements per tensor of the batches bucketing makes (the loader's own batches are
+    only blocks then: their padding says nothing of the batches the model gets)."""
+    import dataclasses
+
+    from batchloaders import bucketing
+    from batchloaders.integrity import Reader
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    names = padded_tensors(config)
+    source_config = dataclasses.replace(config, drop_remainder=False)
+    elements, decode = base.source(loader, source_config, None, max(batch_size, bucketing.BLOCK), Reader(config))
+    flush = config.epochs is not None and not config.drop_remainder
+    blocks = elements.map(base.blocks(config, decode, frozenset(), flush), num_parallel_calls=AUTOTUNE)
+    if flush:
+        blocks = blocks.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(blocks.element_spec)))
+
+    def measure(element):
+        values, lengths, widths = bucketing.to_batch(element, config)
+        batch = Batch(values, lengths, {"widths": widths})
+        real = {name: _real_elements(batch, name) for name in names}
+        tensors = finalize(batch, config, None)
+        return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0], "real": real,
+                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
+
+    return bucketing.regroup(blocks, config, flush).map(measure, num_parallel_calls=AUTOTUNE)
+
+
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
-    """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches."""
-    dataset = lengths_dataset(config, batch_size).take(batches)
+    """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches (with bucketing, the
+    padding counts come from that many of the batches bucketing makes)."""
+    totals = _sum(lengths_dataset(config, batch_size).take(batches))
+    if config.bucketing is not None:
+        bucketed = _sum(bucketed_lengths_dataset(config, batch_size).take(batches))
+        # Window units per example come from the loader's blocks; bucketing regroups the same windows.
+        per_example = totals["units"] / totals["examples"] if totals["examples"] else 0.0
+        totals.update(bucketed, units=round(per_example * bucketed["examples"]))
+    return totals
+
+
+def _sum(dataset: tf.data.Dataset) -> dict:
     initial = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), dataset.element_spec)
     totals = dataset.reduce(initial, lambda a, b: tf.nest.map_structure(tf.add, a, b))
     return tf.nest.map_structure(int, totals)

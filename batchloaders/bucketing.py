@@ -5,7 +5,8 @@ example, ~60 microseconds each on a 2-core machine: slower than the rest of the 
 for speech-sized examples). Here the loader's batches arrive as blocks of examples, already
 transformed, and a ``Dataset.scan`` keeps the examples that do not yet fill a batch of their
 bucket: each block is merged with them, sorted by bucket (stable, so arrival order is kept
-within a bucket), and every full batch is emitted; the rest waits for the next block. When
+within a bucket), and every full batch is emitted, in the order the batches filled up; the
+rest waits for the next block. When
 the data ends (finite epochs without drop_remainder) a last, empty block flushes what is
 left as smaller batches, so every example appears exactly once.
 
@@ -23,6 +24,9 @@ from batchloaders.secondary.const import default_value
 from batchloaders.spec.model import LoaderConfig
 
 FLUSH = "flush"
+# Examples per block: each block is merged with the examples waiting in the buckets (up to about
+# buckets x batch size of them), so blocks much smaller than that copy the waiting ones over and over.
+BLOCK = 1024
 
 
 def _empty(spec):
@@ -86,6 +90,13 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool) -> tf
         rows = tf.tensor_scatter_nd_update(
             rows, tf.boolean_mask(last, full > 0)[:, None],
             tf.boolean_mask(take - (full - 1) * sizes, full > 0))
+        # Emit batches in the order they filled up (as a stream of examples grouped one at a time
+        # would): a block holds many batches of every bucket, and bucket after bucket would feed a
+        # model long runs of one length.
+        per_batch = tf.RaggedTensor.from_row_lengths(emit, rows)
+        filled = tf.argsort(tf.reduce_max(per_batch, axis=1), stable=True)
+        emit = tf.gather(per_batch, filled).flat_values
+        rows, batch_bucket = tf.gather(rows, filled), tf.gather(batch_bucket, filled)
         out = {"values": {n: tf.gather(v, emit) for n, v in values.items()},
                "lengths": {n: tf.gather(l, emit) for n, l in lengths.items()},
                "rows": rows, "bucket": batch_bucket}

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
+from batchloaders import bucketing
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.spec.accounting import expected_batches
@@ -120,10 +121,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         zero_tails = base.zero_tails(loader, loader_config)
         finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
                   if base.example_wise(loader_config) else None)
-        # Bucketing makes the batches: the loader's are blocks of examples, none dropped.
-        source_config = (dataclasses.replace(loader_config, drop_remainder=False) if loader_config.bucketing
-                         else loader_config)
-        elements, decode = base.source(loader, source_config, input_context, batch_size, reader, finish)
+        # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
+        # that the examples waiting in the buckets are copied once per many examples, not per batch.
+        source_config, block = loader_config, batch_size
+        if loader_config.bucketing is not None:
+            source_config = dataclasses.replace(loader_config, drop_remainder=False)
+            block = max(batch_size, bucketing.BLOCK)
+        elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
                                     zero_tails=zero_tails)

@@ -107,7 +107,7 @@ def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, 
     return to_model
 
 
-def _blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
+def blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
     """Loader element -> the model tensors of its block of examples, before padding (for bucketing)."""
     def run(element):
         element = decode(element)
@@ -119,11 +119,17 @@ def _blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
     return run
 
 
-def _bucket_batches(config: LoaderConfig, pack_inputs, pack_targets):
-    """One bucket's batch -> the model's (features, targets)."""
+def _bucket_batches(config: LoaderConfig, pack_inputs, pack_targets, zero_tails: frozenset):
+    """One bucket's batch -> the model's (features, targets).
+
+    Regrouping keeps every row's tail as the block had it and pads with zeros, so the tensors the
+    loader zero-fills and no secondary feature or step rewrites stay zero-filled."""
+    touched = {f.to_name for f in config.secondary_features} | {s.tensor for s in config.processing_steps}
+    still_zero = set(zero_tails) - touched
+
     def run(element):
         values, lengths, widths = bucketing.to_batch(element, config)
-        tensors = finalize(Batch(values, lengths, {"widths": widths}), config, None)
+        tensors = finalize(Batch(values, lengths, {"widths": widths}, set(still_zero)), config, None)
         features = pack_inputs({n: tensors[n] for n in config.inputs})
         return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
     return run
@@ -142,11 +148,11 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         flush = config.epochs is not None and not config.drop_remainder
         parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                         deterministic=not config.sloppy_interleave)
-        ds = ds.map(as_written(_blocks(config, decode, zero_tails, flush)), **parallel)
+        ds = ds.map(as_written(blocks(config, decode, zero_tails, flush)), **parallel)
         if flush:
             ds = ds.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(ds.element_spec)))
         ds = bucketing.regroup(ds, config, flush)
-        ds = ds.map(as_written(_bucket_batches(config, pack_inputs, pack_targets)), **parallel)
+        ds = ds.map(as_written(_bucket_batches(config, pack_inputs, pack_targets, zero_tails)), **parallel)
         cardinality = None  # how many batches the buckets make is known only at the end
     elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),

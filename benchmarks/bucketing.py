@@ -1,0 +1,105 @@
+"""Padding efficiency and throughput of length bucketing against the plain padded batch, on speech.
+
+    python benchmarks/bucketing.py                 # about 2 minutes on 2 cores
+    python benchmarks/bucketing.py --rounds 5 --batches 400
+
+Data: benchmarks/data/speech (bench_data.py): SequenceExamples of 20..200 frames of 40
+float32, lognormal lengths (median 97) clipped at 200, so a padded batch of 32 is padded
+to near its longest example. Three configs read the same files the same way (4 files at
+a time, parse 2, prefetch 4, shuffled windows of files), each with the frames, the
+per-frame labels and the frame count `n`:
+
+* plain: batches of 32 padded to the batch maximum;
+* buckets: 18 buckets 10 frames wide (30, 40, ..., 200), 32 examples each;
+* tokens: the same boundaries with a budget of 32 x 110 frames per batch (short utterances
+  in larger batches, long ones in smaller).
+
+Rounds alternate the three pipelines in one process (fresh dataset and iterator each round);
+each round times ``--batches`` batches after the first (start-up is timed apart). Padding
+efficiency = real frames (sum of n) / padded frames (batch x width), over the timed batches.
+Prints one table; the steady figure is frames/s (examples differ in length, so examples/s
+would favour configs that batch short examples).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+import bench_data  # noqa: E402
+
+from batchloaders import build_input_fn  # noqa: E402
+
+BOUNDARIES = list(range(30, 201, 10))
+
+
+def config(bucketing=None) -> dict:
+    args = {"dataset": {"type": "dir", "args": {"data_dir": os.path.join(bench_data.ROOT, "speech")}},
+            "target_batch_size": 32, "drop_remainder": False, "epochs": None, "num_parallel_reads": 4,
+            "num_parallel_parses": 2, "num_read_buffer_bytes": 2**20, "num_prefetch": 4, "shuffle": True,
+            "num_shuffle_buffer_elements": 512, "num_filenames_shuffle_buffer": 16, "num_mix_files": 4, "seed": 1,
+            "primary_features": [{"from_name": "frames", "to_name": "frames"},
+                                 {"from_name": "labels", "to_name": "labels"}],
+            "secondary_features": [{"to_name": "n", "type": "length", "args": {"tensor": "frames"}}],
+            "padding": True}
+    if bucketing:
+        args["bucketing"] = {"by": "frames", **bucketing}
+    return {"type": "independent", "model": {"inputs": ["frames", "n"], "targets": ["labels"]}, "args": args}
+
+
+CONFIGS = {
+    "plain": config(),
+    "buckets": config({"boundaries": BOUNDARIES, "batch_sizes": [32] * (len(BOUNDARIES) + 1)}),
+    "tokens": config({"boundaries": BOUNDARIES, "max_tokens": 32 * 110}),
+}
+
+
+def run_once(name: str, batches: int) -> dict:
+    start = time.perf_counter()
+    iterator = iter(build_input_fn(CONFIGS[name])())
+    features, _ = next(iterator)
+    first = time.perf_counter() - start
+    real = padded = examples = 0
+    begin = time.perf_counter()
+    for _ in range(batches):
+        features, _ = next(iterator)
+        real += int(tf.reduce_sum(features["n"]))
+        padded += int(features["frames"].shape[0] * features["frames"].shape[1])
+        examples += int(features["frames"].shape[0])
+    seconds = time.perf_counter() - begin
+    return {"first": first, "frames/s": real / seconds, "examples/s": examples / seconds,
+            "efficiency": real / padded, "batch": examples / batches}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=300)
+    args = parser.parse_args(argv)
+    bench_data.generate(log=lambda *a: None)
+    results = {name: [] for name in CONFIGS}
+    for r in range(args.rounds):
+        names = list(CONFIGS)
+        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
+            results[name].append(run_once(name, args.batches))
+    median = {name: {k: statistics.median(run[k] for run in runs) for k in runs[0]} for name, runs in results.items()}
+    base = median["plain"]["frames/s"]
+    print(f"speech, {args.rounds} rounds x {args.batches} batches, medians; {os.cpu_count()} CPUs")
+    print("| config | padding efficiency | frames/s | vs plain | examples/s | mean batch | build + first batch ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, m in median.items():
+        print(f"| {name} | {m['efficiency']:.3f} | {m['frames/s'] / 1e6:.2f}M | {m['frames/s'] / base:.2f}x | "
+              f"{m['examples/s']:,.0f} | {m['batch']:.1f} | {m['first'] * 1000:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
