@@ -144,7 +144,8 @@ def base_configs(data_rel="../data"):
                  "stride": None, "seed": None,
                  "primary_features": [{"from_name": "x", "to_name": "x"}, {"from_name": "y", "to_name": "y"}],
                  "secondary_features": [{"to_name": "ylen", "type": "length", "args": {"tensor": "y"}}],
-                 "padding": True}}
+                 "padding": True,
+                 "bucketing": {"by": "x", "boundaries": [3, 5], "max_tokens": 12, "pad_to_boundary": ["y"]}}}
     disc = {
         "name": "fuzz-discrete", "type": "discrete_sequence",
         "model": {"inputs": ["frames", "seg", "bnd", "rid"], "targets": ["next_words"]},
