@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing
+from batchloaders import bucketing, packing
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.spec.accounting import expected_batches
@@ -124,9 +124,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
         # that the examples waiting in the buckets are copied once per many examples, not per batch.
         source_config, block = loader_config, batch_size
-        if loader_config.bucketing is not None:
+        if loader_config.bucketing is not None or loader_config.packing is not None:
             source_config = dataclasses.replace(loader_config, drop_remainder=False)
-            block = max(batch_size, bucketing.BLOCK)
+            block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),

@@ -12,7 +12,9 @@ per-frame labels and the frame count `n`:
 * plain: batches of 32 padded to the batch maximum;
 * buckets: 18 buckets 10 frames wide (30, 40, ..., 200), 32 examples each;
 * tokens: the same boundaries with a budget of 32 x 110 frames per batch (short utterances
-  in larger batches, long ones in smaller).
+  in larger batches, long ones in smaller);
+* packed: rows of 400 frames holding several utterances (best fit), 8 rows per batch, with
+  segment ids and positions instead of the frame count.
 
 Rounds alternate the three pipelines in one process (fresh dataset and iterator each round);
 each round times ``--batches`` batches after the first (start-up is timed apart). Padding
@@ -41,7 +43,7 @@ from batchloaders import build_input_fn  # noqa: E402
 BOUNDARIES = list(range(30, 201, 10))
 
 
-def config(bucketing=None) -> dict:
+def config(bucketing=None, packing=None) -> dict:
     args = {"dataset": {"type": "dir", "args": {"data_dir": os.path.join(bench_data.ROOT, "speech")}},
             "target_batch_size": 32, "drop_remainder": False, "epochs": None, "num_parallel_reads": 4,
             "num_parallel_parses": 2, "num_read_buffer_bytes": 2**20, "num_prefetch": 4, "shuffle": True,
@@ -50,15 +52,22 @@ def config(bucketing=None) -> dict:
                                  {"from_name": "labels", "to_name": "labels"}],
             "secondary_features": [{"to_name": "n", "type": "length", "args": {"tensor": "frames"}}],
             "padding": True}
+    inputs = ["frames", "n"]
     if bucketing:
         args["bucketing"] = {"by": "frames", **bucketing}
-    return {"type": "independent", "model": {"inputs": ["frames", "n"], "targets": ["labels"]}, "args": args}
+    if packing:  # rows of several utterances: the frame count per utterance has no place in a row
+        args["packing"] = {"tensors": ["frames", "labels"], **packing}
+        args["secondary_features"] = []
+        inputs = ["frames", "segment_ids", "positions"]
+    return {"type": "independent", "model": {"inputs": inputs, "targets": ["labels"]}, "args": args}
 
 
 CONFIGS = {
     "plain": config(),
     "buckets": config({"boundaries": BOUNDARIES, "batch_sizes": [32] * (len(BOUNDARIES) + 1)}),
     "tokens": config({"boundaries": BOUNDARIES, "max_tokens": 32 * 110}),
+    "packed": {**config(packing={"length": 400}), "args": {**config(packing={"length": 400})["args"],
+                                                          "target_batch_size": 8}},
 }
 
 
@@ -71,9 +80,14 @@ def run_once(name: str, batches: int) -> dict:
     begin = time.perf_counter()
     for _ in range(batches):
         features, _ = next(iterator)
-        real += int(tf.reduce_sum(features["n"]))
+        if "segment_ids" in features:  # packed rows: real frames are those in a segment; examples are segments
+            seg = features["segment_ids"]
+            real += int(tf.math.count_nonzero(seg))
+            examples += int(tf.reduce_sum(tf.reduce_max(seg, axis=1)))
+        else:
+            real += int(tf.reduce_sum(features["n"]))
+            examples += int(features["frames"].shape[0])
         padded += int(features["frames"].shape[0] * features["frames"].shape[1])
-        examples += int(features["frames"].shape[0])
     seconds = time.perf_counter() - begin
     return {"first": first, "frames/s": real / seconds, "examples/s": examples / seconds,
             "efficiency": real / padded, "batch": examples / batches}
@@ -93,7 +107,8 @@ def main(argv=None) -> int:
     median = {name: {k: statistics.median(run[k] for run in runs) for k in runs[0]} for name, runs in results.items()}
     base = median["plain"]["frames/s"]
     print(f"speech, {args.rounds} rounds x {args.batches} batches, medians; {os.cpu_count()} CPUs")
-    print("| config | padding efficiency | frames/s | vs plain | examples/s | mean batch | build + first batch ms |")
+    print("| config | padding efficiency | frames/s | vs plain | examples/s | mean examples per batch | "
+          "build + first batch ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, m in median.items():
         print(f"| {name} | {m['efficiency']:.3f} | {m['frames/s'] / 1e6:.2f}M | {m['frames/s'] / base:.2f}x | "

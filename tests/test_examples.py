@@ -131,3 +131,22 @@ def test_sentences_bucketed_batches_keep_the_budget_and_the_text(corpus):
             assert not row[k:].any()
             assert any(text in b"".join(sents) for sents in files)
     assert real / padded > 0.85
+
+
+def test_sentences_packed_rows_hold_whole_windows_of_text(corpus):
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    texts = [b"".join(split_sentences(g)) for g in groups()]
+    real = total = 0
+    for features, targets in build_input_fn(os.path.join(ROOT, "configs", "sentences_packed.yaml"))().take(5):
+        chars, seg, pos, nxt = (features["chars"].numpy(), features["segment_ids"].numpy(),
+                                features["positions"].numpy(), targets["next_chars"].numpy())
+        assert chars.shape == (8, 1024)
+        for row_chars, row_seg, row_pos, row_next in zip(chars, seg, pos, nxt):
+            for s in range(1, row_seg.max() + 1):
+                piece = row_chars[row_seg == s]
+                np.testing.assert_array_equal(row_pos[row_seg == s], np.arange(len(piece)))
+                np.testing.assert_array_equal(row_next[row_seg == s][:-1], piece[1:])  # next character
+                assert any(bytes(int(c) for c in piece) in text for text in texts)
+        real, total = real + (seg > 0).sum(), total + seg.size
+    assert real / total > 0.95

@@ -183,6 +183,7 @@ EXPECTED_MAXIMA = {
     "bucketing.schema.json#/properties/boundaries/items": limits.MAX_DIM,
     "bucketing.schema.json#/properties/batch_sizes/items": limits.MAX_BATCH_SIZE,
     "bucketing.schema.json#/properties/max_tokens": limits.MAX_COUNT,
+    "packing.schema.json#/properties/length": 2**20,  # one row of a batch; rows x length is bounded per batch
 }
 
 

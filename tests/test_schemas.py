@@ -356,7 +356,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 29
+    assert len(SCHEMA_FILES) == 30
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, builtin_types, sources
+from batchloaders import bucketing, builtin_types, packing, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
@@ -89,7 +89,7 @@ def example_wise(config: LoaderConfig) -> bool:
     # Ragged, sparse and user batchers make a whole batch at once: they are not cut from blocks.
     plain = all(spec.batching in ("padded", "dense") for spec in config.pad_specs.values())
     return (not config.secondary_features and not config.processing_steps and plain
-            and config.bucketing is None)  # bucketing regroups transformed blocks itself
+            and config.bucketing is None and config.packing is None)  # they regroup transformed blocks
 
 
 def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,
@@ -108,13 +108,16 @@ def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, 
 
 
 def blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
-    """Loader element -> the model tensors of its block of examples, before padding (for bucketing)."""
+    """Loader element -> the model tensors of its block of examples, before padding (for bucketing and
+    packing: the tensors packing fills rows with)."""
+    names = config.packing.tensors if config.packing is not None else config.outputs
+
     def run(element):
         element = decode(element)
         batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
                                 set(zero_tails)), config)
-        out = {"values": {n: batch.values[n] for n in config.outputs},
-               "lengths": {n: tf.cast(batch.lengths[n], tf.int64) for n in config.outputs if n in batch.lengths}}
+        out = {"values": {n: batch.values[n] for n in names},
+               "lengths": {n: tf.cast(batch.lengths[n], tf.int64) for n in names if n in batch.lengths}}
         return {**out, bucketing.FLUSH: tf.constant(False)} if flush else out
     return run
 
@@ -154,6 +157,23 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = bucketing.regroup(ds, config, flush)
         ds = ds.map(as_written(_bucket_batches(config, pack_inputs, pack_targets, zero_tails)), **parallel)
         cardinality = None  # how many batches the buckets make is known only at the end
+    elif config.packing is not None:
+        # Transform blocks and pack each into rows (packing.py), then batch rows and finish them.
+        parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                        deterministic=not config.sloppy_interleave)
+        transform_block = blocks(config, decode, zero_tails, False)
+
+        def rows(element):
+            block = transform_block(element)
+            return packing.pack_block(block["values"], block["lengths"], config)
+        ds = ds.map(as_written(rows), **parallel).unbatch().batch(batch_size, drop_remainder=config.drop_remainder)
+
+        def finish_rows(batch):  # the rows are made: only their static shapes and the model's packing remain
+            tensors = finalize(Batch(dict(batch), {}), config, static_batch)
+            features = pack_inputs({n: tensors[n] for n in config.inputs})
+            return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
+        ds = ds.map(as_written(finish_rows), **parallel)
+        cardinality = None  # how many rows the examples fill is known only once packed
     elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,

@@ -264,6 +264,11 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     for pending in list(deferred.values()):
         infer_secondary(*pending)
 
+    packing = None
+    if "packing" in args and valid(("args", "packing")):
+        from batchloaders.spec.pack_rules import pack_spec
+
+        packing = pack_spec(args["packing"], tensors, seen, wanted, "bucketing" in args, check)
     if model_known and not unnamed:
         _unproduced(inputs, targets, seen, check)
 
@@ -307,7 +312,8 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         primary_features=tuple(primary), secondary_features=tuple(secondary), processing_steps=tuple(steps),
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
-        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing)
+        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing,
+        packing=packing)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

@@ -135,6 +135,16 @@ class BucketSpec:
         return self.boundaries[bucket] - 1 if bucket < len(self.boundaries) else None
 
 
+@dataclasses.dataclass(frozen=True)
+class PackSpec:
+    length: int
+    tensors: tuple[str, ...]
+    segment_ids: str
+    positions: str
+    allow_split: bool
+    json_path: str
+
+
 def format_shape(shape) -> str:
     """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -192,6 +202,7 @@ class LoaderConfig:
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
     bucketing: BucketSpec | None = None
+    packing: PackSpec | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -1,0 +1,137 @@
+"""Packing: rows of a fixed length holding several examples, which unpack into exactly the examples.
+
+Data: 40 SequenceExamples; example r has (r * 7) % 11 + 1 steps with x = 1000*r + j and
+y = -(1000*r + j), so every packed step says which example and which step it is.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchloaders import ConfigError, build_input_fn, load_config
+from conftest import feature, loader_config, sequence_example, write_manifest, write_records
+from seqdata import sequence_config, write_continuous
+
+N = 40
+
+
+def length_of(r: int) -> int:
+    return (r * 7) % 11 + 1
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("packing") / "xy"
+    write_manifest(d, [feature("x", "int64", [], "int", var_len=True), feature("y", "int64", [], "int", var_len=True),
+                       feature("id", "int64", [], "int", var_len=False)], allow_var_len=True)
+    for f in range(2):
+        write_records(d / f"part-{f}.tfrecords", [
+            sequence_example({"id": ("int", [r])}, {"x": ("int", [[1000 * r + j] for j in range(length_of(r))]),
+                                                    "y": ("int", [[-(1000 * r + j)] for j in range(length_of(r))])})
+            for r in range(f * N // 2, (f + 1) * N // 2)])
+    return d
+
+
+def config(data, packing, inputs=("x", "segment_ids", "positions"), **args):
+    return loader_config(data, [("x", "x"), ("y", "y")], inputs=list(inputs), targets=["y"], target_batch_size=4,
+                         packing=packing, padding=[{"tensor": "x", "value": -1}], **args)
+
+
+def rows_of(cfg):
+    out = []
+    for features, targets in build_input_fn(cfg)().as_numpy_iterator():
+        for i in range(len(features["x"])):
+            out.append((features["x"][i], features["segment_ids"][i], features["positions"][i], targets["y"][i]))
+    return out
+
+
+def segments(rows):
+    """(x values, positions) of every segment of every row, checking y and the padding on the way."""
+    found = []
+    for x, seg, pos, y in rows:
+        np.testing.assert_array_equal(y[seg > 0], -x[seg > 0])
+        assert (x[seg == 0] == -1).all() and (y[seg == 0] == 0).all() and (pos[seg == 0] == 0).all()
+        used = seg[seg > 0]
+        assert list(dict.fromkeys(used)) == list(range(1, used.max() + 1)) if used.size else True  # 1, 2, ...
+        for s in range(1, int(seg.max()) + 1):
+            found.append((x[seg == s], pos[seg == s]))
+    return found
+
+
+def test_rows_unpack_into_exactly_the_examples(data):
+    rows = rows_of(config(data, {"length": 12, "tensors": ["x", "y"]}))
+    assert all(len(x) == 12 for x, *_ in rows)
+    found = segments(rows)
+    by_example = {}
+    for x, pos in found:
+        r = int(x[0]) // 1000
+        np.testing.assert_array_equal(x, 1000 * r + np.arange(length_of(r)))  # whole, in order
+        np.testing.assert_array_equal(pos, np.arange(length_of(r)))  # positions restart per example
+        assert r not in by_example
+        by_example[r] = x
+    assert sorted(by_example) == list(range(N))
+    real = sum(length_of(r) for r in range(N))
+    assert real / (12 * len(rows)) > 0.9  # best fit leaves little room
+
+
+def test_split_pieces_reassemble_into_the_examples(data):
+    rows = rows_of(config(data, {"length": 5, "tensors": ["x", "y"], "allow_split": True}))
+    pieces = collections.defaultdict(list)
+    for x, pos in segments(rows):
+        assert 1 <= len(x) <= 5
+        np.testing.assert_array_equal(pos, np.arange(len(x)))  # each piece is its own segment
+        pieces[int(x[0]) // 1000].append(x)
+    for r in range(N):
+        np.testing.assert_array_equal(np.sort(np.concatenate(pieces[r])), 1000 * r + np.arange(length_of(r)))
+        assert len(pieces[r]) == -(-length_of(r) // 5)
+
+
+def test_an_example_longer_than_a_row_is_an_error_naming_its_length(data):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"packing.length: found an example of 1[01] steps, "
+                                                             r"longer than a row of 9"):
+        rows_of(config(data, {"length": 9, "tensors": ["x", "y"]}))
+
+
+def test_fixed_windows_pack_whole(tmp_path):
+    write_continuous(tmp_path, [12, 12])  # 48 frames per file, x = [v, -v], y = v
+    cfg = sequence_config(tmp_path, "continuous_sequence", [("x", "x"), ("y", "y")],
+                          inputs=["x", "segment_ids"], targets=["y"], lo=5, hi=5, target_batch_size=2,
+                          packing={"length": 12, "tensors": ["x", "y"]})
+    windows = []
+    for features, targets in build_input_fn(cfg)().as_numpy_iterator():
+        for x, seg, y in zip(features["x"], features["segment_ids"], targets["y"]):
+            assert list(seg) == [1] * 5 + [2] * 5 + [0] * 2 or list(seg) == [1] * 5 + [0] * 7
+            for s in (1, 2):
+                if (seg == s).any():
+                    w = y[seg == s]
+                    np.testing.assert_array_equal(w, w[0] + np.arange(5))  # 5 consecutive frames
+                    np.testing.assert_array_equal(x[seg == s][:, 0], w)
+                    windows.append(int(w[0]))
+    assert len(windows) == 2 * (48 // 5)
+
+
+@pytest.mark.parametrize("packing, extra, where, words", [
+    ({"length": 12, "tensors": ["x"]}, {}, "$.args.packing.tensors",
+     "model tensor 'y' is not packed"),
+    ({"length": 12, "tensors": ["x", "yy"]}, {}, "$.args.packing.tensors[1]",
+     "tensor 'yy' is not a primary or secondary feature (did you mean 'y'?)"),
+    ({"length": 12, "tensors": ["x", "y"], "segment_ids": "x"}, {"inputs": ("x", "positions")},
+     "$.args.packing.segment_ids",
+     "found 'x', the name of a feature already"),
+    ({"length": 12, "tensors": ["x", "y"]}, {"bucketing": {"by": "x", "max_tokens": 40}}, "$.args.packing",
+     "found packing and bucketing together"),
+])
+def test_packing_mistakes_are_located(data, packing, extra, where, words):
+    with pytest.raises(ConfigError) as caught:
+        load_config(config(data, packing, **extra))
+    assert [(p.path, words in p.message) for p in caught.value.problems] == [(where, True)], caught.value.problems
+
+
+def test_a_scalar_cannot_be_packed(data):
+    cfg = loader_config(data, [("x", "x"), ("id", "id")], inputs=["x", "segment_ids"], targets=["id"],
+                        target_batch_size=4, packing={"length": 12, "tensors": ["x", "id"]})
+    with pytest.raises(ConfigError, match=r"\$\.args\.packing\.tensors\[1\]: tensor 'id' is a scalar per example"):
+        load_config(cfg)
