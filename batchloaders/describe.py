@@ -192,6 +192,11 @@ def describe(config: LoaderConfig) -> list[str]:
     lines.extend(padding_lines(config))
     if config.bucketing is not None:
         lines.append(bucketing_line(config))
+    if config.packing is not None:
+        spec = config.packing
+        lines.append(f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps "
+                     f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
+                     f"with {spec.segment_ids} and {spec.positions}; target_batch_size counts rows")
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
     return lines
