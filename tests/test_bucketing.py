@@ -181,14 +181,23 @@ def test_bucketing_mistakes_are_located(tokens, block, where, words):
     assert [(p.path, words in p.message) for p in caught.value.problems] == [(where, True)], caught.value.problems
 
 
-def test_bench_reports_the_padding_of_the_bucketed_batches(tokens):
-    from batchloaders import bench
+@pytest.mark.parametrize("block, shape, where, words", [
+    # Examples wait in memory until their bucket's batch is full: each bucket's batch must fit.
+    ({"by": "tokens", "boundaries": [5], "batch_sizes": [2**20, 2**20]}, [100000], "$.args.bucketing",
+     "bucket 0 (lengths up to 4) batches 1048576 examples of at least 800,008 bytes"),
+    ({"by": "tokens", "boundaries": [5, 16], "batch_sizes": [2, 2, 2], "pad_to_boundary": ["tokens"]}, [12],
+     "$.args.bucketing.pad_to_boundary[0]",
+     "tensor 'tokens' is padded to 12 steps ($.args.padding[0].shape) but bucket boundaries pad it to up to 15"),
+])
+def test_bucketing_against_padding_shapes(tokens, block, shape, where, words):
+    with pytest.raises(ConfigError) as caught:
+        load_config(config(tokens, block, padding=[{"tensor": "tokens", "value": PAD, "shape": shape}]))
+    assert [(p.path, words in p.message) for p in caught.value.problems] == [(where, True)], caught.value.problems
 
-    cfg = load_config(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))
-    got = batches(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))[:6]
-    real = sum(sum(check_rows(x, ids)) for x, ids in got)
-    padded = sum(x.size for x, _ in got)
-    counts = bench.count_lengths(cfg, cfg.target_batch_size, 6)
-    assert (counts["real"]["tokens"], counts["padded"]["tokens"]) == (real, padded)
-    assert counts["examples"] == sum(len(ids) for _, ids in got)
-    assert real / padded > 0.75  # the plain batches of 8 here hold 0.54 real
+
+def test_pad_to_boundary_needs_a_padded_tensor(tokens):
+    cfg = config(tokens, {"by": "tokens", "boundaries": [5], "batch_sizes": [2, 2], "pad_to_boundary": ["tokens"]},
+                 padding=[{"tensor": "tokens", "batching": "ragged"}])
+    with pytest.raises(ConfigError, match=r"\$\.args\.bucketing\.pad_to_boundary\[0\]: tensor 'tokens' has batching "
+                                          r"'ragged': only padded tensors are padded to a bucket boundary"):
+        load_config(cfg)

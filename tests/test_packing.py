@@ -135,3 +135,48 @@ def test_a_scalar_cannot_be_packed(data):
                         target_batch_size=4, packing={"length": 12, "tensors": ["x", "id"]})
     with pytest.raises(ConfigError, match=r"\$\.args\.packing\.tensors\[1\]: tensor 'id' is a scalar per example"):
         load_config(cfg)
+
+
+def reference_rows(lengths, capacity):
+    """Best fit decreasing, written plainly: the examples of each row, rows in the order they opened."""
+    rows, room = [], []
+    for r in sorted(range(len(lengths)), key=lambda r: -lengths[r]):  # stable: ties keep their order
+        fits = [i for i in range(len(rows)) if room[i] >= lengths[r]]
+        if fits:
+            best = min(fits, key=lambda i: room[i])
+            rows[best].append(r)
+            room[best] -= lengths[r]
+        else:
+            rows.append([r])
+            room.append(capacity - lengths[r])
+    return rows
+
+
+def test_placement_is_best_fit_decreasing(data):
+    """All 40 examples are one block: the rows must be what best fit decreasing makes of it."""
+    cfg = loader_config(data, [("x", "x"), ("y", "y")], inputs=["x", "segment_ids"], targets=["y"],
+                        target_batch_size=64, packing={"length": 13, "tensors": ["x", "y"]})
+    (batch,) = list(build_input_fn(cfg)().as_numpy_iterator())
+    features, _ = batch
+    got = []
+    for x, seg in zip(features["x"], features["segment_ids"]):
+        got.append([int(x[seg == s][0]) // 1000 for s in range(1, seg.max() + 1)])
+    order = sorted(range(N), key=lambda r: (r // (N // 2), r))  # file by file, as the loader reads them
+    lengths = [length_of(r) for r in order]
+    want = [[order[i] for i in row] for row in reference_rows(lengths, 13)]
+    assert got == want
+
+
+def test_packed_tensors_of_different_lengths_are_an_error(data):
+    cfg = config(data, {"length": 12, "tensors": ["x", "y"]},
+                 processing_steps=[{"tensor": "x", "type": "slice", "args": {"slice": "[:-1]"}}])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="are packed together and need the same length"):
+        rows_of(cfg)
+
+
+def test_a_packed_tensor_cannot_be_ragged(data):
+    cfg = config(data, {"length": 12, "tensors": ["x", "y"]})
+    cfg["args"]["padding"] = [{"tensor": "x", "batching": "ragged"}]
+    with pytest.raises(ConfigError, match=r"\$\.args\.padding\[0\]\.batching: found batching 'ragged' for tensor 'x', "
+                                          "which packing fills rows"):
+        load_config(cfg)

@@ -9,6 +9,7 @@ examples longer than the budget, which are an error.
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
+from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
 from batchloaders.spec.model import BucketSpec, format_shape
 
 GROWTH = 1.1
@@ -22,7 +23,7 @@ def token_boundaries(given: list[int], max_tokens: int) -> list[int]:
     return out
 
 
-def bucket_spec(block, tensors: dict, seen: dict, check) -> BucketSpec | None:
+def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs=()) -> BucketSpec | None:
     """The resolved spec, or None after reporting why the block cannot be used."""
     at = ("args", "bucketing")
     ok = True
@@ -72,11 +73,47 @@ def bucket_spec(block, tensors: dict, seen: dict, check) -> BucketSpec | None:
             check(where, f"tensor {name!r} has shape {format_shape(tensors[name].shape)}: its first axis does not "
                          "vary, so there is nothing to pad to a bucket boundary; expected a tensor whose length varies")
             ok = False
+        elif (pad_specs or {}).get(name) is not None:
+            pad = pad_specs[name]
+            if pad.batching != "padded":
+                check(where, f"tensor {name!r} has batching {pad.batching!r}: only padded tensors are padded to a "
+                             "bucket boundary; expected padded batching for it, or not listing it")
+                ok = False
+            elif pad.shape is not None and pad.shape[0] != -1 and boundaries and boundaries[-1] - 1 > pad.shape[0]:
+                check(where, f"tensor {name!r} is padded to {pad.shape[0]} steps ({pad.json_path}.shape) but bucket "
+                             f"boundaries pad it to up to {boundaries[-1] - 1}: expected a padding shape of -1 on "
+                             "axis 0, or boundaries up to that length + 1")
+                ok = False
     if not ok:
         return None
     if budget is not None:
         boundaries = token_boundaries(boundaries, budget)
         # Bucket i admits up to boundaries[i] - 1 steps; the open last bucket only gets lengths > budget.
         sizes = [max(1, budget // (b - 1)) if b > 1 else budget for b in boundaries] + [1]
-    return BucketSpec(by, tuple(boundaries), tuple(sizes), budget, tuple(block.get("pad_to_boundary", [])),
+    sizes = [min(size, MAX_BATCH_SIZE) for size in sizes]  # a budget over tiny lengths would ask for millions
+    spec = BucketSpec(by, tuple(boundaries), tuple(sizes), budget, tuple(block.get("pad_to_boundary", [])),
                       json_path(at))
+    return spec if _fits_memory(spec, tensors, pad_specs or {}, outputs, check) else None
+
+
+def _fits_memory(spec: BucketSpec, tensors: dict, pad_specs: dict, outputs, check) -> bool:
+    """Every bucket's batch at the longest length it admits (1 step in the open last one) fits in memory:
+    its examples wait in memory until the batch is full."""
+    for bucket, size in enumerate(spec.batch_sizes):
+        admits = spec.admits(bucket) or 1
+        per_example = 0
+        for name in outputs:
+            info = tensors.get(name)
+            if info is None:
+                continue
+            pad = pad_specs.get(name)
+            dims = [admits if d is None else d for d in info.shape]
+            if pad is not None and pad.shape is not None:
+                dims = [d if want == -1 else max(d, want) for d, want in zip(dims, pad.shape)]
+            per_example += elements(dims) * ITEM_BYTES[info.dtype]
+        if size * per_example > MAX_BATCH_BYTES:
+            check(("args", "bucketing"), f"bucket {bucket} (lengths up to {admits}) batches {size} examples of at "
+                                         f"least {per_example:,} bytes: {gib(size * per_example)}, expected at most "
+                                         f"{gib(MAX_BATCH_BYTES)}; lower its batch size or max_tokens")
+            return False
+    return True

@@ -279,7 +279,16 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     if "bucketing" in args and valid(("args", "bucketing")):
         from batchloaders.spec.bucket_rules import bucket_spec
 
-        bucketing = bucket_spec(args["bucketing"], tensors, seen, check)
+        bucketing = bucket_spec(args["bucketing"], tensors, seen, check, pad_specs, wanted or set(seen))
+    if packing is not None:  # rows are dense: a row holds several examples, so no row is "an example"
+        for name in packing.tensors:
+            spec = pad_specs.get(name)
+            if spec is not None and spec.batching != "padded":
+                where = tuple(int(p) if p.isdigit() else p for p in spec.json_path[2:].replace("[", ".").replace(
+                    "]", "").split("."))
+                check(where + ("batching",), f"found batching {spec.batching!r} for tensor {name!r}, which packing "
+                                             "fills rows of a fixed length with: expected padded (a packed row is "
+                                             "not one example)")
     rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",
                                                   "padding", "secondary_features", "processing_steps"))
     if rules_ok:
