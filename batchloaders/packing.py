@@ -2,8 +2,9 @@
 
 A block of examples (the loader's, already transformed) is placed longest first: each goes to
 the open row with the least room that still holds it (best fit), or opens a new row. The
-placement is a ``tf.while_loop`` over the block's examples inside the block's one tf.data
-call; the values then move into the rows with one scatter per tensor. Every row carries
+placement is a ``tf.while_loop`` over the block's distinct lengths (equal lengths are placed
+together, exactly as one at a time) inside the block's one tf.data call; the values then move
+into the rows with one scatter per tensor. Every row carries
 ``segment_ids`` (1, 2, ... for the examples in the order they were placed, 0 on padding) and
 ``positions`` (0, 1, ... restarting in each segment), so a model can keep attention within
 an example. With ``allow_split`` an example longer than a row is first cut into pieces of at
@@ -36,26 +37,57 @@ def _pieces(lengths, capacity: int, split: bool):
 
 
 def _best_fit(sizes, capacity: int):
-    """Row and offset of each size, placing them in the given order; and the number of rows."""
-    n = tf.size(sizes)
-    room0 = tf.fill([n], tf.constant(capacity, tf.int64))
-    big = tf.constant(capacity + 1, tf.int64)
+    """Row and offset of each size, placed best fit in the given (decreasing) order; and the number of rows.
 
-    def body(i, room, opened, rows, offsets):
-        size = sizes[i]
-        open_room = tf.where(tf.range(n) < opened, room, big)
-        fitting = tf.where(open_room >= size, open_room, big)
-        best = tf.cast(tf.argmin(fitting), tf.int32)
-        row = tf.where(fitting[best] <= capacity, best, opened)
-        offsets = tf.tensor_scatter_nd_update(offsets, [[i]], [capacity - room[row]])
-        room = tf.tensor_scatter_nd_sub(room, [[row]], [size])
-        rows = tf.tensor_scatter_nd_update(rows, [[i]], [row])
-        return i + 1, room, tf.maximum(opened, row + 1), rows, offsets
+    Items of one size are placed together, which is exactly what placing them one at a time gives:
+    each goes to the open row with the least room that holds it, and that row stays the tightest
+    fit until it is full, so the rows that can take the size fill tightest first, as many each as
+    fit; the rest open new rows of ``capacity // size`` items each. The loop runs once per distinct
+    size (at most ``capacity + 1``), not once per item.
+    """
+    n = tf.size(sizes)
+    sizes = tf.cast(sizes, tf.int64)
+    values, _, counts = tf.unique_with_counts(sizes)  # in order of appearance: decreasing
+    counts = tf.cast(counts, tf.int64)
+    firsts = tf.cumsum(counts, exclusive=True)
+    big = tf.constant(capacity + 1, tf.int64)
+    index = tf.range(n, dtype=tf.int64)
+
+    def body(g, room, opened, rows, offsets):
+        size, count, first = values[g], counts[g], firsts[g]
+        is_open = index < opened
+        # Size 0 fits anywhere: all of them go to the tightest open row (a new one if none is open).
+        tightest = tf.argmin(tf.where(is_open, room, big), output_type=tf.int64)
+        fit = tf.where(is_open, tf.where(size > 0, room // tf.maximum(size, 1), tf.where(index == tightest, count, 0)), 0)
+        fit = tf.where(is_open & (room >= size), fit, 0)
+        by_room = tf.argsort(tf.where(fit > 0, room, big), stable=True)  # tightest first, then lowest index
+        take = tf.gather(fit, by_room)
+        before = tf.cumsum(take, exclusive=True)
+        got = tf.clip_by_value(count - before, 0, take)  # items each of those rows takes
+        in_old = tf.minimum(count, tf.reduce_sum(take))
+        k = tf.range(count)
+        # Items placed in open rows: the j-th row of by_room takes items before[j] .. before[j] + got[j] - 1.
+        # (items past in_old go to new rows below; their slot is clamped only to keep gathers in range)
+        slot = tf.minimum(tf.searchsorted(before + got, k, side="right", out_type=tf.int64), tf.cast(n, tf.int64) - 1)
+        old_row = tf.gather(by_room, slot)
+        old_offset = capacity - tf.gather(room, old_row) + size * (k - tf.gather(before, slot))
+        per_new = tf.where(size > 0, capacity // tf.maximum(size, 1), count)
+        extra = k - in_old
+        new_row = opened + extra // tf.maximum(per_new, 1)
+        new_offset = size * (extra % tf.maximum(per_new, 1))
+        row = tf.where(k < in_old, tf.cast(old_row, tf.int64), new_row)
+        offset = tf.where(k < in_old, old_offset, new_offset)
+        at = (first + k)[:, None]
+        rows = tf.tensor_scatter_nd_update(rows, at, tf.cast(row, tf.int32))
+        offsets = tf.tensor_scatter_nd_update(offsets, at, offset)
+        room = tf.tensor_scatter_nd_sub(room, row[:, None], tf.fill([count], size))
+        opened = tf.maximum(opened, tf.reduce_max(tf.concat([row + 1, [0]], 0)))
+        return g + 1, room, opened, rows, offsets
 
     _, _, opened, rows, offsets = tf.while_loop(
-        lambda i, *_: i < n, body,
-        (tf.constant(0), room0, tf.constant(0), tf.zeros([n], tf.int32), tf.zeros([n], tf.int64)),
-        parallel_iterations=1)
+        lambda g, *_: g < tf.size(values), body,
+        (tf.constant(0), tf.fill([n], tf.constant(capacity, tf.int64)), tf.constant(0, tf.int64),
+         tf.zeros([n], tf.int32), tf.zeros([n], tf.int64)), parallel_iterations=1)
     return rows, offsets, opened
 
 

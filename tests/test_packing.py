@@ -180,3 +180,24 @@ def test_a_packed_tensor_cannot_be_ragged(data):
     with pytest.raises(ConfigError, match=r"\$\.args\.padding\[0\]\.batching: found batching 'ragged' for tensor 'x', "
                                           "which packing fills rows"):
         load_config(cfg)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_grouped_placement_equals_placing_one_at_a_time(seed):
+    """Placing equal sizes together must give exactly the rows and offsets one-at-a-time best fit gives."""
+    from batchloaders.packing import _best_fit
+
+    rng = np.random.default_rng(seed)
+    capacity = int(rng.integers(1, 30))
+    sizes = sorted(rng.integers(0, capacity + 1, int(rng.integers(1, 60))).tolist(), reverse=True)
+    rows, offsets, count = (t.numpy() for t in _best_fit(tf.constant(sizes, tf.int64), capacity))
+    room, want_rows, want_offsets = [], [], []
+    for size in sizes:
+        fits = [i for i in range(len(room)) if room[i] >= size]
+        row = min(fits, key=lambda i: (room[i], i)) if fits else len(room)
+        if not fits:
+            room.append(capacity)
+        want_rows.append(row)
+        want_offsets.append(capacity - room[row])
+        room[row] -= size
+    assert (rows.tolist(), offsets.tolist(), int(count)) == (want_rows, want_offsets, len(room))
