@@ -126,7 +126,8 @@ def padding_lines(config: LoaderConfig) -> list[str]:
         value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
         parts = padded_axes(config, name)
         if spec is not None and spec.batching != "padded":
-            lines.append(f"  batch {name}: {POLICY_WORDS.get(spec.batching, 'with the registered batcher ' + repr(spec.batching))}")
+            words = POLICY_WORDS.get(spec.batching, f"with the registered batcher {spec.batching!r}")
+            lines.append(f"  batch {name}: {words}")
         elif parts:
             lines.append(f"  pad {name}: {', '.join(parts)}, with {value!r}")
         else:

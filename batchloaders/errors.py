@@ -137,6 +137,12 @@ def data_errors() -> Iterator[None]:
         raise converted from error
 
 
+def path_parts(path: str) -> tuple:
+    """The inverse of :func:`json_path`: "$.args.x[1]" -> ("args", "x", 1)."""
+    return tuple(int(index) if index else (key or quoted)
+                 for key, index, quoted in re.findall(r"\.([A-Za-z_]\w*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]", path))
+
+
 def json_path(parts: Iterable[str | int]) -> str:
     """Render path components as a JSON path: ("args", "x", 1) -> "$.args.x[1]"."""
     out = "$"

@@ -89,9 +89,6 @@ class Registry:
         self.version += 1
         return item
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._items
-
     def get(self, name: str, scopes=None):
         """The type ``name``; with ``scopes``, only if it was registered in one of them."""
         item = self._items.get(name)

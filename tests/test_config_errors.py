@@ -356,3 +356,10 @@ def test_bad_input_fn_arguments(data, call, fragment):
 def test_model_that_is_not_a_keras_model(data):
     with pytest.raises(ConfigError, match="found a str: expected a Keras model"):
         build_input_fn(base(data), model="m")
+
+
+@pytest.mark.parametrize("parts", [("args", "padding", 0), ("args", "processing_steps", 12, "args"), ("a b", 3, "c"), ()])
+def test_path_parts_reads_back_what_json_path_writes(parts):
+    from batchloaders.errors import json_path, path_parts
+
+    assert path_parts(json_path(parts)) == parts

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from batchloaders.extend import register_secondary
 from batchloaders.registry import CheckContext
+from batchloaders.secondary.length import tensor_schema
 from batchloaders.secondary.segment_ids import infer_per_step, record_index
 from batchloaders.spec.model import TensorInfo
 
@@ -19,26 +20,9 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.cast(tf.not_equal(record, before), info.dtype), batch.lengths.get(args["tensor"])
 
 
-SCHEMA = {
-    "title": "boundaries secondary feature arguments",
-    "description": "For each step along the first axis of a tensor, whether a new subsequence (record) starts there.",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["tensor"],
-    "properties": {
-        "tensor": {
-            "description": "Name of the primary or secondary tensor whose subsequence starts to mark.",
-            "type": "string",
-            "minLength": 1
-        },
-        "dtype": {
-            "title": "dtype",
-            "description": "Integer dtype of the result.",
-            "type": "string",
-            "enum": ["int32", "int64"]
-        }
-    }
-}
+SCHEMA = tensor_schema("boundaries secondary feature arguments",
+                       "For each step along the first axis of a tensor, whether a new subsequence (record) starts there.",
+                       "Name of the primary or secondary tensor whose subsequence starts to mark.")
 
 
 register_secondary("boundaries", schema=SCHEMA, infer=_infer, batched=True, loaders=("discrete_sequence",))(_build)

@@ -43,26 +43,26 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.cast(lengths, info.dtype), None
 
 
-SCHEMA = {
-    "title": "length secondary feature arguments",
-    "description": "The length of a tensor along its first axis (for example a sequence length).",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["tensor"],
-    "properties": {
-        "tensor": {
-            "description": "Name of the primary or secondary tensor whose first-axis length to take.",
-            "type": "string",
-            "minLength": 1
+
+def tensor_schema(title: str, description: str, tensor: str) -> dict:
+    """Args schema of a secondary type that reads one tensor and makes an integer result."""
+    return {
+        "title": title,
+        "description": description,
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["tensor"],
+        "properties": {
+            "tensor": {"description": tensor, "type": "string", "minLength": 1},
+            "dtype": {"title": "dtype", "description": "Integer dtype of the result.", "type": "string",
+                      "enum": ["int32", "int64"]},
         },
-        "dtype": {
-            "title": "dtype",
-            "description": "Integer dtype of the result.",
-            "type": "string",
-            "enum": ["int32", "int64"]
-        }
     }
-}
+
+
+SCHEMA = tensor_schema("length secondary feature arguments",
+                       "The length of a tensor along its first axis (for example a sequence length).",
+                       "Name of the primary or secondary tensor whose first-axis length to take.")
 
 
 register_secondary("length", schema=SCHEMA, infer=_infer, batched=True, measures="tensor")(_build)

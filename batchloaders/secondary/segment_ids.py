@@ -10,7 +10,7 @@ from __future__ import annotations
 from batchloaders.errors import suggest
 from batchloaders.extend import register_secondary
 from batchloaders.registry import CheckContext
-from batchloaders.secondary.length import named_tensor
+from batchloaders.secondary.length import named_tensor, tensor_schema
 from batchloaders.spec.model import TensorInfo
 
 
@@ -50,26 +50,9 @@ def _build(args: dict, batch, info: TensorInfo):
     return tf.cast(record_index(batch, args["tensor"]), info.dtype), batch.lengths.get(args["tensor"])
 
 
-SCHEMA = {
-    "title": "segment_ids secondary feature arguments",
-    "description": "For each step along the first axis of a tensor, the index of the subsequence (record) it came from.",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["tensor"],
-    "properties": {
-        "tensor": {
-            "description": "Name of the primary or secondary tensor whose subsequences to number.",
-            "type": "string",
-            "minLength": 1
-        },
-        "dtype": {
-            "title": "dtype",
-            "description": "Integer dtype of the result.",
-            "type": "string",
-            "enum": ["int32", "int64"]
-        }
-    }
-}
+SCHEMA = tensor_schema("segment_ids secondary feature arguments",
+                       "For each step along the first axis of a tensor, the index of the subsequence (record) it came from.",
+                       "Name of the primary or secondary tensor whose subsequences to number.")
 
 
 register_secondary("segment_ids", schema=SCHEMA, infer=_infer, batched=True, loaders=("discrete_sequence",))(_build)

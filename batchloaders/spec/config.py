@@ -11,7 +11,7 @@ import dataclasses
 import os
 from typing import Any, Iterable, Mapping
 
-from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
+from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, path_parts, suggest
 from batchloaders import builtin_types
 from batchloaders.registry import ALWAYS, BATCHERS, SECONDARY, STEPS, CheckContext
 from batchloaders.spec import datasets
@@ -284,9 +284,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         for name in packing.tensors:
             spec = pad_specs.get(name)
             if spec is not None and spec.batching != "padded":
-                where = tuple(int(p) if p.isdigit() else p for p in spec.json_path[2:].replace("[", ".").replace(
-                    "]", "").split("."))
-                check(where + ("batching",), f"found batching {spec.batching!r} for tensor {name!r}, which packing "
+                check(path_parts(spec.json_path) + ("batching",), f"found batching {spec.batching!r} for tensor {name!r}, which packing "
                                              "fills rows of a fixed length with: expected padded (a packed row is "
                                              "not one example)")
     rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",

@@ -8,6 +8,7 @@ estimate is a lower bound of what the batch holds at its largest.
 """
 from __future__ import annotations
 
+from batchloaders.errors import path_parts
 from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
 from batchloaders.spec.model import format_shape
 
@@ -39,9 +40,7 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
             continue
         made = args["target_batch_size"] * example_bytes(step.tensor, step.output_info, None, None, ())
         if made > MAX_BATCH_BYTES:
-            where = tuple(int(p) if p.isdigit() else p for p in step.json_path.replace("[", ".").replace("]", "")
-                          .split(".")[1:])
-            check(where, f"step {step.type!r} on tensor {step.tensor!r} makes {step.output_info.dtype} "
+            check(path_parts(step.json_path), f"step {step.type!r} on tensor {step.tensor!r} makes {step.output_info.dtype} "
                          f"{format_shape(step.output_info.shape)} per example: a batch of {args['target_batch_size']} "
                          f"holds at least {gib(made)} (variable axes counted as 1 step): expected at most "
                          f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's sizes")
