@@ -4,7 +4,8 @@ A block of examples (the loader's, already transformed) is placed longest first:
 the open row with the least room that still holds it (best fit), or opens a new row. The
 placement is a ``tf.while_loop`` over the block's distinct lengths (equal lengths are placed
 together, exactly as one at a time) inside the block's one tf.data call; the values then move
-into the rows with one scatter per tensor. Every row carries
+into the rows with one gather per tensor (every real step, in row order) and one padding of the
+rows to ``length``. Every row carries
 ``segment_ids`` (1, 2, ... for the examples in the order they were placed, 0 on padding) and
 ``positions`` (0, 1, ... restarting in each segment), so a model can keep attention within
 an example. With ``allow_split`` an example longer than a row is first cut into pieces of at
@@ -39,56 +40,52 @@ def _pieces(lengths, capacity: int, split: bool):
 def _best_fit(sizes, capacity: int):
     """Row and offset of each size, placed best fit in the given (decreasing) order; and the number of rows.
 
-    Items of one size are placed together, which is exactly what placing them one at a time gives:
-    each goes to the open row with the least room that holds it, and that row stays the tightest
-    fit until it is full, so the rows that can take the size fill tightest first, as many each as
-    fit; the rest open new rows of ``capacity // size`` items each. The loop runs once per distinct
-    size (at most ``capacity + 1``), not once per item.
+    Rows not yet opened are rows with the whole ``capacity`` as room, after the open ones: an open row
+    that holds a positive size has less room, so the tightest fit (least room that holds the size,
+    then the lowest row) is an open row when one can take it, else the next new row. Items of one
+    size are placed together, which is exactly what placing them one at a time gives: the tightest
+    row stays the tightest fit until it is full, so the rows that can take the size fill in order of
+    their room, ``room // size`` items each. The loop runs once per distinct positive size (at most
+    ``capacity``), not once per item, on the open rows and as many new ones as the size's items could
+    need. Size 0 fits anywhere: those items all go to the tightest open row (a new one when none is
+    open) after the loop. Each item's offset is the sizes placed in its row before it.
     """
-    n = tf.size(sizes)
+    n = tf.size(sizes, out_type=tf.int64)
     sizes = tf.cast(sizes, tf.int64)
-    values, _, counts = tf.unique_with_counts(sizes)  # in order of appearance: decreasing
-    counts = tf.cast(counts, tf.int64)
-    firsts = tf.cumsum(counts, exclusive=True)
+    values, _, counts = tf.unique_with_counts(sizes, out_idx=tf.int64)  # in order of appearance: decreasing
+    groups = tf.reduce_sum(tf.cast(values > 0, tf.int32))  # zero, if present, is the last value
     big = tf.constant(capacity + 1, tf.int64)
-    index = tf.range(n, dtype=tf.int64)
+    # One spare row past the n an item could open, so that the argmin below never sees an empty vector.
+    room = tf.fill([n + 1], tf.constant(capacity, tf.int64))
 
-    def body(g, room, opened, rows, offsets):
-        size, count, first = values[g], counts[g], firsts[g]
-        is_open = index < opened
-        # Size 0 fits anywhere: all of them go to the tightest open row (a new one if none is open).
-        tightest = tf.argmin(tf.where(is_open, room, big), output_type=tf.int64)
-        fit = tf.where(is_open, tf.where(size > 0, room // tf.maximum(size, 1), tf.where(index == tightest, count, 0)), 0)
-        fit = tf.where(is_open & (room >= size), fit, 0)
-        by_room = tf.argsort(tf.where(fit > 0, room, big), stable=True)  # tightest first, then lowest index
+    def body(g, opened, room, rows):
+        size, count = values[g], counts[g]
+        live = room[:opened + count]
+        fit = tf.where(live >= size, live // size, 0)
+        by_room = tf.cast(tf.argsort(tf.where(fit > 0, live, big), stable=True), tf.int64)
         take = tf.gather(fit, by_room)
-        before = tf.cumsum(take, exclusive=True)
-        got = tf.clip_by_value(count - before, 0, take)  # items each of those rows takes
-        in_old = tf.minimum(count, tf.reduce_sum(take))
-        k = tf.range(count)
-        # Items placed in open rows: the j-th row of by_room takes items before[j] .. before[j] + got[j] - 1.
-        # (items past in_old go to new rows below; their slot is clamped only to keep gathers in range)
-        slot = tf.minimum(tf.searchsorted(before + got, k, side="right", out_type=tf.int64), tf.cast(n, tf.int64) - 1)
-        old_row = tf.gather(by_room, slot)
-        old_offset = capacity - tf.gather(room, old_row) + size * (k - tf.gather(before, slot))
-        per_new = tf.where(size > 0, capacity // tf.maximum(size, 1), count)
-        extra = k - in_old
-        new_row = opened + extra // tf.maximum(per_new, 1)
-        new_offset = size * (extra % tf.maximum(per_new, 1))
-        row = tf.where(k < in_old, tf.cast(old_row, tf.int64), new_row)
-        offset = tf.where(k < in_old, old_offset, new_offset)
-        at = (first + k)[:, None]
-        rows = tf.tensor_scatter_nd_update(rows, at, tf.cast(row, tf.int32))
-        offsets = tf.tensor_scatter_nd_update(offsets, at, offset)
-        room = tf.tensor_scatter_nd_sub(room, row[:, None], tf.fill([count], size))
-        opened = tf.maximum(opened, tf.reduce_max(tf.concat([row + 1, [0]], 0)))
-        return g + 1, room, opened, rows, offsets
+        end = tf.cumsum(take)
+        row = tf.gather(by_room, tf.searchsorted(end, tf.range(count), side="right", out_type=tf.int64))
+        got = tf.clip_by_value(count - end + take, 0, take)  # items each row (in by_room order) takes
+        room -= tf.scatter_nd(by_room[:, None], got * size, tf.shape(room, out_type=tf.int64))
+        # The last item has the highest row when the size opened new rows.
+        return g + 1, tf.maximum(opened, row[-1] + 1), room, rows.write(g, row)
 
-    _, _, opened, rows, offsets = tf.while_loop(
-        lambda g, *_: g < tf.size(values), body,
-        (tf.constant(0), tf.fill([n], tf.constant(capacity, tf.int64)), tf.constant(0, tf.int64),
-         tf.zeros([n], tf.int32), tf.zeros([n], tf.int64)), parallel_iterations=1)
-    return rows, offsets, opened
+    _, opened, room, rows = tf.while_loop(
+        lambda g, *_: g < groups, body,
+        (tf.constant(0), tf.constant(0, tf.int64), room, tf.TensorArray(tf.int64, size=groups, infer_shape=False)),
+        parallel_iterations=1)
+    rows = rows.concat()
+    # Size 0: the tightest open row, or the first new row when none is open.
+    tightest = tf.argmin(tf.where(tf.range(n + 1) < opened, room, big), output_type=tf.int64)
+    rows = tf.concat([rows, tf.fill([n - tf.size(rows, out_type=tf.int64)], tightest)], 0)
+    # Offsets: an exclusive running sum of the sizes within each row, in placement order.
+    placed = tf.argsort(rows, stable=True)
+    in_order = tf.cumsum(tf.gather(sizes, placed), exclusive=True)
+    row_start = tf.math.unsorted_segment_min(in_order, tf.gather(rows, placed), n + 1)
+    offsets = tf.scatter_nd(placed[:, None], in_order - tf.gather(row_start, tf.gather(rows, placed)), [n])
+    count = tf.reduce_max(tf.concat([rows + 1, [0]], 0))
+    return tf.cast(rows, tf.int32), offsets, count
 
 
 def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
@@ -110,34 +107,38 @@ def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
         checks.append(tf.debugging.Assert(longest <= capacity, [tf.strings.format(
             f"{config.source}: {spec.json_path}.length: found an example of {{}} steps, longer than a row of "
             f"{capacity}: expected length at least the longest example, or allow_split true", longest)]))
-    with tf.control_dependencies(checks):
-        source, start, size = _pieces(length, capacity, spec.allow_split)
+    with tf.control_dependencies(checks):  # (identity: no placement before the checks, whatever _pieces makes)
+        source, start, size = _pieces(tf.identity(length), capacity, spec.allow_split)
     order = tf.argsort(size, direction="DESCENDING", stable=True)  # longest first: best fit decreasing
     rows, offsets, count = _best_fit(tf.gather(size, order), capacity)
     source, start, size = tf.gather(source, order), tf.gather(start, order), tf.gather(size, order)
-    # Segment numbers in placement order within each row: 1, 2, ... (0 stays padding).
-    placed = tf.argsort(tf.cast(rows, tf.int64) * tf.cast(tf.size(rows), tf.int64) + tf.range(
-        tf.size(rows, out_type=tf.int64)), stable=True)
+    # In placement order within each row, the pieces lie end to end from the row's start (each is
+    # placed where the row's fill ends), so a row is its pieces concatenated, then padded.
+    placed = tf.argsort(rows, stable=True)
     row_sorted = tf.gather(rows, placed)
+    source, start, size = tf.gather(source, placed), tf.gather(start, placed), tf.gather(size, placed)
+    # Segment numbers 1, 2, ... in that order (0 stays padding).
     segment_in_row = tf.range(tf.size(rows)) - tf.gather(
         tf.math.unsorted_segment_min(tf.range(tf.size(rows)), row_sorted, tf.size(rows)), row_sorted)
-    segment = tf.scatter_nd(placed[:, None], segment_in_row + 1, tf.shape(rows))
-    # Every step of every piece: its row, its column, the example and step it comes from.
-    steps = tf.RaggedTensor.from_row_lengths(tf.range(tf.reduce_sum(size)), size)
-    step = steps.flat_values - tf.repeat(tf.cumsum(size, exclusive=True), size)
-    piece = steps.value_rowids()
-    target = tf.stack([tf.cast(tf.gather(rows, piece), tf.int64), tf.gather(offsets, piece) + step], 1)
-    shape = tf.stack([tf.cast(count, tf.int64), tf.constant(capacity, tf.int64)])
+    row_lengths = tf.math.unsorted_segment_sum(size, row_sorted, tf.cast(count, tf.int32))
+    shape = [count, capacity]
+
+    def rows_of(flat, pad):
+        return tf.RaggedTensor.from_row_lengths(flat, row_lengths, validate=False).to_tensor(
+            tf.constant(pad, flat.dtype), shape=shape + flat.shape[1:].as_list())
+
+    steps = tf.RaggedTensor.from_row_lengths(tf.range(tf.reduce_sum(size)), size, validate=False)
+    step = steps.flat_values - tf.repeat(tf.cumsum(size, exclusive=True), size)  # within its piece
     out = {}
     for name in spec.tensors:
         v = values[name]
-        picked = tf.gather_nd(v, tf.stack([tf.gather(source, piece), tf.gather(start, piece) + step], 1))
+        width = tf.shape(v, out_type=tf.int64)[1]
+        # One gather of every real step, in row order, from the block seen as [examples x steps, ...].
+        flat = tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))
+        picked = tf.gather(flat, tf.repeat(source * width + start, size) + step)
         pad_spec = config.pad_specs.get(name)
         pad = pad_spec.value if pad_spec is not None and pad_spec.value is not None else default_value(v.dtype.name)
-        full = tf.concat([shape, tf.shape(v, out_type=tf.int64)[2:]], 0)
-        base = tf.fill(full, tf.constant(pad, v.dtype))
-        out[name] = tf.tensor_scatter_nd_update(base, target, picked)
-    out[spec.segment_ids] = tf.tensor_scatter_nd_update(tf.zeros(shape, tf.int32), target,
-                                                        tf.gather(segment, piece))
-    out[spec.positions] = tf.tensor_scatter_nd_update(tf.zeros(shape, tf.int32), target, tf.cast(step, tf.int32))
+        out[name] = rows_of(picked, pad)
+    out[spec.segment_ids] = rows_of(tf.repeat(segment_in_row + 1, size), 0)
+    out[spec.positions] = rows_of(tf.cast(step, tf.int32), 0)
     return out

@@ -90,9 +90,16 @@ def _configs():
                                                           "epochs": 2})
     out["independent-varlen-pad-shape"] = ("independent", {
         **READS, "target_batch_size": 3, "epochs": 1, "padding": [{"tensor": "frames", "shape": [12, 3]}]})
+    # Packing (packing.py): rows of 12 steps; with allow_split, rows of 5 and longer examples cut.
+    out["independent-varlen-packed"] = ("independent", {
+        **READS, "target_batch_size": 2, "epochs": 2, "packing": {"length": 12, "tensors": list(PACKED)}})
+    out["independent-varlen-packed-split"] = ("independent", {
+        **READS, "target_batch_size": 3, "epochs": 1, **SHUFFLE, "seed": 3,
+        "packing": {"length": 5, "tensors": list(PACKED), "allow_split": True}})
     return out
 
 
+PACKED = ("frames", "labels", "words")
 CONFIGS = _configs()
 
 
@@ -105,7 +112,10 @@ def batch_hashes(root: pathlib.Path, name: str) -> list:
         {"independent": write_independent, "speech": write_speech}.get(data, HASH_DATA.get(data))(directory)
     if loader == "independent":
         names = ("id", "frames", "labels", "words") if data == "speech" else ("id", "x")
-        config = {"type": "independent", "model": {"inputs": list(names), "targets": []}, "args": {
+        inputs = list(names)
+        if "packing" in args:  # an id per example has no place in a row of several
+            names, inputs = PACKED, list(PACKED) + ["segment_ids", "positions"]
+        config = {"type": "independent", "model": {"inputs": inputs, "targets": []}, "args": {
             "dataset": {"type": "dir", "args": {"data_dir": str(directory)}}, "drop_remainder": False,
             "num_read_buffer_bytes": 0, "primary_features": [{"from_name": n, "to_name": n} for n in names],
             **args}}

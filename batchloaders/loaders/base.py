@@ -166,7 +166,7 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         def rows(element):
             block = transform_block(element)
             return packing.pack_block(block["values"], block["lengths"], config)
-        ds = ds.map(as_written(rows), **parallel).unbatch().batch(batch_size, drop_remainder=config.drop_remainder)
+        ds = ds.map(as_written(rows), **parallel).rebatch(batch_size, drop_remainder=config.drop_remainder)
 
         def finish_rows(batch):  # the rows are made: only their static shapes and the model's packing remain
             tensors = finalize(Batch(dict(batch), {}), config, static_batch)
