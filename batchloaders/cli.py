@@ -154,6 +154,12 @@ def _run_schema(args: argparse.Namespace) -> int:
     from batchloaders import builtin_types
     from batchloaders.spec import schema, type_schemas
 
+    if args.path:  # for tools that take a schema file: $(batchloaders schema --path)/loader_config.schema.json
+        print(os.path.abspath(str(schema._schemas_dir())))
+        return EXIT_OK
+    if args.directory is None:
+        print("batchloaders schema: expected DIR (where to write the schema files) or --path", file=sys.stderr)
+        return EXIT_USAGE
     builtin_types.load()
     os.makedirs(args.directory, exist_ok=True)
     generated = type_schemas.write(args.directory)
@@ -257,7 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "secondary feature type, plugins' included) into DIR, so that an editor validating "
                     "configs against DIR/loader_config.schema.json knows a project's own types. Reads no "
                     "config.")
-    schemas.add_argument("directory", metavar="DIR", help="where to write the .schema.json files")
+    schemas.add_argument("directory", metavar="DIR", nargs="?", help="where to write the .schema.json files")
+    schemas.add_argument("--path", action="store_true",
+                         help="print the directory of the installed schema files (built-in types only) and exit")
     schemas.set_defaults(run=_with_plugins(_run_schema))
     return parser
 
