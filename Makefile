@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench validate clean
+.PHONY: setup demo test bench validate docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# docs/reference.md from the JSON Schemas (tests/test_reference_docs.py checks it is up to date).
+docs: setup
+	$(PY) -m batchloaders.tools.reference
 
 # The example configs point at demo_data/, which the demo generates.
 validate: setup
