@@ -7,7 +7,7 @@ compiler takes and why::
     $ batchloaders describe configs/chars_independent.yaml
     config: configs/chars_independent.yaml
     loader: independent
-    data files: 4 (dir dataset; manifest .../demo_data/chars/__manifest__.json)
+    data files: 4 (dir dataset of the files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}; manifest .../demo_data/chars/__manifest__.json)
     ...
     tensor context: int32 [16] (model input)
     tensor next_char: int32 [] (model target)
@@ -173,7 +173,9 @@ def describe(config: LoaderConfig) -> list[str]:
     lines = [
         f"config: {config.source}",
         f"loader: {config.type}",
-        f"data files: {len(dataset.files)} ({dataset.type} dataset; manifest {dataset.manifest.path}"
+        f"data files: {len(dataset.files)} ({dataset.type} dataset"
+        f"{' of the files matching ' + dataset.pattern if dataset.pattern else ''}"
+        f"; manifest {dataset.manifest.path}"
         f"{'; ' + dataset.manifest.compression + ' compressed' if dataset.manifest.compression else ''})",
         f"batch size: {config.target_batch_size} (drop_remainder {str(config.drop_remainder).lower()}; "
         f"epochs {epochs})",

@@ -174,7 +174,7 @@ def _malformed_manifest(tmp_path):
 DATASETS = [
     ("no manifest in data_dir", _dir_without_manifest, ConfigError, "$.args.dataset.args.data_dir",
      "no __manifest__.json in"),
-    ("no data file in data_dir", _empty_dir, ConfigError, "$.args.dataset.args.data_dir", "no *.tfrecords data file"),
+    ("no data file in data_dir", _empty_dir, ConfigError, "$.args.dataset.args.data_dir", "matches no file under"),
     ("data_dir does not exist", _missing_dir, ConfigError, "$.args.dataset.args.data_dir",
      "expected an existing directory"),
     ("list file names missing files", _list_naming_missing_files, ConfigError, "$.args.dataset.args.list_file",

@@ -413,8 +413,8 @@ def test_verify_and_manifest_refuse_what_is_not_a_dataset(tmp_path, monkeypatch,
     (tmp_path / "empty").mkdir()
     assert cli(capsys, "verify", "empty") == (1, [], ["batchloaders verify: error: empty/__manifest__.json: $: "
                                                       "file not found"])
-    assert cli(capsys, "manifest", "empty") == (1, [], ["batchloaders manifest: error: no *.tfrecords data file "
-                                                        "under empty"])
+    assert cli(capsys, "manifest", "empty") == (1, [], ["batchloaders manifest: error: no data file under empty "
+                                                        "(files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz})"])
 
 
 def test_progress_is_quiet_off_a_terminal_and_redrawn_on_one():

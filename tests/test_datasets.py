@@ -23,7 +23,8 @@ from conftest import collect, example, feature, loader_config, write_manifest, w
 FEATURES = [feature("id", "int64", [], "int")]
 LIST_EXPECTED = "expected every entry to name an existing regular file"
 TEXT_EXPECTED = "expected a text file with one data file path per line"
-WALK_EXPECTED = "expected every *.tfrecords entry to be a regular file and every directory to be listable"
+WALK_EXPECTED = ("expected every entry the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches to be "
+                 "a regular file and every directory to be listable")  # (a str.format template: braces doubled)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -124,6 +125,63 @@ ORDER = [
 ]
 
 
+# ------------------------------------------------------------------------------------- dir: pattern
+
+NAMES = {"data/a.tfrecords": "file", "data/b.tfrecord": "file", "data/c.tfrec": "file", "data/d.tfrecords.gz": "file",
+         "data/e.tfrecord.zz": "file", "data/f.tfrecords.bak": "file", "data/notes.txt": "file",
+         "data/train/g.tfrecords": "file", "data/train/h.tfrecord": "file", "data/test/i.tfrecords": "file",
+         "data/test/deep/j.tfrecords": "file", "data/x.gz": "file"}
+PATTERNS = [
+    ("the default: TFRecord names and their compressed forms, anywhere below", None,
+     ["a.tfrecords", "b.tfrecord", "c.tfrec", "d.tfrecords.gz", "e.tfrecord.zz", "test/deep/j.tfrecords",
+      "test/i.tfrecords", "train/g.tfrecords", "train/h.tfrecord"]),
+    ("one directory", "train/*", ["train/g.tfrecords", "train/h.tfrecord"]),
+    ("* stays within a name", "*.tfrecords", ["a.tfrecords"]),
+    ("**/ is any number of directories, none included", "**/*.tfrecords",
+     ["a.tfrecords", "test/deep/j.tfrecords", "test/i.tfrecords", "train/g.tfrecords"]),
+    ("alternatives", "{train,test}/*.tfrecords", ["test/i.tfrecords", "train/g.tfrecords"]),
+    ("a character class and ?", "[a-c].tfrecor?", ["b.tfrecord"]),
+    ("a negated class", "[!a].tfrecords*", ["d.tfrecords.gz", "f.tfrecords.bak"]),
+]
+
+
+@pytest.mark.parametrize("name, pattern, expected", PATTERNS, ids=[row[0] for row in PATTERNS])
+def test_dir_dataset_pattern_chooses_the_files(tmp_path, name, pattern, expected):
+    make_tree(tmp_path, NAMES)
+    write_manifest(tmp_path / "data", FEATURES)
+    args = {"data_dir": str(tmp_path / "data"), **({"pattern": pattern} if pattern else {})}
+    config = load_config(config_file(tmp_path, {"type": "dir", "args": args}))
+    assert list(config.dataset.files) == [os.path.join(str(tmp_path / "data"), rel) for rel in expected]
+    assert config.dataset.pattern == (pattern or datasets.DEFAULT_PATTERN)
+
+
+@pytest.mark.parametrize("pattern, message", [
+    ("valid/*.tfrecords", "the pattern 'valid/*.tfrecords' matches no file under {d}: expected at least one data file"),
+    ("{train,test/*", "found '{{train,test/*': found '{{' without '}}': expected {{alternative,alternative}}"),
+    ("train}/*", "found 'train}}/*': found '}}' without '{{': expected {{alternative,alternative}}"),
+    ("[abc.tfrecords", "found '[abc.tfrecords': found '[' without ']': expected a character class such as [0-9]"),
+    ("/abs/*.tfrecords", "found '/abs/*.tfrecords': expected a pattern relative to data_dir, such as "
+                         "'**/*.tfrecords'"),
+])
+def test_a_bad_pattern_or_one_matching_nothing_is_located(tmp_path, pattern, message):
+    make_tree(tmp_path, NAMES)
+    write_manifest(tmp_path / "data", FEATURES)
+    config = config_file(tmp_path, {"type": "dir", "args": {"data_dir": str(tmp_path / "data"), "pattern": pattern}})
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert_problem(info.value, config, "pattern", message.format(d=tmp_path / "data"))
+
+
+def test_without_a_pattern_no_data_file_names_the_default(tmp_path):
+    make_tree(tmp_path, {"data/__manifest__.json": "manifest", "data/part-0.rec": "file"})
+    config = dir_config(tmp_path, tmp_path / "data")
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert_problem(info.value, config, "data_dir", (
+        f"the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches no file under {tmp_path / 'data'}: "
+        "expected at least one data file (give args.pattern when the files are named otherwise)"))
+
+
 @pytest.mark.parametrize("name, tree, expected", ORDER, ids=[row[0] for row in ORDER])
 def test_dir_dataset_files_in_component_order(tmp_path, name, tree, expected):
     make_tree(tmp_path, tree)
@@ -201,7 +259,7 @@ def test_directory_that_cannot_be_listed_is_reported(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert_problem(info.value, config, "data_dir", f"found paths under {tmp_path / 'data'} that cannot be read: "
-                   f"directory 'sub/locked' cannot be listed (Permission denied): {WALK_EXPECTED}")
+                   f"directory 'sub/locked' cannot be listed (Permission denied): {WALK_EXPECTED.format()}")
 
 
 # ------------------------------------------------------------------------------------- list: entries

@@ -20,7 +20,9 @@ from batchloaders.spec.document import Document
 from batchloaders.spec.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.spec.model import Dataset
 
-DATA_SUFFIX = ".tfrecords"
+# Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
+# their compressed forms (whether they are compressed is the manifest's compression, not the name).
+DEFAULT_PATTERN = "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}"
 MAX_LIST_BYTES = 256 * 2**20  # a list file larger than this is refused
 MAX_LINE_CHARS = 4096  # a longer line means the list file is not a list of paths
 MAX_QUOTED = 5  # entries an error quotes before "... and N more"
@@ -121,23 +123,91 @@ def _resolve_dir(args: dict, base: str, fail) -> Dataset:
     if what != "file":
         fail("data_dir", f"found {MANIFEST_NAME} in {data_dir}, {_article(what)}: expected the dataset "
                          "manifest, a regular JSON file")
-    files, problems = _walk(data_dir, top)
+    pattern = args.get("pattern", DEFAULT_PATTERN)
+    try:
+        match = pattern_matcher(pattern)
+    except ValueError as e:
+        fail("pattern", f"found {shorten(pattern)}: {e}")
+    files, problems = _walk(data_dir, top, match)
     if problems:
         fail("data_dir", f"found paths under {data_dir} that cannot be read: {quote_entries(problems)}: expected "
-                         f"every *{DATA_SUFFIX} entry to be a regular file and every directory to be listable")
+                         f"every entry the pattern {pattern!r} matches to be a regular file and every directory "
+                         "to be listable")
     if not files:
-        fail("data_dir", f"no *{DATA_SUFFIX} data file under {data_dir}: expected at least one")
-    return Dataset("dir", load_manifest(manifest_path), tuple(files))
+        fail("pattern" if "pattern" in args else "data_dir",
+             f"the pattern {pattern!r} matches no file under {data_dir}: expected at least one data file"
+             + ("" if "pattern" in args else " (give args.pattern when the files are named otherwise)"))
+    return Dataset("dir", load_manifest(manifest_path), tuple(files), pattern=pattern)
 
 
-def _walk(data_dir: str, top: os.stat_result) -> tuple[list[str], list[str]]:
-    """Every data file under ``data_dir`` in sorted order of its relative path's components.
+def pattern_matcher(pattern: str):
+    """A function telling whether a path relative to data_dir ('a/b/x.tfrecords') matches ``pattern``.
+
+    Glob syntax on the relative path with '/' between components: ``*`` and ``?`` within one
+    component, ``**/`` any number of directories (none included), ``[abc]``/``[!abc]`` one character,
+    ``{a,b}`` alternatives. ValueError for an unbalanced ``{`` or ``[``.
+    """
+    if not pattern or pattern.startswith("/"):
+        raise ValueError("expected a pattern relative to data_dir, such as '**/*.tfrecords'")
+    regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in _braces(pattern)))
+    return lambda relative: regex.fullmatch(relative) is not None
+
+
+def _braces(pattern: str) -> list[str]:
+    start = pattern.find("{")
+    if start < 0:
+        if "}" in pattern:
+            raise ValueError("found '}' without '{': expected {alternative,alternative}")
+        return [pattern]
+    end = pattern.find("}", start)
+    if end < 0:
+        raise ValueError("found '{' without '}': expected {alternative,alternative}")
+    head, tail = pattern[:start], pattern[end + 1:]
+    if "}" in head:
+        raise ValueError("found '}' without '{': expected {alternative,alternative}")
+    return [head + alt + rest for alt in pattern[start + 1:end].split(",") for rest in _braces(tail)]
+
+
+def _glob_regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]+/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                raise ValueError("found '[' without ']': expected a character class such as [0-9]")
+            body = pattern[i + 1:end]
+            out.append("[" + ("^" + re.escape(body[1:]) if body.startswith("!") else re.escape(body)).replace(
+                "\\-", "-") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], list[str]]:
+    """Every data file under ``data_dir`` (a relative path ``match`` accepts; by default the
+    DEFAULT_PATTERN) in sorted order of its relative path's components.
 
     Symlinks are followed, but each real directory is listed once and each real
     file (same device and inode) is included once: the first occurrence in
     that order wins, so a symlink loop ends at the directory it points back to.
     Returns the files and a description of each path that cannot be read.
     """
+    match = match or pattern_matcher(DEFAULT_PATTERN)
     files: list[str] = []
     problems: list[str] = []
     seen_dirs = {(top.st_dev, top.st_ino)}
@@ -168,7 +238,7 @@ def _walk(data_dir: str, top: os.stat_result) -> tuple[list[str], list[str]]:
             if key not in seen_dirs:
                 seen_dirs.add(key)
                 stack.append(listing(path, rel))
-        elif rel[-1].endswith(DATA_SUFFIX):
+        elif match("/".join(rel)):
             if what == "file":
                 key = (st.st_dev, st.st_ino)
                 if key not in seen_files:

@@ -81,6 +81,7 @@ class Dataset:
     list_file: str | None = None  # the resolved list file
     entry_lines: tuple[int, ...] = ()  # line in list_file of each of files
     list_file_line: int | None = None  # line of args.dataset.args.list_file in the config, if known
+    pattern: str | None = None  # dir datasets: the glob that chose the files
 
 
 @dataclasses.dataclass(frozen=True)

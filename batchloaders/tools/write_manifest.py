@@ -31,7 +31,7 @@ import tempfile
 from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
-from batchloaders.spec.datasets import DATA_SUFFIX, _walk
+from batchloaders.spec.datasets import DEFAULT_PATTERN, _walk
 from batchloaders.spec.document import load_file, parse_text
 from batchloaders.spec.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.spec.model import COMPRESSIONS
@@ -73,7 +73,7 @@ def data_files(directory: str) -> list[str]:
     if unreadable:
         raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
     if not files:
-        raise Refused(f"no *{DATA_SUFFIX} data file under {directory}")
+        raise Refused(f"no data file under {directory} (files matching {DEFAULT_PATTERN})")
     return files
 
 
