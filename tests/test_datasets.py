@@ -162,6 +162,10 @@ def test_dir_dataset_pattern_chooses_the_files(tmp_path, name, pattern, expected
     ("[abc.tfrecords", "found '[abc.tfrecords': found '[' without ']': expected a character class such as [0-9]"),
     ("/abs/*.tfrecords", "found '/abs/*.tfrecords': expected a pattern relative to data_dir, such as "
                          "'**/*.tfrecords'"),
+    ("[z-a].tfrecords", "found '[z-a].tfrecords': bad character range z-a: expected a glob such as "
+                        "'**/*.tfrecords'"),
+    ("{a,b}" * 11, "found '" + "{{a,b}}" * 11 + "': its {{...}} groups spell 2,048 alternatives: expected at "
+                   "most 1,024"),
 ])
 def test_a_bad_pattern_or_one_matching_nothing_is_located(tmp_path, pattern, message):
     make_tree(tmp_path, NAMES)

@@ -23,6 +23,7 @@ from batchloaders.spec.model import Dataset
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
 # their compressed forms (whether they are compressed is the manifest's compression, not the name).
 DEFAULT_PATTERN = "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}"
+MAX_ALTERNATIVES = 1024  # {a,b} groups multiply: a pattern must not spell millions of globs
 MAX_LIST_BYTES = 256 * 2**20  # a list file larger than this is refused
 MAX_LINE_CHARS = 4096  # a longer line means the list file is not a list of paths
 MAX_QUOTED = 5  # entries an error quotes before "... and N more"
@@ -149,7 +150,16 @@ def pattern_matcher(pattern: str):
     """
     if not pattern or pattern.startswith("/"):
         raise ValueError("expected a pattern relative to data_dir, such as '**/*.tfrecords'")
-    regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in _braces(pattern)))
+    alternatives = 1
+    for group in re.findall(r"\{([^{}]*)\}", pattern):
+        alternatives *= group.count(",") + 1
+    if alternatives > MAX_ALTERNATIVES:
+        raise ValueError(f"its {{...}} groups spell {alternatives:,} alternatives: expected at most "
+                         f"{MAX_ALTERNATIVES:,}")
+    try:
+        regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in _braces(pattern)))
+    except re.error as e:  # e.g. a character range backwards, [z-a]
+        raise ValueError(f"{e.msg}: expected a glob such as '**/*.tfrecords'") from None
     return lambda relative: regex.fullmatch(relative) is not None
 
 
@@ -189,8 +199,12 @@ def _glob_regex(pattern: str) -> str:
             if end < 0:
                 raise ValueError("found '[' without ']': expected a character class such as [0-9]")
             body = pattern[i + 1:end]
-            out.append("[" + ("^" + re.escape(body[1:]) if body.startswith("!") else re.escape(body)).replace(
-                "\\-", "-") + "]")
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            # A lone '-' between two characters is a range; anything else is that character.
+            inner = "".join("-" if c == "-" and 0 < j < len(body) - 1 and "-" not in (body[j - 1], body[j + 1])
+                            else re.escape(c) for j, c in enumerate(body))
+            out.append("[" + ("^" if negate else "") + inner + "]")
             i = end + 1
         else:
             out.append(re.escape(c))
