@@ -178,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchloaders",
                                      description="Validate and inspect batch loader configs and dataset manifests.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show TensorFlow's own start-up and log lines (hidden otherwise)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Every command that reads a config can import the plugins that register its types.
     plugins = argparse.ArgumentParser(add_help=False)
@@ -305,6 +307,7 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
+    _quiet_tensorflow(args)
     from batchloaders import bench
 
     try:
@@ -314,9 +317,11 @@ def _run_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ info and warning logs out of a command's output, unless the user set the level."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
+    """Import TensorFlow without its native start-up lines (batchloaders/quiet.py), unless -v."""
+    from batchloaders.quiet import import_tensorflow
+
+    import_tensorflow(verbose=bool(getattr(args, "verbose", False)))
 
 
 def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Namespace], int]:
@@ -325,7 +330,7 @@ def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Names
     The module (and TensorFlow with it) is imported only when the command runs.
     """
     def run(args: argparse.Namespace) -> int:
-        _quiet_tensorflow()
+        _quiet_tensorflow(args)
         tool = importlib.import_module(f"batchloaders.tools.{module}")
         try:
             return call(tool, args)

@@ -10,8 +10,6 @@ import os
 import time
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -62,6 +60,9 @@ def throughput(dataset, batches: int = 60) -> tuple[float, int]:
 
 
 def main() -> int:
+    from batchloaders.quiet import import_tensorflow
+
+    import_tensorflow()  # first (writing the data imports it), without its native start-up lines
     from batchloaders.cli import validate
     from batchloaders.demo_data import generate
 

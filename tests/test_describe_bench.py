@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -152,6 +153,28 @@ def test_bench_counts_and_padding_efficiency(padded):
     assert f"mean serialized record size {mean:.1f} B" in got["read"]
     assert "all 8 records of the 2 data files" in result.stdout
     assert "5/5 batches" in result.stderr  # the progress bar (text mode turns its \r into \n)
+
+
+NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWE]\d{4} |.*cudart_stub|.*oneDNN|To enable the "
+                        r"following instructions)")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_bench_prints_no_tensorflow_start_up_lines_unless_verbose(padded, verbose):
+    """The console script, with no TF_CPP_MIN_LOG_LEVEL set: TensorFlow's native lines are ours to hide."""
+    tmp_path, _ = padded
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    script = pathlib.Path(sys.executable).parent / "batchloaders"
+    result = subprocess.run([str(script), *(["-v"] if verbose else []), "bench", "padded.yaml", "--batches", "3"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    native = [line for line in result.stderr.splitlines() if NATIVE_LOG.match(line)]
+    if verbose:  # this machine's TensorFlow announces oneDNN and the missing CUDA driver at import
+        assert native, result.stderr
+    else:
+        assert native == [], result.stderr
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines and all(re.match(r"\[[#.]{30}\] \d/3 batches ", line) for line in lines), lines  # the bar
 
 
 def test_progress_bar_redraws_one_line():
