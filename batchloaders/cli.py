@@ -342,5 +342,9 @@ def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Names
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: parse ``argv`` and exit with the command's status."""
     args = build_parser().parse_args(argv)  # exits 2 on a usage error
+    if not args.verbose:  # whichever command ends up importing TensorFlow does it quietly
+        from batchloaders.quiet import install
+
+        install()
     run: Callable[[argparse.Namespace], int] = args.run
     sys.exit(run(args))

@@ -11,6 +11,9 @@ error. ``-v`` keeps everything. Library users get TensorFlow as it is.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.abc
+import importlib.util
 import os
 import sys
 import tempfile
@@ -46,3 +49,31 @@ def import_tensorflow(verbose: bool = False):
             sys.stderr.write(captured.read().decode("utf-8", "replace"))
             raise
     return tensorflow
+
+
+class _Imported(importlib.abc.Loader):
+    """Hands the import system the module :class:`_QuietFirstImport` imported already."""
+
+    def create_module(self, spec):
+        return sys.modules[spec.name]
+
+    def exec_module(self, module):
+        pass
+
+
+class _QuietFirstImport(importlib.abc.MetaPathFinder):
+    """Makes the first ``import tensorflow``, wherever it happens (a plugin's step traced by
+    ``describe``, a data tool), a quiet one; then steps aside."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        import_tensorflow()
+        return importlib.util.spec_from_loader(name, _Imported())
+
+
+def install() -> None:
+    """For the commands: the first import of TensorFlow in this process, if any, is quiet."""
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietFirstImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietFirstImport())

@@ -103,3 +103,17 @@ def test_schema_without_a_directory_or_path_is_a_usage_error():
     result = subprocess.run([str(console_script()), "schema"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "expected DIR" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["describe", "configs/chars_plugin.yaml"],
+                                     ["check-data", "configs/chars_independent.yaml", "--records", "2"]])
+def test_commands_that_import_tensorflow_print_none_of_its_start_up_lines(demo_data, command):
+    """describe of a plugin config traces the plugin's step, which imports TensorFlow deep inside."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([str(console_script()), *command], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("config: configs/chars_plugin.yaml" if command[0] == "describe" else "OK ")
