@@ -297,12 +297,14 @@ def test_discrete_windows_are_chunked_and_named_by_their_first_record(tmp_path):
      "found chunking and packing together: expected one"),
     ({"size": 4}, {"bucketing": {"by": "x", "max_tokens": 40}}, "$.args.chunking",
      "found chunking and bucketing together: expected one"),
+    ({"size": 4, "shuffle_buffer": 2**24}, {"padding": [{"tensor": "x", "shape": [2**20]}]},
+     "$.args.chunking.shuffle_buffer", "a chunk shuffle buffer of 16,777,216 chunks of at least 8,388,620 bytes"),
     ({"size": 4}, {"processing_steps": [{"tensor": "k", "type": "cast", "args": {"dtype": "int64"}}]},
      "$.args.processing_steps[0].tensor", "tensor 'k' is built on the chunks, after every processing step has run"),
 ])
 def test_chunking_mistakes_are_located(data, chunking, extra, where, words):
-    cfg = loader_config(data, [("x", "x"), ("id", "id")], inputs=["x", "id", "k"], padding=True,
-                        secondary_features=[SECONDARY[1]], chunking=chunking, **extra)
+    cfg = loader_config(data, [("x", "x"), ("id", "id")], inputs=["x", "id", "k"],
+                        **{"padding": True, "secondary_features": [SECONDARY[1]], "chunking": chunking, **extra})
     with pytest.raises(ConfigError) as caught:
         load_config(cfg)
     assert [(p.path, words in p.message) for p in caught.value.problems
