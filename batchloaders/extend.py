@@ -159,6 +159,9 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
     def decorate(fn):
         call = f"register_secondary({name!r})"
         _, origin = _start(fn, call, name, loaders)
+        if after_chunking and not batched:
+            _refuse(fn, call, "found after_chunking without batched: a feature built on chunks reads their metadata "
+                              "from the batch (batch.extras['chunk']); expected batched=True")
         checked_schema = _checked_schema(fn, call, schema)
         build = fn if batched else _per_example_secondary(fn)
         _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,

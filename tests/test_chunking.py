@@ -381,3 +381,10 @@ def test_a_fixed_length_example_named_in_tensors_is_chunked(tmp_path):
             key = f"{os.path.join(tmp_path, f'part-{f}.tfrecords')}:{r}".encode()
             want += [(list(p), 100 * f + r, k, key) for k, p in enumerate(pieces)]
     assert got == want and len(want) == 2 * 3 * 3
+
+
+def test_a_plugin_built_on_chunks_must_be_batched():
+    from batchloaders import PluginError, register_secondary
+
+    with pytest.raises(PluginError, match="found after_chunking without batched"):
+        register_secondary("chunk_thing", after_chunking=True)(lambda features: features)
