@@ -37,11 +37,22 @@ def _sentences_model(keras):
     return keras.Model({"chars": chars, "sentence_ids": ids}, {"next_chars": keras.layers.Dense(256, name="next_chars")(x)})
 
 
+def _chunked_model(keras):
+    chars = keras.Input((72,), dtype="int32", name="chars")  # 8 + 64: a chunk with its left context
+    chunk = keras.Input((), dtype="int32", name="chunk")
+    x = keras.layers.Embedding(256, 32)(chars)
+    x = keras.layers.Conv1D(64, 9, padding="valid", activation="relu")(x)  # 72 - 8 = 64: one per core character
+    where = keras.layers.Embedding(8, 8)(keras.ops.minimum(chunk, 7))  # the chunk's place in its window
+    x = keras.layers.Concatenate()([x, keras.ops.repeat(keras.ops.expand_dims(where, 1), 64, axis=1)])
+    return keras.Model({"chars": chars, "chunk": chunk}, {"next_chars": keras.layers.Dense(256, name="next_chars")(x)})
+
+
 MODELS = {  # config -> (model, loss)
     "chars_independent.yaml": (_chars_model, "sparse"),
     "chars_plugin.yaml": (lambda keras: _chars_model(keras, classes=128), "one_hot"),  # its targets are one-hot
     "stream_continuous.yaml": (_stream_model, "sparse"),
     "sentences_discrete.yaml": (_sentences_model, "sparse"),
+    "sentences_chunked.yaml": (_chunked_model, "sparse"),
 }
 
 

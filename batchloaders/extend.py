@@ -144,22 +144,28 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
 
 
 def register_secondary(name: str, *, schema: dict | None = None, infer: Callable | None = None, batched: bool = False,
-                       loaders=ALL_LOADERS, measures: str | None = None) -> Callable:
+                       loaders=ALL_LOADERS, measures: str | None = None, after_chunking: bool = False) -> Callable:
     """Register ``fn`` as the secondary feature type ``name`` (a decorator; returns ``fn`` unchanged).
 
     Per example (the default), ``fn(features, **args)`` gets a dict of the example's primary
     features and earlier secondary features and returns one tensor. ``infer(args, ctx)``
     (optional) gives the output's TensorInfo without TensorFlow. ``measures`` names the arg
     holding a tensor this type measures after that tensor's processing steps (as ``length``
-    does); such a feature is built once those steps have run.
+    does); such a feature is built once those steps have run. ``after_chunking`` (with ``batched``):
+    the feature is built from each chunk's metadata once the examples are cut into chunks
+    (``batch.extras["chunk"]``: ``index``, ``count`` and ``source_key``, one per chunk), and only
+    configs with a ``chunking`` block may use it.
     """
     def decorate(fn):
         call = f"register_secondary({name!r})"
         _, origin = _start(fn, call, name, loaders)
+        if after_chunking and not batched:
+            _refuse(fn, call, "found after_chunking without batched: a feature built on chunks reads their metadata "
+                              "from the batch (batch.extras['chunk']); expected batched=True")
         checked_schema = _checked_schema(fn, call, schema)
         build = fn if batched else _per_example_secondary(fn)
         _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,
-                                           tuple(loaders), origin, measures, _scope), fn, call)
+                                           tuple(loaders), origin, measures, _scope, after_chunking), fn, call)
         return fn
     return decorate
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, packing
+from batchloaders import bucketing, chunking, packing
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.spec.accounting import expected_batches
@@ -99,6 +99,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     from batchloaders.integrity import Reader
 
     reader = Reader(loader_config)  # file sizes and counts are read once, here
+    counter = chunking.ChunkCounter() if loader_config.chunking is not None else None
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None) -> tf.data.Dataset:
@@ -127,10 +128,14 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         if loader_config.bucketing is not None or loader_config.packing is not None:
             source_config = dataclasses.replace(loader_config, drop_remainder=False)
             block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
+        elif loader_config.chunking is not None:
+            # Chunks are made from blocks of one epoch of examples; compile_dataset repeats the epochs.
+            source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
+            block = chunking.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=zero_tails)
+                                    zero_tails=zero_tails, chunk_counter=counter)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 
@@ -139,4 +144,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         return reader.skipped.report() if reader.skipped is not None else None
 
     input_fn.skipped = skipped  # type: ignore[attr-defined]
+
+    def chunk_report():
+        """What chunking did so far (a chunking.ChunkReport: sequences, chunks, dropped last pieces); None
+        without chunking."""
+        return counter.report() if counter is not None else None
+
+    input_fn.chunk_report = chunk_report  # type: ignore[attr-defined]
     return input_fn

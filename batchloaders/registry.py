@@ -48,6 +48,9 @@ class SecondaryType:
     # such a feature is built after the steps on that tensor, not with the other secondaries.
     measures: str | None = None
     scope: str | None = GLOBAL
+    # Built from a chunk's metadata (``batch.extras["chunk"]``) once the examples are cut into chunks
+    # (chunk_index, chunk_count, source_key): only in configs with a ``chunking`` block.
+    after_chunking: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

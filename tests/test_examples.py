@@ -150,3 +150,27 @@ def test_sentences_packed_rows_hold_whole_windows_of_text(corpus):
                 assert any(bytes(int(c) for c in piece) in text for text in texts)
         real, total = real + (seg > 0).sum(), total + seg.size
     assert real / total > 0.95
+
+
+def test_sentences_chunked_chunks_are_text_after_their_left_context(corpus):
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    texts = [b"".join(split_sentences(g)) for g in groups()]
+    input_fn = build_input_fn(os.path.join(ROOT, "configs", "sentences_chunked.yaml"))
+    firsts = 0
+    for features, targets in input_fn().take(5):
+        chars, chunk, nxt = features["chars"].numpy(), features["chunk"].numpy(), targets["next_chars"].numpy()
+        assert chars.shape == (32, 72) and nxt.shape == (32, 64)
+        for row, k, follow in zip(chars, chunk, nxt):
+            n = int((follow != 0).sum())  # the core's length (the text holds no NUL; padding is 0)
+            assert 16 <= n <= 64 and not follow[n:].any() and not row[8 + n:].any()
+            core = row[8:8 + n]
+            np.testing.assert_array_equal(follow[:n - 1], core[1:])  # the targets: the next characters
+            if k == 0:  # the window's start: its context is zero padding
+                assert not row[:8].any()
+                firsts += 1
+            else:  # the 8 characters before the core, from the same text
+                assert row[:8].all()
+            text = bytes(int(c) for c in list(row[:8][row[:8] > 0]) + list(core) + [follow[n - 1]])
+            assert any(text in t for t in texts)
+    assert firsts and input_fn.chunk_report().chunks >= 5 * 32

@@ -94,6 +94,11 @@ def sequence(kind, **args):
 
 
 BAD_CONFIGS = [
+    # chunking
+    (config(args__chunking={"size": 0}), "$.args.chunking.size", "expected an integer >= 1, found 0"),
+    (config(args__chunking={"size": 4, "context": [1]}), "$.args.chunking.context", "expected at least 2 items"),
+    (config(args__chunking={"size": 4, "tensors": [{"tensor": "label", "rate": 4}]}),
+     "$.args.chunking.tensors[0].rate", "unknown key 'rate'"),
     # misspelt keys, with the suggestion
     (config(args__tagret_batch_size=32, drop=["args__target_batch_size"]), "$.args.tagret_batch_size",
      "unknown key 'tagret_batch_size' (did you mean 'target_batch_size'?); allowed keys: dataset, "),
@@ -128,7 +133,7 @@ BAD_CONFIGS = [
     (config(args__dataset={"type": "lst", "args": {}}), "$.args.dataset.type",
      "unknown dataset type 'lst' (did you mean 'list'?); expected one of: dir, list"),
     (secondary({"to_name": "c", "type": "konst", "args": {}}), "$.args.secondary_features[0].type",
-     "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: boundaries, const, length, "),
+     "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: boundaries, chunk_count, chunk_index, const, length, "),
     (config(args__processing_steps=[{"tensor": "image", "type": "slise"}]), "$.args.processing_steps[0].type",
      "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: cast, clip, frame_stack, "),
     (secondary({"to_name": "n", "type": "length", "args": {"tensor": "image", "dtype": "int16"}}),
@@ -243,6 +248,10 @@ GOOD_CONFIGS = [
     sequence("continuous_sequence", min_window=2, max_window=8, stride=None),
     sequence("continuous_sequence", min_window=2, max_window=8, stride=3),
     sequence("discrete_sequence", min_window=3, max_window=5),
+    config(args__chunking={"size": 40, "step": 20, "context": [2, 2], "min_size": 10, "shuffle_buffer": 64,
+                           "tensors": [{"tensor": "label", "size": 10, "step": 5, "context": [0, 0]}]}),
+    secondary({"to_name": "i", "type": "chunk_index", "args": {"dtype": "int64"}},
+              {"to_name": "c", "type": "chunk_count"}, {"to_name": "k", "type": "source_key"}),
 ]
 
 GOOD_MANIFESTS = [
@@ -356,7 +365,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 30
+    assert len(SCHEMA_FILES) == 34
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, builtin_types, packing, sources
+from batchloaders import bucketing, builtin_types, chunking, packing, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
 from batchloaders.registry import BUILTIN, SECONDARY, STEPS
 from batchloaders.spec.model import LoaderConfig, SecondaryFeature
-from batchloaders.spec.order import run_order
+from batchloaders.spec.order import after_chunking, run_order
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -89,7 +89,8 @@ def example_wise(config: LoaderConfig) -> bool:
     # Ragged, sparse and user batchers make a whole batch at once: they are not cut from blocks.
     plain = all(spec.batching in ("padded", "dense") for spec in config.pad_specs.values())
     return (not config.secondary_features and not config.processing_steps and plain
-            and config.bucketing is None and config.packing is None)  # they regroup transformed blocks
+            and config.bucketing is None and config.packing is None  # they regroup transformed blocks
+            and config.chunking is None)
 
 
 def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,
@@ -138,12 +139,42 @@ def _bucket_batches(config: LoaderConfig, pack_inputs, pack_targets, zero_tails:
     return run
 
 
+def _chunks(config: LoaderConfig, decode, zero_tails: frozenset):
+    """Loader element (a block of examples, one epoch) -> its chunks (chunking.py), with their block's counts."""
+    names = config.chunking.names + config.chunking.copied
+
+    def run(element):
+        element = decode(element)
+        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
+                                set(zero_tails)), config)
+        return chunking.chunk_block({n: batch.values[n] for n in names}, batch.lengths, batch.extras, config)
+    return run
+
+
+def _chunk_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, pack_targets):
+    """A batch of chunks -> the model's (features, targets): the features built on chunks, then padding."""
+    later = after_chunking(config)
+
+    def run(element):
+        # (Chunks are zero after their length but as wide as the widest possible chunk, not the batch's
+        # widest, so they are no zero_tails: finalize trims them to the batch's longest.)
+        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
+        for feature in later:
+            _secondary(batch, config, feature, SECONDARY.get(feature.type))
+        tensors = finalize(batch, config, static_batch)
+        features = pack_inputs({n: tensors[n] for n in config.inputs})
+        return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
+    return run
+
+
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset()) -> tf.data.Dataset:
+                    zero_tails: frozenset = frozenset(), chunk_counter=None) -> tf.data.Dataset:
     """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
-    ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks)."""
+    ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks).
+    With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
+    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
     if config.bucketing is not None:
@@ -174,6 +205,23 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
             return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
         ds = ds.map(as_written(finish_rows), **parallel)
         cardinality = None  # how many rows the examples fill is known only once packed
+    elif config.chunking is not None:
+        # Transform blocks and cut their examples into chunks (chunking.py); shuffle and batch the chunks.
+        parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                        deterministic=not config.sloppy_interleave)
+        ds = ds.map(as_written(_chunks(config, decode, zero_tails)), **parallel)
+        if chunk_counter is not None:
+            ds = ds.map(as_written(chunk_counter.add))  # one thread: the counts add up race-free
+        else:
+            ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
+        drop = config.drop_remainder or config.epochs is None
+        if config.chunking.shuffle_buffer is not None:
+            ds = ds.unbatch().shuffle(config.chunking.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+            ds = sources.repeat_epochs(config, ds).batch(batch_size, drop_remainder=drop)
+        else:
+            ds = sources.repeat_epochs(config, ds).rebatch(batch_size, drop_remainder=drop)
+        ds = ds.map(as_written(_chunk_batches(config, static_batch, pack_inputs, pack_targets)), **parallel)
+        cardinality = None  # how many chunks the examples give is known only once cut
     elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import chunking, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.integrity import names_in_block
@@ -55,9 +55,12 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
     return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
-def frames(serialized, first_record, filename, manifest, selected: dict, block: int) -> dict:
+RECORD = "@record"  # with a source_key feature: each frame's record number, carried along with the frames
+
+
+def frames(serialized, first_record, filename, manifest, selected: dict, block: int, records: bool = False) -> dict:
     """Parse a block of (at most ``block``) records and concatenate them along the first axis:
-    {to_name: [steps, ...]}."""
+    {to_name: [steps, ...]}; ``records``: also {RECORD: [steps]}, the record each step comes from."""
     names = names_in_block(filename, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
     checks = _check_same_lengths(lengths, filename, first_record)
@@ -68,6 +71,11 @@ def frames(serialized, first_record, filename, manifest, selected: dict, block: 
                 out[name] = tf.boolean_mask(v, tf.sequence_mask(lengths[name], tf.shape(v)[1]))
             else:
                 out[name] = tf.reshape(v, [-1] + v.shape[2:].as_list())
+        if records:
+            name, v = next(iter(values.items()))
+            per_record = lengths[name] if name in lengths else tf.fill(tf.shape(v, out_type=tf.int64)[:1],
+                                                                       tf.shape(v, out_type=tf.int64)[1])
+            out[RECORD] = tf.repeat(first_record + tf.range(tf.size(per_record, out_type=tf.int64)), per_record)
     return out
 
 
@@ -75,10 +83,11 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
+    keyed = chunking.wants_source(config)
 
     def file_blocks(filename, index):
         def parse(b):
-            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, per_block))
+            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, per_block, keyed))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
@@ -86,18 +95,22 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
             as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):
-        buffer, starts, lens = element["buffer"], element["starts"], element["lens"]
+        buffer, starts, lens = dict(element["buffer"]), element["starts"], element["lens"]
+        extras = {}
+        if keyed:  # a window is named by the record of its first frame
+            extras["source_key"] = chunking.source_keys(config, tf.fill(tf.shape(starts), element["file"]),
+                                                        tf.gather(buffer.pop(RECORD), starts))
         if fixed and config.stride is None:  # back-to-back windows of one size: a slice and a reshape
             size = config.min_window
             span = slice(starts[0], starts[0] + tf.size(lens, out_type=tf.int64) * size)
             values = {name: tf.reshape(v[span], [-1, size] + v.shape[1:].as_list()) for name, v in buffer.items()}
-            return {"values": values, "lengths": {}, "extras": {}}
+            return {"values": values, "lengths": {}, "extras": extras}
         width = config.min_window if fixed else tf.reduce_max(lens)
         positions = starts[:, None] + tf.range(width, dtype=tf.int64)[None, :]
         last = tf.shape(next(iter(buffer.values())), out_type=tf.int64)[0] - 1
         positions = tf.minimum(positions, last)  # the tail past a window's length is padding
         values = {name: tf.gather(v, positions) for name, v in buffer.items()}
-        return {"values": values, "lengths": {} if fixed else {name: lens for name in values}, "extras": {}}
+        return {"values": values, "lengths": {} if fixed else {name: lens for name in values}, "extras": extras}
 
     return windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
                                   make_windows=make_windows, max_offset=config.stride or config.max_window,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import chunking, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
@@ -118,8 +118,11 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         valid = tf.range(tf.shape(batch["serialized"], out_type=tf.int64)[1])[None, :] < batch["count"][:, None]
         files = tf.broadcast_to(batch["file"][:, None], tf.shape(valid))
         names = reader.record_names(tf.boolean_mask(files, valid), tf.boolean_mask(batch["record"], valid))
-        return assemble(tf.boolean_mask(batch["serialized"], valid), batch["count"], manifest, selected,
-                        fixed_count, names)
+        out = assemble(tf.boolean_mask(batch["serialized"], valid), batch["count"], manifest, selected,
+                       fixed_count, names)
+        if chunking.wants_source(config):  # a window's first record names it
+            out["extras"]["source_key"] = chunking.source_keys(config, batch["file"], batch["record"][:, 0])
+        return out
 
     planned = windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
                                      make_windows=plan, max_offset=config.max_window, unit="records")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import chunking, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
@@ -40,6 +40,9 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         def per_block(b):
             count = tf.size(b["serialized"])
             parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count, block))
+            if chunking.wants_source(config):  # (chunking: finish is None)
+                records = b["first"] + tf.range(tf.cast(count, tf.int64))
+                parsed["extras"] = {"source_key": chunking.source_keys(config, tf.fill([count], b["file"]), records)}
             return finish(parsed) if finish is not None else parsed
         if sources.parses_where_read(config):
             # Parsed in the thread that reads the file, in the call that checks it: as many blocks
@@ -62,8 +65,13 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                       reshuffle_each_iteration=True)
         records = sources.repeat_epochs(config, records).batch(batch_size, drop_remainder=drop)
-    return records, lambda records: parse(records["serialized"],
-                                          reader.record_names(records["file"], records["record"]))
+
+    def decode(records):
+        parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))
+        if chunking.wants_source(config):
+            parsed["extras"] = {"source_key": chunking.source_keys(config, records["file"], records["record"])}
+        return parsed
+    return records, decode
 
 
 def _parsed(batch):

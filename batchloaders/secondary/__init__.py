@@ -5,6 +5,7 @@ from batchloaders.registry import BUILTIN
 
 with registering(BUILTIN):
     from batchloaders.secondary import boundaries as _boundaries  # noqa: F401
+    from batchloaders.secondary import chunk_meta as _chunk_meta  # noqa: F401
     from batchloaders.secondary import const as _const  # noqa: F401
     from batchloaders.secondary import length as _length  # noqa: F401
     from batchloaders.secondary import segment_ids as _segment_ids  # noqa: F401

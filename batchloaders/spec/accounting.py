@@ -76,7 +76,8 @@ def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check)
     if counts is None:
         return
     batch, epochs = args["target_batch_size"], args["epochs"]
-    drop = bool(args["drop_remainder"]) and epochs is not None
+    # With chunking, target_batch_size counts chunks, which the counts cannot tell: no verdict on batches.
+    drop = bool(args["drop_remainder"]) and epochs is not None and "chunking" not in args
     listed = f"the manifest {dataset.manifest.path} lists {sum(counts):,} records in the {len(counts)} data file(s)"
     if sum(counts) == 0:
         check(("args", "dataset"), f"{listed}: every data file is empty, so no batch would come out; expected "

@@ -217,6 +217,10 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         elif loader_type not in kind.loaders:
             check(at + ("type",), f"secondary feature type {s['type']!r} is not available for the {loader_type} "
                                   f"loader: expected one of {', '.join(kind.loaders)} loaders")
+        elif kind.after_chunking and "chunking" not in args:
+            check(at + ("type",), f"secondary feature type {s['type']!r} describes a chunk, and there are no chunks: "
+                                  "expected a chunking block in args (chunk metadata exists only once examples are "
+                                  "cut into chunks)")
         elif kind.measures:  # e.g. length: it sees its tensor as the processing steps leave it
             deferred[s["to_name"]] = (len(secondary) - 1, at, kind, item_args)
         else:
@@ -264,6 +268,12 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     for pending in list(deferred.values()):
         infer_secondary(*pending)
 
+    chunking = None
+    if "chunking" in args and valid(("args", "chunking")):
+        from batchloaders.spec.chunk_rules import chunk_spec
+
+        others = [key for key in ("packing", "bucketing") if key in args]
+        chunking = chunk_spec(args["chunking"], tensors, seen, inputs + targets, secondary, steps, others, check)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.spec.pack_rules import pack_spec
@@ -320,7 +330,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing,
-        packing=packing)
+        packing=packing, chunking=chunking)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

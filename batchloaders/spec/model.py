@@ -146,6 +146,46 @@ class PackSpec:
     json_path: str
 
 
+@dataclasses.dataclass(frozen=True)
+class ChunkTensor:
+    """How one tensor is chunked: cores of ``size`` steps starting every ``step``, ``left`` and ``right``
+    steps of context around each (zeros beyond the sequence's borders)."""
+
+    name: str
+    size: int
+    step: int
+    left: int
+    right: int
+
+    @property
+    def width(self) -> int:
+        """The longest chunk: context and a full core."""
+        return self.left + self.size + self.right
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkSpec:
+    """Chunking, resolved (see chunking.py): ``tensors`` are cut into chunks, ``copied`` go whole to
+    every chunk of their example; ``reference`` (a tensor at the block's own size and step) fixes the
+    number of chunks and decides the last piece's fate with ``min_size``."""
+
+    size: int
+    step: int
+    left: int
+    right: int
+    min_size: int
+    shuffle_buffer: int | None
+    tensors: tuple[ChunkTensor, ...]
+    copied: tuple[str, ...]
+    reference: str
+    json_path: str
+    source_key: bool = False  # whether a source_key feature needs the loader's file and record of each example
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tensors)
+
+
 def format_shape(shape) -> str:
     """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -204,6 +244,7 @@ class LoaderConfig:
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
     bucketing: BucketSpec | None = None
     packing: PackSpec | None = None
+    chunking: ChunkSpec | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:
