@@ -126,7 +126,7 @@ def data_errors() -> Iterator[None]:
     """Raise data errors of a running pipeline as :class:`DataError`, which names the file and record.
 
     >>> with batchloaders.data_errors():
-    ...     model.fit(input_fn(), epochs=3)
+    ...     model.fit(input_fn(), epochs=3, shuffle=False)
     """
     try:
         yield

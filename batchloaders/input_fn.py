@@ -67,7 +67,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     """Check ``config`` now and return ``input_fn`` building its dataset.
 
     >>> input_fn = build_input_fn("configs/chars_independent.yaml")
-    >>> model.fit(input_fn(), epochs=3)
+    >>> model.fit(input_fn(), epochs=3, shuffle=False)  # the loader shuffles; Keras would warn
 
     ``model``: a Keras model whose input and output names replace the config's
     ``model`` block; batches are then packed the way the model takes them (dicts

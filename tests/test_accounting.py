@@ -81,7 +81,7 @@ def test_keras_fit_knows_the_steps_per_epoch(tmp_path):
         def on_train_batch_end(self, batch, logs=None):
             steps.append(batch)
 
-    model.fit(ds, epochs=2, verbose=0, callbacks=[Steps()])
+    model.fit(ds, epochs=2, verbose=0, callbacks=[Steps()], shuffle=False)
     assert steps == [3, 0, 1, 2, 0, 1, 2]  # known before the first epoch; 3 batches each epoch
 
 
