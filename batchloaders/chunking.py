@@ -27,7 +27,6 @@ import tensorflow as tf
 from batchloaders.spec.model import LoaderConfig
 
 BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
-META = ("index", "count", "source_key")  # what batch.extras["chunk"] holds (source_key when a feature needs it)
 
 
 def chunk_counts(n, size: int, step: int):
@@ -114,13 +113,39 @@ def chunk_block(values: dict, lengths: dict, extras: dict, config: LoaderConfig)
         mask = tf.reshape(real, tf.concat([tf.shape(real), tf.ones([v.shape.rank - 2], tf.int32)], 0))
         out_values[t.name] = tf.where(mask, picked, tf.zeros_like(picked))
         out_lengths[t.name] = size
-    for name in spec.copied:
+    for name in spec.copied:  # whole, with its own length when it has one (a window's per-record features)
         out_values[name] = tf.gather(values[name], example)
+        if name in lengths:
+            out_lengths[name] = tf.gather(lengths[name], example)
     meta = {"index": index, "count": tf.gather(emitted, example)}
     if spec.source_key:
         meta["source_key"] = tf.gather(extras["source_key"], example)
     counted = tf.stack([examples, tf.reduce_sum(emitted), tf.reduce_sum(tf.cast(dropped, tf.int64))])
     return {"values": out_values, "lengths": out_lengths, "extras": meta, "counts": counted}
+
+
+def guard_empty_pass(chunks: tf.data.Dataset, config: LoaderConfig) -> tf.data.Dataset:
+    """``chunks`` (one pass over the data, blocks of chunks) failing at its end when it gave no chunk.
+
+    With ``epochs: null`` the pass is repeated forever; a pass without a chunk (every sequence empty,
+    or its only piece shorter than min_size) would make the batching spin without end."""
+    spec = config.chunking
+    message = (f"{config.source}: {spec.json_path}: a whole pass over the data gave no chunk (every sequence is "
+               f"empty, or its only piece is shorter than min_size {spec.min_size}), and epochs null would repeat "
+               "that forever: expected sequences of at least min_size steps")
+    empty = tf.nest.map_structure(lambda s: tf.zeros([0] + [d or 0 for d in s.shape[1:]], s.dtype),
+                                  chunks.element_spec)
+    flagged = tf.data.Dataset.zip((chunks, tf.data.Dataset.from_tensors(False).repeat())).concatenate(
+        tf.data.Dataset.from_tensors((empty, True)))
+
+    def step(count, pair):
+        element, last = pair
+        count += tf.shape(tf.nest.flatten(element)[0], out_type=tf.int64)[0]
+        with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(last & tf.equal(count, 0)), [message])]):
+            return count, (element, tf.identity(last))
+
+    return flagged.scan(tf.constant(0, tf.int64), step).filter(lambda _, last: tf.logical_not(last)).map(
+        lambda element, _: element)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,5 +181,6 @@ class ChunkCounter:
             return tf.nest.map_structure(tf.identity, {k: v for k, v in element.items() if k != "counts"})
 
     def report(self) -> ChunkReport:
-        found = dict(zip((k.decode() for k in self.table.export()[0].numpy()), self.table.export()[1].numpy()))
+        keys, values = (t.numpy() for t in self.table.export())
+        found = dict(zip((k.decode() for k in keys), values))
         return ChunkReport(*(int(found.get(k, 0)) for k in self.KEYS))

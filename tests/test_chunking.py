@@ -388,3 +388,85 @@ def test_a_plugin_built_on_chunks_must_be_batched():
 
     with pytest.raises(PluginError, match="found after_chunking without batched"):
         register_secondary("chunk_thing", after_chunking=True)(lambda features: features)
+
+
+# --- found by review: record axes, no chunk with epochs null, memory, batch counts, plugins' source keys ---
+
+def test_a_discrete_windows_per_record_feature_is_copied_whatever_the_window_sizes(tmp_path):
+    """rid has one row per record: a record axis, not a time axis. Windows of 1 to 3 records make it [?],
+    and it must still be copied to every chunk of its window, not cut at the words' rate."""
+    files = [[(2, 3), (2, 5), (2, 1), (2, 4)], [(2, 2), (2, 6)]]
+    write_discrete(tmp_path, files)
+    cfg = sequence_config(tmp_path, "discrete_sequence", [("words", "words"), ("rid", "rid")],
+                          inputs=["words", "rid", "n"], lo=1, hi=3, target_batch_size=4, seed=2,
+                          padding=[{"tensor": "rid", "value": -1}, {"tensor": "words", "value": -1}],
+                          secondary_features=[{"to_name": "n", "type": "length", "args": {"tensor": "words"}}],
+                          chunking={"size": 2})
+    assert load_config(cfg).chunking.copied == ("rid",)
+    words_seen = collections.Counter()
+    for batch in build_input_fn(cfg)().as_numpy_iterator():
+        for words, rid, n in zip(batch["words"], batch["rid"], batch["n"]):
+            real = [int(r) for r in rid if r != -1]
+            assert list(rid) == real + [-1] * (len(rid) - len(real))  # -1 (not a loader's 0) past the records
+            assert 1 <= len(real) <= 3 and real == list(range(real[0], real[0] + len(real)))  # one window's records
+            # word 10000 f + 100 r + j belongs to record rid 100 f + r: every word of the chunk is the window's
+            assert {int(w) // 100 for w in words[:n]} <= set(real), (words, real)
+            words_seen.update(int(w) for w in words[:n])
+    # Windows of whole records cover the files (each record once per epoch), chunks cover the windows.
+    assert words_seen == collections.Counter(int(w) for f, records in enumerate(files)
+                                             for r, (_, n_words) in enumerate(records)
+                                             for w in discrete_steps(f, r, n_words))
+
+
+def test_epochs_null_with_no_chunk_at_all_fails_instead_of_hanging(data):
+    cfg = config(data, {"size": 40, "min_size": 40}, epochs=None)  # the longest sequence has 16 steps
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"\$\.args\.chunking: a whole pass over the data gave "
+                                                             "no chunk .*min_size 40"):
+        next(iter(build_input_fn(cfg)()))
+
+
+def test_epochs_null_with_a_chunk_shuffle_and_no_chunk_fails_too(data):
+    cfg = config(data, {"size": 40, "min_size": 40, "shuffle_buffer": 8}, epochs=None)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a whole pass over the data gave no chunk"):
+        next(iter(build_input_fn(cfg)()))
+
+
+def test_chunks_count_at_their_full_width_against_the_memory_limits(data):
+    """Chunks are made and shuffled left + size + right steps wide: a huge size is a config error, not an OOM."""
+    with pytest.raises(ConfigError, match=r"\$\.args\.target_batch_size: one batch of 3 examples would hold at least"):
+        load_config(config(data, {"size": 2**31 - 1}))
+    with pytest.raises(ConfigError, match=r"\$\.args\.chunking\.shuffle_buffer: a chunk shuffle buffer of 16,384 "
+                                          r"chunks of at least 8,388,6\d\d bytes"):
+        load_config(config(data, {"size": 2**20, "shuffle_buffer": 2**14}))
+
+
+def test_describe_gives_no_batch_count_for_chunks(data, tmp_path):
+    from batchloaders.spec.accounting import expected_batches
+
+    checked = load_config(config(data, {"size": 4}, epochs=1))
+    assert expected_batches(checked, list(range(len(checked.dataset.files))), 3) is None
+
+
+def test_a_plugin_chunk_type_gets_the_source_key(data):
+    """extend.py promises after_chunking types extras["chunk"]["source_key"], with no source_key feature."""
+    from batchloaders import register_secondary
+    from batchloaders.builtin_types import load
+    from batchloaders.registry import SECONDARY
+    from batchloaders.spec.model import TensorInfo
+
+    load()
+    saved = SECONDARY.snapshot()
+    try:
+        @register_secondary("key_length", schema={"type": "object", "additionalProperties": False},
+                            infer=lambda args, ctx: TensorInfo("int32", ()), batched=True, after_chunking=True)
+        def key_length(args, batch, info):
+            return tf.strings.length(batch.extras["chunk"]["source_key"]), None
+
+        cfg = loader_config(data, [("x", "x")], inputs=["x", "kl"], target_batch_size=4, padding=True,
+                            secondary_features=[{"to_name": "kl", "type": "key_length"}], chunking={"size": 5})
+        got = [int(k) for batch in build_input_fn(cfg)().as_numpy_iterator() for k in batch["kl"]]
+    finally:
+        SECONDARY.restore(saved)
+    want = [len(f"{data / f'part-{f}.tfrecords'}:{r}") for f, r in file_order()
+            for _ in reference_chunks(sequence(f, r), 5, 5)[0]]
+    assert got == want

@@ -215,6 +215,8 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         else:
             ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
         drop = config.drop_remainder or config.epochs is None
+        if config.epochs is None:
+            ds = chunking.guard_empty_pass(ds, config)
         if config.chunking.shuffle_buffer is not None:
             ds = ds.unbatch().shuffle(config.chunking.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
             ds = sources.repeat_epochs(config, ds).batch(batch_size, drop_remainder=drop)

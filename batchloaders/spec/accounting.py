@@ -117,6 +117,8 @@ def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int) ->
     """
     if config.type != "independent" or config.epochs is None or config.on_corrupt != "fail":
         return None
+    if config.bucketing is not None or config.packing is not None or config.chunking is not None:
+        return None  # buckets, rows and chunks are counted only once made
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
         return None

@@ -1,15 +1,15 @@
 """The ``chunking`` block checked against the tensors a config makes; what the model then receives.
 
 Chunked: every tensor ``tensors`` names, and every model tensor (or tensor a ``length``
-feature measures) whose first axis varies. Copied whole to each chunk: the other model
-tensors. Built on the chunks (spec/order.py): the chunk metadata types and a ``length`` of a
+feature measures) whose first axis varies in time. Copied whole to each chunk: the other model
+tensors (a discrete window's per-record features included: their first axis counts records). Built on the chunks (spec/order.py): the chunk metadata types and a ``length`` of a
 chunked tensor. A chunk's first axis varies (the last core may be shorter than ``size``), so a
 chunked tensor's first axis becomes ``?``.
 """
 from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
-from batchloaders.registry import SECONDARY
+from batchloaders.registry import BUILTIN, SECONDARY
 from batchloaders.spec.model import ChunkSpec, ChunkTensor, TensorInfo
 
 
@@ -24,10 +24,12 @@ def _measured(secondary) -> dict[str, str]:
 
 
 def chunk_spec(block: dict, tensors: dict, seen: dict, wanted, secondary, steps, others: list[str],
-               check) -> ChunkSpec | None:
+               check, per_record=frozenset()) -> ChunkSpec | None:
     """The spec, or None after reporting; on success ``tensors`` holds the chunks' shapes.
 
-    ``wanted``: the model's tensors, inputs then targets; ``others``: the regrouping blocks also given."""
+    ``wanted``: the model's tensors, inputs then targets; ``others``: the regrouping blocks also given;
+    ``per_record``: tensors whose first axis counts records (a discrete window's context features),
+    chunked only when ``tensors`` names them."""
     at = ("args", "chunking")
     ok = True
     for other in others:
@@ -75,7 +77,7 @@ def chunk_spec(block: dict, tensors: dict, seen: dict, wanted, secondary, steps,
     for name, info in tensors.items():
         if name in listed:
             chunked.append(listed[name])
-        elif name in candidates and name not in meta and info.shape[:1] == (None,):
+        elif name in candidates and name not in meta and name not in per_record and info.shape[:1] == (None,):
             chunked.append(ChunkTensor(name, size, step, left, right))
     names = {t.name for t in chunked}
     if not chunked:
@@ -101,6 +103,8 @@ def chunk_spec(block: dict, tensors: dict, seen: dict, wanted, secondary, steps,
     for t in chunked:
         info = tensors[t.name]
         tensors[t.name] = TensorInfo(info.dtype, (None,) + tuple(info.shape[1:]))
-    uses_source = any(f.type == "source_key" for f in secondary)
+    # A plugin's chunk metadata type may read extras["chunk"]["source_key"] too (extend.py promises it).
+    uses_source = any(f.type == "source_key" or (f.to_name in meta and SECONDARY.get(f.type).scope != BUILTIN)
+                      for f in secondary)
     return ChunkSpec(size, step, left, right, min_size, block.get("shuffle_buffer"), tuple(chunked), copied,
                      reference, json_path(at), uses_source)

@@ -273,7 +273,11 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         from batchloaders.spec.chunk_rules import chunk_spec
 
         others = [key for key in ("packing", "bucketing") if key in args]
-        chunking = chunk_spec(args["chunking"], tensors, seen, inputs + targets, secondary, steps, others, check)
+        # A discrete window's per-record features have a record axis, not a time axis: copied, not chunked.
+        per_record = {p.to_name for p in primary if loader_type == "discrete_sequence"
+                      and p.from_name in manifest.features and not manifest.features[p.from_name].var_len}
+        chunking = chunk_spec(args["chunking"], tensors, seen, inputs + targets, secondary, steps, others, check,
+                              per_record)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.spec.pack_rules import pack_spec
@@ -302,7 +306,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     if rules_ok:
         _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
     if not check.problems:
-        check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check, steps)
+        check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check, steps, chunking)
     if not check.problems:  # the manifest's record counts, when it lists the files
         check.problems.extend(accounting.size_problems(dataset))
         accounting.empty_output_problems(args, loader_type, dataset, check)

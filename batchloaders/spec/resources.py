@@ -13,12 +13,15 @@ from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES
 from batchloaders.spec.model import format_shape
 
 
-def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict) -> int:
-    """Bytes of one example of one tensor: padded axes at their padded size, window axes at ``window``."""
+def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict, chunk: int | None = None) -> int:
+    """Bytes of one example of one tensor: padded axes at their padded size, window axes at ``window``,
+    a chunked tensor's first axis at the chunk's width ``chunk``."""
     dims = []
     for axis, dim in enumerate(info.shape):
         fixed = pad_spec.shape[axis] if pad_spec is not None and pad_spec.shape is not None else -1
-        if fixed != -1:
+        if axis == 0 and chunk is not None:
+            dim = max(chunk, fixed)
+        elif fixed != -1:
             dim = fixed if dim is None else max(dim, fixed)
         elif dim is None and axis == 0 and window is not None and name in primaries:
             dim = window  # the window axis of a sequence loader's primary tensor
@@ -27,11 +30,13 @@ def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict
 
 
 def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict, outputs: set, check,
-                    steps=()) -> None:
+                    steps=(), chunking=None) -> None:
     """Report a batch, shuffle buffer or read buffers that cannot fit in memory.
 
     ``steps``: the checked processing steps; what each makes is a whole batch too, even when a
-    later step cuts it down (a one_hot of depth 10**6 then sliced to 2 columns).
+    later step cuts it down (a one_hot of depth 10**6 then sliced to 2 columns). ``chunking``: the
+    checked ChunkSpec; a chunk is made, shuffled and batched at its full ``left + size + right``
+    steps (batches are trimmed to their longest chunk only at the end), so it counts that wide.
     """
     # Chunks are examples of their own, of at most left + size + right steps: no window axis.
     window = args.get("max_window") if loader_type != "independent" and "chunking" not in args else None
@@ -46,7 +51,8 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
                          f"holds at least {gib(made)} (variable axes counted as 1 step): expected at most "
                          f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's sizes")
             break  # one is enough to fix first; the checks below still run
-    sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries)
+    widths = {t.name: t.width for t in chunking.tensors} if chunking is not None else {}
+    sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries, widths.get(name))
              for name in sorted(outputs) if name in tensors}
     if not sizes:
         return
