@@ -18,8 +18,9 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m batchloaders.demo
 
+# One pytest worker per core (pytest-xdist), each taking whole test files (module fixtures set up once).
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 bench: setup
 	$(PY) benchmarks/run.py

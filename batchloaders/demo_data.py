@@ -106,11 +106,25 @@ def generate(root: str | None = None) -> str:
     stamp = os.path.join(root, ".complete")
     if os.path.exists(stamp):
         return root
+    os.makedirs(root, exist_ok=True)
+    # Several processes (parallel test workers, a demo beside a test run) may ask at once: one writes.
+    with open(os.path.join(root, ".lock"), "w") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:  # not POSIX: no lock, as before
+            pass
+        if not os.path.exists(stamp):
+            _write_all(root)
+            open(stamp, "w").close()
+    return root
+
+
+def _write_all(root: str) -> None:
     groups = corpus()
     write_chars(os.path.join(root, "chars"), groups)
     write_stream(os.path.join(root, "stream"), groups)
     write_sentences(os.path.join(root, "sentences"), groups)
     record_files(os.path.join(root, "chars"))
     record_files(os.path.join(root, "sentences"))
-    open(stamp, "w").close()
-    return root
