@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, packing
+from batchloaders import bucketing, chunking, packing, segmenting
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.spec.accounting import expected_batches
@@ -128,10 +128,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         if loader_config.bucketing is not None or loader_config.packing is not None:
             source_config = dataclasses.replace(loader_config, drop_remainder=False)
             block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
-        elif loader_config.chunking is not None:
+        elif loader_config.chunking is not None or loader_config.segmenting is not None:
             # Chunks are made from blocks of one epoch of examples; compile_dataset repeats the epochs.
             source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK
+            block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
