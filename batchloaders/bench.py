@@ -158,14 +158,17 @@ def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
 
 
 def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
-    """The loader's batches reduced to counts: examples, window units, and real/padded elements per tensor."""
+    """The loader's batches reduced to counts: examples, window units, and real/padded elements per tensor
+    (with chunking, examples and window units only: :func:`chunked_lengths_dataset` pads the chunks)."""
     loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
-    names = padded_tensors(config)
+    names = padded_tensors(config) if config.chunking is None else []
 
     def measure(element):
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         out = {"examples": tf.cast(batch.size, tf.int64),
                "units": _window_units(config, batch) if config.type != "independent" else tf.constant(0, tf.int64)}
+        if config.chunking is not None:
+            return out
         batch = base.transform(batch, config)
         real = {name: _real_elements(batch, name) for name in names}
         tensors = finalize(batch, config, None)
@@ -206,6 +209,35 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     return bucketing.regroup(blocks, config, flush).map(measure, num_parallel_calls=AUTOTUNE)
 
 
+def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
+    in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
+    import dataclasses
+
+    from batchloaders import chunking
+    from batchloaders.integrity import Reader
+    from batchloaders.registry import SECONDARY
+    from batchloaders.spec.order import after_chunking
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    names = padded_tensors(config)
+    source_config = dataclasses.replace(config, drop_remainder=False, epochs=1)
+    elements, decode = base.source(loader, source_config, None, chunking.BLOCK, Reader(config))
+    chunks = elements.map(base._chunks(config, decode, frozenset()), num_parallel_calls=AUTOTUNE)
+    chunks = chunks.map(lambda element: {k: v for k, v in element.items() if k != "counts"})
+
+    def measure(element):
+        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
+        for feature in after_chunking(config):
+            base._secondary(batch, config, feature, SECONDARY.get(feature.type))
+        real = {name: _real_elements(batch, name) for name in names}
+        tensors = finalize(batch, config, None)
+        return {"chunks": tf.cast(batch.size, tf.int64), "real": real,
+                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
+
+    return chunks.repeat(config.epochs).rebatch(batch_size).map(measure, num_parallel_calls=AUTOTUNE)
+
+
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
     """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches (with bucketing, the
     padding counts come from that many of the batches bucketing makes)."""
@@ -215,6 +247,8 @@ def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
         # Window units per example come from the loader's blocks; bucketing regroups the same windows.
         per_example = totals["units"] / totals["examples"] if totals["examples"] else 0.0
         totals.update(bucketed, units=round(per_example * bucketed["examples"]))
+    if config.chunking is not None:
+        totals.update(_sum(chunked_lengths_dataset(config, batch_size).take(batches)))
     return totals
 
 
@@ -229,8 +263,8 @@ def _rate(count: float, seconds: float) -> float:
 
 
 def report(config: LoaderConfig, start: float, arrivals: list, asked: int, seconds_limit: float,
-           files: dict, lengths: dict | None) -> list[str]:
-    """The lines bench prints."""
+           files: dict, lengths: dict | None, chunks=None) -> list[str]:
+    """The lines bench prints; ``chunks``: the chunking.ChunkReport of the timed pass (with chunking)."""
     batches, examples = len(arrivals), sum(n for _, n in arrivals)
     total = arrivals[-1][0] - start
     first = arrivals[0][0] - start
@@ -252,6 +286,14 @@ def report(config: LoaderConfig, start: float, arrivals: list, asked: int, secon
         lines.append(f"time: {total:.3f} s (one batch: the rates include the start-up)")
     lines.append(f"examples/s: {rate_examples:.1f}")
     lines.append(f"batches/s: {rate_batches:.2f}")
+    if chunks is not None:
+        lines.append(f"chunks (examples are chunks): {chunks} while timed (counted as cut, prefetched ones "
+                     "included)")
+        # What was read: the examples (records or windows) the chunks came from.
+        per_chunk = chunks.sequences / chunks.chunks if chunks.chunks else 0.0
+        examples, rate_examples = round(examples * per_chunk), rate_examples * per_chunk
+        if lengths is not None and lengths["examples"]:  # window units per window, from the loader's own batches
+            lengths = dict(lengths, units=round(lengths["units"] / lengths["examples"] * examples))
     lines.extend(_read_lines(config, files, examples, rate_examples, lengths))
     names = padded_tensors(config)
     if names and lengths is not None:
@@ -306,7 +348,8 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
 
     out = out or sys.stdout
     config = load_config(path)
-    dataset = build_input_fn(config)()
+    input_fn = build_input_fn(config)
+    dataset = input_fn()
     start, arrivals = timed_pass(dataset, batches, seconds, Progress(progress, batches, seconds) if progress else None)
     if not arrivals:
         raise BatchLoaderError(f"{config.source}: the dataset gave no batch (epochs {config.epochs}, batch size "
@@ -314,8 +357,8 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
     files = survey(config)
     lengths = None
     varying_windows = config.type != "independent" and config.min_window != config.max_window
-    if padded_tensors(config) or varying_windows:
+    if padded_tensors(config) or varying_windows or config.chunking is not None:
         lengths = count_lengths(config, config.target_batch_size, len(arrivals))
         lengths["batches"] = len(arrivals)
-    for line in report(config, start, arrivals, batches, seconds, files, lengths):
+    for line in report(config, start, arrivals, batches, seconds, files, lengths, input_fn.chunk_report()):
         print(line, file=out)

@@ -198,8 +198,30 @@ def describe(config: LoaderConfig) -> list[str]:
         lines.append(f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps "
                      f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
                      f"with {spec.segment_ids} and {spec.positions}; target_batch_size counts rows")
+    if config.chunking is not None:
+        lines.extend(chunking_lines(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
+    return lines
+
+
+def chunking_lines(config: LoaderConfig) -> list[str]:
+    """How each tensor is cut, what is copied, what is built on the chunks."""
+    from batchloaders.spec.order import after_chunking
+
+    spec = config.chunking
+    lines = [f"chunking: cores of {spec.size} steps every {spec.step}, context [{spec.left}, {spec.right}] (zeros at "
+             f"the borders), a last core shorter than {spec.min_size} dropped; chunks "
+             + (f"shuffled in a buffer of {spec.shuffle_buffer}" if spec.shuffle_buffer else "in order")
+             + "; target_batch_size counts chunks"]
+    for t in spec.tensors:
+        rate = "" if (t.size, t.step) == (spec.size, spec.step) else f" (size {t.size}, step {t.step})"
+        lines.append(f"  chunked {t.name}: chunks of up to {t.width} steps, context [{t.left}, {t.right}]{rate}"
+                     + (": fixes the number of chunks" if t.name == spec.reference else ""))
+    for name in spec.copied:
+        lines.append(f"  copied {name}: the same in every chunk of an example")
+    for feature in after_chunking(config):
+        lines.append(f"  built on the chunks: {feature.to_name} = {feature.type}: {_info(feature.info)}")
     return lines
 
 

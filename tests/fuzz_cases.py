@@ -165,13 +165,27 @@ def base_configs(data_rel="../data"):
                                       {"tensor": "rid", "type": "pad_to", "args": {"size": 3, "value": -1}},
                                       {"tensor": "next_words", "type": "subsample", "args": {"every": 1}}],
                  "padding": [{"tensor": "seg", "value": -1}, {"tensor": "rid", "value": -1}]}}
+    disc_chunk = {
+        "name": "fuzz-chunked", "type": "discrete_sequence",
+        "model": {"inputs": ["words", "k", "n", "key"], "targets": ["count"]},
+        "args": {"dataset": _dataset("disc", data_rel), "target_batch_size": 3, "drop_remainder": False,
+                 "epochs": 2, "num_read_buffer_bytes": 0, "num_prefetch": 1, "seed": 4, "min_window": 1,
+                 "max_window": 3,
+                 "primary_features": [{"from_name": "words", "to_name": "words"}],
+                 "secondary_features": [{"to_name": "k", "type": "chunk_index"},
+                                        {"to_name": "count", "type": "chunk_count", "args": {"dtype": "int64"}},
+                                        {"to_name": "n", "type": "length", "args": {"tensor": "words"}},
+                                        {"to_name": "key", "type": "source_key"}],
+                 "padding": [{"tensor": "words", "value": -1}],
+                 "chunking": {"size": 2, "step": 1, "context": [1, 2], "min_size": 2, "shuffle_buffer": 5,
+                              "tensors": [{"tensor": "words", "context": [2, 0]}]}}}
     return {"indep": ("indep", indep, ".yaml"), "indep_gz": ("indep_gz", indep_gz, ".json"),
             "cont": ("cont", cont, ".yaml"), "cont_seq": ("cont_seq", cont_seq, ".yaml"),
-            "disc": ("disc", disc, ".yaml")}
+            "disc": ("disc", disc, ".yaml"), "disc_chunk": ("disc", disc_chunk, ".yaml")}
 
 
 LOADER_OF_BASE = {"indep": "independent", "indep_gz": "independent", "cont": "continuous_sequence",
-                  "cont_seq": "continuous_sequence", "disc": "discrete_sequence"}
+                  "cont_seq": "continuous_sequence", "disc": "discrete_sequence", "disc_chunk": "discrete_sequence"}
 
 
 BASES = base_configs("../data")

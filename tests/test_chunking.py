@@ -242,7 +242,7 @@ def test_continuous_windows_are_chunked_and_named_by_their_first_record(tmp_path
     context [1, 1], each named by the record holding the window's first frame."""
     write_continuous(tmp_path, [6, 5])
     cfg = sequence_config(tmp_path, "continuous_sequence", [("y", "y")], inputs=["y", "k", "key"],
-                          lo=10, hi=10, stride=7, target_batch_size=2, padding=True,
+                          lo=10, hi=10, stride=7, target_batch_size=2, padding=[{"tensor": "y", "value": -1}],
                           secondary_features=[SECONDARY[1], SECONDARY[3]],
                           chunking={"size": 4, "context": [1, 1], "tensors": [{"tensor": "y"}]})  # a fixed window: named
     got = chunks_of(build_input_fn(cfg)())
@@ -252,8 +252,8 @@ def test_continuous_windows_are_chunked_and_named_by_their_first_record(tmp_path
             window = 1000 * f + np.arange(start, start + 10)
             key = f"{os.path.join(tmp_path, f'part-{f}.tfrecords')}:{start // 4}".encode()
             pieces, _ = reference_chunks(window, 4, 4, 1, 1)
-            want += [(list(p) + [0] * (6 - len(p)), k, key) for k, p in enumerate(pieces)]
-    assert [(list(c["y"]), c["k"], c["key"]) for c in got] == want
+            want += [(list(p), k, key) for k, p in enumerate(pieces)]
+    assert [([a for a in c["y"] if a != -1], c["k"], c["key"]) for c in got] == want  # -1: padding only
 
 
 def test_discrete_windows_are_chunked_and_named_by_their_first_record(tmp_path):
@@ -297,12 +297,14 @@ def test_discrete_windows_are_chunked_and_named_by_their_first_record(tmp_path):
      "found chunking and packing together: expected one"),
     ({"size": 4}, {"bucketing": {"by": "x", "max_tokens": 40}}, "$.args.chunking",
      "found chunking and bucketing together: expected one"),
+    ({"size": 4, "shuffle_buffer": 2**24}, {"padding": [{"tensor": "x", "shape": [2**20]}]},
+     "$.args.chunking.shuffle_buffer", "a chunk shuffle buffer of 16,777,216 chunks of at least 8,388,620 bytes"),
     ({"size": 4}, {"processing_steps": [{"tensor": "k", "type": "cast", "args": {"dtype": "int64"}}]},
      "$.args.processing_steps[0].tensor", "tensor 'k' is built on the chunks, after every processing step has run"),
 ])
 def test_chunking_mistakes_are_located(data, chunking, extra, where, words):
-    cfg = loader_config(data, [("x", "x"), ("id", "id")], inputs=["x", "id", "k"], padding=True,
-                        secondary_features=[SECONDARY[1]], chunking=chunking, **extra)
+    cfg = loader_config(data, [("x", "x"), ("id", "id")], inputs=["x", "id", "k"],
+                        **{"padding": True, "secondary_features": [SECONDARY[1]], "chunking": chunking, **extra})
     with pytest.raises(ConfigError) as caught:
         load_config(cfg)
     assert [(p.path, words in p.message) for p in caught.value.problems
@@ -331,3 +333,51 @@ def test_the_chunked_shapes_are_what_the_config_says(data):
     cfg = load_config(config(data, {"size": 4, "context": [1, 1]}))
     assert cfg.chunking.names == ("x",) and cfg.chunking.copied == ("id",) and cfg.chunking.reference == "x"
     assert cfg.tensors["x"].shape == (None,) and cfg.tensors["key"].dtype == "string"
+
+
+def test_bench_counts_the_chunks_and_their_padding(data, tmp_path):
+    """Batches of 3 chunks padded to their longest: the real and padded elements of x worked out from the
+    reference chunks, and the chunk counts of the timed pass."""
+    import io
+    import json
+
+    from batchloaders import bench
+
+    path = tmp_path / "chunked.json"
+    path.write_text(json.dumps(config(data, {"size": 4, "context": [1, 2], "min_size": 2})))
+    out = io.StringIO()
+    bench.run(str(path), batches=100, out=out)
+    widths, dropped = [], 0
+    for f, r in file_order():
+        pieces, lost = reference_chunks(sequence(f, r), 4, 4, 1, 2, 2)
+        widths += [len(p) for p in pieces]
+        dropped += lost
+    padded = sum(3 * max(widths[i:i + 3]) for i in range(0, len(widths), 3) if len(widths[i:i + 3]) == 3)
+    padded += len(widths) % 3 * max(widths[-(len(widths) % 3):]) if len(widths) % 3 else 0
+    text = out.getvalue()
+    assert f"examples: {len(widths)}\n" in text
+    assert (f"chunks (examples are chunks): {len(file_order())} sequence(s) cut into {len(widths)} chunk(s); "
+            f"{dropped} last piece(s)") in text
+    assert f"  x: {sum(widths) / padded:.4f} ({sum(widths)} / {padded})" in text
+
+
+def test_a_fixed_length_example_named_in_tensors_is_chunked(tmp_path):
+    """Examples (not SequenceExamples) of 10 steps, read unshuffled in parsed blocks: x is chunked because
+    tensors names it; the scalar id is copied; keys name file and record."""
+    from conftest import example
+
+    write_manifest(tmp_path, [feature("x", "int64", [10], "int"), feature("id", "int64", [], "int")])
+    for f in range(2):
+        write_records(tmp_path / f"part-{f}.tfrecords", [
+            example(x=("int", (v(f, r, np.arange(10))).tolist()), id=("int", [100 * f + r])) for r in range(3)])
+    cfg = loader_config(tmp_path, [("x", "x"), ("id", "id")], inputs=["x", "id", "k", "key"], target_batch_size=4,
+                        padding=[{"tensor": "x", "value": PAD}], secondary_features=[SECONDARY[1], SECONDARY[3]],
+                        chunking={"size": 4, "step": 3, "context": [0, 1], "tensors": [{"tensor": "x"}]})
+    got = [([a for a in c["x"] if a != PAD], c["id"], c["k"], c["key"]) for c in chunks_of(build_input_fn(cfg)())]
+    want = []
+    for f in range(2):
+        for r in range(3):
+            pieces, _ = reference_chunks(v(f, r, np.arange(10)), 4, 3, 0, 1)
+            key = f"{os.path.join(tmp_path, f'part-{f}.tfrecords')}:{r}".encode()
+            want += [(list(p), 100 * f + r, k, key) for k, p in enumerate(pieces)]
+    assert got == want and len(want) == 2 * 3 * 3

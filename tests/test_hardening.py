@@ -184,6 +184,9 @@ EXPECTED_MAXIMA = {
     "bucketing.schema.json#/properties/batch_sizes/items": limits.MAX_BATCH_SIZE,
     "bucketing.schema.json#/properties/max_tokens": limits.MAX_COUNT,
     "packing.schema.json#/properties/length": 2**20,  # one row of a batch; rows x length is bounded per batch
+    "chunking.schema.json#/definitions/steps": limits.MAX_COUNT,  # size, step, min_size (block and per tensor)
+    "chunking.schema.json#/definitions/context/items": limits.MAX_COUNT,
+    "chunking.schema.json#/properties/shuffle_buffer": limits.MAX_SHUFFLE_BUFFER,
 }
 
 
@@ -196,6 +199,11 @@ def test_every_schema_number_has_the_documented_maximum():
     for name in schema_names():  # and every shape list is bounded in rank
         if name == "bucketing.schema.json":  # lists of lengths and batch sizes, not shapes: 1024 buckets at most
             assert json.dumps(load_schema(name)).count('"maxItems": 102') == 3
+            continue
+        if name == "chunking.schema.json":  # context: [left, right], exactly two; 1024 tensor entries at most
+            schema = load_schema(name)
+            assert schema["definitions"]["context"]["maxItems"] == 2
+            assert schema["properties"]["tensors"]["maxItems"] == 1024
             continue
         text = json.dumps(load_schema(name))
         assert text.count('"maxItems": 32') == text.count('"items": {"type": "integer"'), name

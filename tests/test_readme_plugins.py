@@ -1,5 +1,5 @@
-"""README's plugin tutorial and batching-policy example run as written: the plugin shown is the shipped one,
-the commands succeed, the models train."""
+"""README's plugin tutorial, batching-policy and chunking examples run as written: the plugin shown is the
+shipped one, the commands succeed, the models train, the chunks reassemble."""
 from __future__ import annotations
 
 import os
@@ -72,3 +72,11 @@ def test_the_ragged_keras_example_runs():
     done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
                 "print('trained', model.history.history['loss'])"])
     assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_chunking_example_runs():
+    (code,) = [code for lang, code in section_blocks("### Chunking") if lang == "python"]
+    done = run([sys.executable, "-c", code])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith(
+        "4 sequence(s) cut into 6 chunk(s); 1 last piece(s) shorter than min_size dropped"), done.stdout

@@ -154,11 +154,11 @@ def _chunks(config: LoaderConfig, decode, zero_tails: frozenset):
 def _chunk_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, pack_targets):
     """A batch of chunks -> the model's (features, targets): the features built on chunks, then padding."""
     later = after_chunking(config)
-    chunked = set(config.chunking.names)  # zero after each chunk's length
 
     def run(element):
-        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])},
-                      set(chunked))
+        # (Chunks are zero after their length but as wide as the widest possible chunk, not the batch's
+        # widest, so they are no zero_tails: finalize trims them to the batch's longest.)
+        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
         for feature in later:
             _secondary(batch, config, feature, SECONDARY.get(feature.type))
         tensors = finalize(batch, config, static_batch)

@@ -33,7 +33,8 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
     ``steps``: the checked processing steps; what each makes is a whole batch too, even when a
     later step cuts it down (a one_hot of depth 10**6 then sliced to 2 columns).
     """
-    window = args.get("max_window") if loader_type != "independent" else None
+    # Chunks are examples of their own, of at most left + size + right steps: no window axis.
+    window = args.get("max_window") if loader_type != "independent" and "chunking" not in args else None
     primaries = {p["to_name"] for p in args["primary_features"]}
     for step in steps:
         if step.output_info is None:
@@ -66,6 +67,13 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
                   f"a shuffle buffer of {args['num_shuffle_buffer_elements']:,} examples of at least "
                   f"{per_example:,} bytes would hold at least {gib(held)}: expected at most "
                   f"{gib(MAX_HELD_BYTES)}; lower num_shuffle_buffer_elements")
+    chunking = args.get("chunking")
+    if isinstance(chunking, dict) and chunking.get("shuffle_buffer"):
+        held = chunking["shuffle_buffer"] * per_example
+        if held > MAX_HELD_BYTES:
+            check(("args", "chunking", "shuffle_buffer"),
+                  f"a chunk shuffle buffer of {chunking['shuffle_buffer']:,} chunks of at least {per_example:,} bytes "
+                  f"would hold at least {gib(held)}: expected at most {gib(MAX_HELD_BYTES)}; lower shuffle_buffer")
     open_files = args.get("num_mix_files") if args.get("shuffle") else args.get("num_parallel_reads")
     open_files = max(1, open_files or 1)
     buffers = open_files * args["num_read_buffer_bytes"]
