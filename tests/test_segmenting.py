@@ -328,3 +328,24 @@ def test_config_errors_are_located(data, segmenting, args, inputs, path, fragmen
     with pytest.raises(ConfigError) as caught:
         build_input_fn(cfg)
     assert any(p.path == path and fragment in p.message for p in caught.value.problems), caught.value.problems
+
+
+def test_continuous_windows_are_segmented_with_the_key_of_the_record_holding_their_first_step(tmp_path):
+    from seqdata import write_continuous
+
+    d = write_continuous(tmp_path / "c", [5, 3])  # records of 4 frames: 20 and 12 frames; y = 1000 * f + p
+    cfg = loader_config(d, [("y", "y"), ("x", "x")], inputs=["x"], targets=["y"], loader="continuous_sequence",
+                        min_window=6, max_window=6, target_batch_size=2, segmenting={"num_unroll": 4})
+    joined = collections.defaultdict(list)
+    for features, targets in build_input_fn(cfg)().as_numpy_iterator():
+        for i in range(2):
+            n = int(features["length"][i])
+            np.testing.assert_array_equal(features["x"][i][:n, 0], targets["y"][i][:n])
+            if n:
+                joined[features["key"][i].decode()].append((int(features["sequence"][i]), targets["y"][i][:n].tolist()))
+    want = {}
+    for f, frames in ((0, 20), (1, 12)):
+        for start in range(0, frames - 5, 6):  # back-to-back windows of 6 frames; a shorter end piece is dropped
+            steps = [1000 * f + p for p in range(start, start + 6)]
+            want[f"{os.path.join(d, f'part-{f}.tfrecords')}:{start // 4}"] = [(0, steps[:4]), (1, steps[4:])]
+    assert joined == want
