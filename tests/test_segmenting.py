@@ -349,3 +349,16 @@ def test_continuous_windows_are_segmented_with_the_key_of_the_record_holding_the
             steps = [1000 * f + p for p in range(start, start + 6)]
             want[f"{os.path.join(d, f'part-{f}.tfrecords')}:{start // 4}"] = [(0, steps[:4]), (1, steps[4:])]
     assert joined == want
+
+
+def test_endless_epochs_keep_the_lanes_running_and_an_empty_epoch_is_an_error(data, tmp_path):
+    got = rows_of(build_input_fn(config(data, {"num_unroll": 4}, epochs=None))().take(30))
+    assert got == reference(sequences(data) * 6, 4, 3)[:30]
+    empty = write(tmp_path / "empty", [[0, 0]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="an epoch gave no sequence of at least one step"):
+        rows_of(build_input_fn(config(empty, {"num_unroll": 4}, epochs=None))().take(1))
+
+
+def test_a_key_tensor_of_integers_names_the_sequences(data):
+    got = rows_of(build_input_fn(config(data, {"num_unroll": 4, "key": "id"}))())
+    assert got == reference([(str(ident), ident, steps) for _, ident, steps in sequences(data)], 4, 3)
