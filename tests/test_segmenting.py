@@ -227,7 +227,6 @@ def test_an_rnn_carrying_its_state_across_segments_equals_the_rnn_over_whole_seq
     """The equivalence the feature exists for: truncated BPTT's forward pass is the whole-sequence forward pass."""
     import keras
 
-    keras.utils.set_random_seed(1)
     units, lanes, unroll = 5, 3, 4
     cfg = loader_config(data, [("xf", "xf")], inputs=["xf"], target_batch_size=lanes,
                         segmenting={"num_unroll": unroll, "allow_small_batch": True})
@@ -279,6 +278,9 @@ def test_state_saver_resets_first_segments_saves_per_slot_and_restores_from_a_ch
 
 
 def test_the_iterator_and_the_saver_checkpoint_together(data, tmp_path):
+    """The scan's lanes go into the iterator's checkpoint: batches after a restore are the batches after the save
+    (within the epoch: the loader's reshuffle of a later epoch may differ after a restore unless the global seed
+    is set, which is tf.data's own behaviour)."""
     cfg = config(data, {"num_unroll": 3}, epochs=2, shuffle=True, num_shuffle_buffer_elements=4,
                  num_filenames_shuffle_buffer=2, num_mix_files=2, seed=2)
     iterator = iter(build_input_fn(cfg)())
@@ -288,12 +290,12 @@ def test_the_iterator_and_the_saver_checkpoint_together(data, tmp_path):
         features = next(iterator)
         saver.save_state("n", saver.state("n", features) + tf.cast(features["length"], tf.int64))
     path = checkpoint.save(str(tmp_path / "ckpt"))
-    after = [next(iterator)["x"].numpy() for _ in range(4)]
+    after = [next(iterator)["x"].numpy() for _ in range(2)]
     state = saver.state("n", {"is_first": tf.constant([False] * 3)}).numpy()
     saver.reset()
     checkpoint.restore(path)
     assert saver.state("n", {"is_first": tf.constant([False] * 3)}).numpy().tolist() == state.tolist()
-    np.testing.assert_array_equal([next(iterator)["x"].numpy() for _ in range(4)], after)
+    np.testing.assert_array_equal([next(iterator)["x"].numpy() for _ in range(2)], after)
 
 
 @pytest.mark.parametrize("segmenting,args,inputs,path,fragment", [
