@@ -100,6 +100,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
     reader = Reader(loader_config)  # file sizes and counts are read once, here
     counter = chunking.ChunkCounter() if loader_config.chunking is not None else None
+    segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None else None
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None) -> tf.data.Dataset:
@@ -135,7 +136,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=zero_tails, chunk_counter=counter)
+                                    zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 
@@ -151,4 +152,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         return counter.report() if counter is not None else None
 
     input_fn.chunk_report = chunk_report  # type: ignore[attr-defined]
+
+    def segment_report():
+        """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
+        skipped); None without segmenting."""
+        return segment_counter.report() if segment_counter is not None else None
+
+    input_fn.segment_report = segment_report  # type: ignore[attr-defined]
     return input_fn

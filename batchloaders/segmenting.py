@@ -30,15 +30,19 @@ fingerprints, in the scan state; an epoch-end marker resets them).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from batchloaders import chunking
+from batchloaders.graphs import as_written
 from batchloaders.secondary.const import default_value
 from batchloaders.spec.model import LoaderConfig
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 META = ("key", "sequence", "sequence_count", "length", "total_length", "is_first", "is_last")
 EPOCH_END, LAST = "epoch_end", "last"
+TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter
 
 
 def wants_source(config: LoaderConfig) -> bool:
@@ -103,9 +107,9 @@ def _checks(config: LoaderConfig, steps: dict, keys) -> list:
 
 
 def segment_block(values: dict, lengths: dict, extras: dict, config: LoaderConfig) -> dict:
-    """A block of examples -> ``{"rows", "meta", "example", "counts", "keys"}``: each segment's tensors
+    """A block of examples -> ``{"rows", "meta", "example", "counts", "keys", "tally"}``: each segment's tensors
     (``rows``: segmented ``[S, num_unroll, ...]``, context ``[S, ...]``), its counters (``meta``), the example it
-    comes from, and each example's number of segments (0: skipped) and key."""
+    comes from, each example's number of segments (0: skipped) and key, and the block's counts."""
     spec = config.segmenting
     unroll = spec.num_unroll
     keys = extras["source_key"] if spec.key is None else _key_strings(values[spec.key])
@@ -135,8 +139,10 @@ def segment_block(values: dict, lengths: dict, extras: dict, config: LoaderConfi
             "sequence_count": tf.cast(per_example, tf.int32),
             "length": tf.cast(tf.minimum(n - index * unroll, unroll), tf.int32), "total_length": tf.cast(n, tf.int32),
             "is_first": tf.equal(index, 0), "is_last": tf.equal(index, per_example - 1)}
+    tally = tf.stack([tf.reduce_sum(tf.cast(count > 0, tf.int64)), tf.size(example, out_type=tf.int64),
+                      tf.reduce_sum(tf.cast(count == 0, tf.int64))])
     return {"rows": rows, "meta": meta, "example": example, "counts": count, "keys": keys,
-            EPOCH_END: tf.constant(False), LAST: tf.constant(False)}
+            EPOCH_END: tf.constant(False), LAST: tf.constant(False), TALLY: tally}
 
 
 def _empty(spec: tf.TensorSpec) -> tf.Tensor:
@@ -252,8 +258,13 @@ def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.D
     return ds.scan(initial, step).unbatch()
 
 
-def stream(blocks: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.Dataset:
-    """Elements of :func:`segment_block` for one epoch -> every epoch's batches, in lanes."""
+def stream(blocks: tf.data.Dataset, config: LoaderConfig, lanes: int, counter=None) -> tf.data.Dataset:
+    """Elements of :func:`segment_block` for one epoch -> every epoch's batches, in lanes; ``counter`` (a
+    :class:`SegmentCounter`) counts the blocks' sequences, segments and skipped sequences."""
+    if counter is not None:
+        blocks = blocks.map(as_written(counter.add))  # one thread: the counts add up race-free
+    else:
+        blocks = blocks.map(as_written(lambda element: {k: v for k, v in element.items() if k != TALLY}))
     ds = blocks.concatenate(marker(blocks.element_spec, EPOCH_END)).repeat(config.epochs)
     if config.epochs is not None:
         ds = ds.concatenate(marker(blocks.element_spec, LAST))
@@ -273,3 +284,42 @@ def finish(element: dict, config: LoaderConfig) -> tuple[dict, dict]:
     counters = {spec.names[n]: v for n, v in meta.items()}
     counters[spec.names["slot"]] = slot
     return values, counters
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentReport:
+    """What segmenting did so far: sequences cut, segments made, zero-length sequences skipped."""
+
+    sequences: int
+    segments: int
+    skipped: int
+
+    def __str__(self) -> str:
+        return (f"{self.sequences:,} sequence(s) cut into {self.segments:,} segment(s); {self.skipped:,} "
+                "zero-length sequence(s) skipped")
+
+
+class SegmentCounter(chunking.ChunkCounter):
+    """Counts of :func:`segment_block`, added up while the dataset runs (one per ``build_input_fn``), as
+    chunking's counter does: blocks are counted when cut (segments still waiting for their batch included),
+    over every epoch and every dataset ``input_fn`` made. The counts live in a lookup table, outside the
+    iterator: a checkpoint of the iterator does not hold them (the pipeline tells tf.data to ignore that state)."""
+
+    KEYS = ("sequences", "segments", "skipped")
+
+    def add(self, element: dict) -> dict:
+        keys = tf.constant(self.KEYS)
+        with tf.control_dependencies([self.table.insert(keys, self.table.lookup(keys) + element[TALLY])]):
+            return tf.nest.map_structure(tf.identity, {k: v for k, v in element.items() if k != TALLY})
+
+    def report(self) -> SegmentReport:
+        names, counts = self.table.export()
+        found = dict(zip((k.decode() for k in names.numpy()), counts.numpy()))
+        return SegmentReport(*(int(found.get(k, 0)) for k in self.KEYS))
+
+
+def options() -> tf.data.Options:
+    """The counter's table is state outside the iterator: let a checkpoint of the iterator leave it out."""
+    out = tf.data.Options()
+    out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return out

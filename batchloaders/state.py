@@ -28,7 +28,8 @@ class StateSaver(tf.Module):
     >>> saver.save_state("h", h, features); saver.save_state("c", c, features)
     """
 
-    def __init__(self, initial_states: Mapping[str, Any], batch_size: int, *, prefix: str = "", name: str | None = None):
+    def __init__(self, initial_states: Mapping[str, Any], batch_size: int, *, prefix: str = "",
+                 name: str | None = None):
         super().__init__(name=name)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"found batch_size {batch_size!r}: expected a positive integer (the number of slots)")

@@ -135,10 +135,14 @@ def lanes_hold_every_sequence_once_in_order(batches, seqs, lanes):
     (2, 4, True, 3),
 ], ids=str)
 def test_batches_are_exactly_the_reference(data, unroll, lanes, small, epochs):
-    got = rows_of(build_input_fn(config(data, {"num_unroll": unroll, "allow_small_batch": small},
-                                        target_batch_size=lanes, epochs=epochs))())
+    input_fn = build_input_fn(config(data, {"num_unroll": unroll, "allow_small_batch": small},
+                                     target_batch_size=lanes, epochs=epochs))
+    got = rows_of(input_fn())
     seqs = sequences(data) * epochs
     assert got == reference(seqs, unroll, lanes, small)
+    report = input_fn.segment_report()
+    assert (report.sequences, report.segments, report.skipped) == (
+        9 * epochs, sum(-(-len(s) // unroll) for _, _, s in seqs), epochs)  # one sequence of 0 steps per epoch
     if epochs == 1:
         lanes_hold_every_sequence_once_in_order(got, seqs, lanes)
     if not small:
@@ -309,7 +313,8 @@ def test_the_iterator_and_the_saver_checkpoint_together(data, tmp_path):
      "tensor 'idd' is not a primary or secondary feature (did you mean 'id'?)"),
     ({"num_unroll": 4, "key": "nmae"}, {}, ("x", "id"), "$.args.segmenting.key",
      "key 'nmae' is neither a tensor the config makes nor a manifest feature (did you mean 'name'?)"),
-    ({"num_unroll": 4, "key": "xf"}, {}, ("x", "id"), "$.args.segmenting.key", "manifest feature 'xf' is a feature list"),
+    ({"num_unroll": 4, "key": "xf"}, {}, ("x", "id"), "$.args.segmenting.key",
+     "manifest feature 'xf' is a feature list"),
     ({"num_unroll": 4}, {"secondary_features": [{"to_name": "length", "type": "length", "args": {"tensor": "x"}}]},
      ("x", "id", "length"), "$.args.segmenting",
      "counter 'length' is named 'length', which is a feature already (at $.args.secondary_features[0].to_name): "

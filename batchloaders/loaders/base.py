@@ -195,12 +195,13 @@ def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs
 
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset(), chunk_counter=None) -> tf.data.Dataset:
+                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None) -> tf.data.Dataset:
     """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
     ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks).
     With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
-    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them."""
+    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
+    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
     if config.bucketing is not None:
@@ -253,7 +254,7 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                         deterministic=not config.sloppy_interleave)
         ds = ds.map(as_written(_segments(config, decode, zero_tails)), **parallel)
-        ds = segmenting.stream(ds, config, batch_size)
+        ds = segmenting.stream(ds, config, batch_size, segment_counter)
         static = None if config.segmenting.allow_small_batch else batch_size
         ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets)), **parallel)
         cardinality = None  # how many batches the lanes take is known only once scheduled
@@ -271,4 +272,5 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
-    return ds.with_options(sources.options(config))
+    ds = ds.with_options(sources.options(config))
+    return ds.with_options(segmenting.options()) if segment_counter is not None else ds

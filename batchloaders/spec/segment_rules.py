@@ -52,7 +52,8 @@ def segment_spec(block: dict, tensors: dict, seen: dict, wanted, loader_type: st
                          f"{json_path(seen[name])}): expected a prefix that makes the counter names new (e.g. "
                          f"prefix: {(prefix or '') + 'seg_'!r})")
             ok = False
-    for name in names.values():  # whatever else is wrong, the counters exist: later checks must not call them unproduced
+    # Whatever else is wrong, the counters exist: later checks must not call them unproduced.
+    for name in names.values():
         seen.setdefault(name, where)
     context = tuple(block.get("context", ()))
     for i, name in enumerate(context):
