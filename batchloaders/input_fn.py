@@ -130,7 +130,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             source_config = dataclasses.replace(loader_config, drop_remainder=False)
             block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
         elif loader_config.chunking is not None or loader_config.segmenting is not None:
-            # Chunks are made from blocks of one epoch of examples; compile_dataset repeats the epochs.
+            # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
+            # repeats the epochs.
             source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
             block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)

@@ -227,6 +227,17 @@ def test_discrete_windows_are_segmented_with_the_key_of_their_first_record(tmp_p
                       f"{path}:2": [100 * r + j for r in (2, 3) for j in range(files[0][r][0])]}
 
 
+def test_a_per_record_tensor_of_windows_of_several_sizes_is_refused(tmp_path):
+    d = write_discrete(tmp_path / "d", [[(3, 1), (4, 1)]])
+    cfg = loader_config(d, [("frames", "frames"), ("rid", "rid")], inputs=["frames", "rid"], loader="discrete_sequence",
+                        min_window=1, max_window=2, segmenting={"num_unroll": 3})
+    with pytest.raises(ConfigError, match=r"\$\.args\.segmenting\.context: model tensor 'rid' has one row per record"):
+        build_input_fn(cfg)
+    cfg["args"].update(min_window=2, segmenting={"num_unroll": 3, "context": ["rid"]})
+    batch = next(build_input_fn(cfg)().as_numpy_iterator())
+    assert batch["rid"].tolist() == [[0, 1], [0, 0]] and batch["length"].tolist() == [3, 0]  # lane 1: padding
+
+
 def test_an_rnn_carrying_its_state_across_segments_equals_the_rnn_over_whole_sequences(data):
     """The equivalence the feature exists for: truncated BPTT's forward pass is the whole-sequence forward pass."""
     import keras

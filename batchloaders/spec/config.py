@@ -284,7 +284,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
 
         others = [key for key in ("packing", "bucketing", "chunking") if key in args]
         segmenting = segment_spec(segmenting_block, tensors, seen, inputs + targets, loader_type, manifest, others,
-                                  value("target_batch_size", default=0), check)
+                                  value("target_batch_size", default=0), check, primaries)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.spec.pack_rules import pack_spec

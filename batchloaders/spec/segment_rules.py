@@ -28,9 +28,10 @@ def _key_type_problem(dtype: str, shape) -> str | None:
 
 
 def segment_spec(block: dict, tensors: dict, seen: dict, wanted, loader_type: str, manifest, others: list[str],
-                 target_batch_size: int, check) -> SegmentSpec | None:
+                 target_batch_size: int, check, primaries: dict | None = None) -> SegmentSpec | None:
     """The spec, or None after reporting; on success ``tensors`` holds the segments' shapes and the counters,
-    and ``seen`` the counter names. ``wanted``: the model's tensors, inputs then targets."""
+    and ``seen`` the counter names. ``wanted``: the model's tensors, inputs then targets; ``primaries``:
+    to_name -> manifest feature (a discrete window's context feature has a row per record, not per step)."""
     at = ("args", "segmenting")
     ok = True
     for other in others:
@@ -100,6 +101,15 @@ def segment_spec(block: dict, tensors: dict, seen: dict, wanted, loader_type: st
         if name in names.values() or name in context or name not in tensors:
             continue
         info = tensors[name]
+        per_record = (loader_type == "discrete_sequence" and name in (primaries or {})
+                      and not primaries[name].var_len and info.shape[:1] == (None,))
+        if per_record:
+            check(at + ("context",), f"model tensor {name!r} has one row per record of a window (a context feature, "
+                                     f"shape {format_shape(info.shape)}), not one per step, and windows differ in "
+                                     "size: it can be neither segmented nor copied; expected it out of the model, or "
+                                     "min_window equal to max_window and it in segmenting.context")
+            ok = False
+            continue
         if _varies_in_time(info, loader_type):
             segmented.append(name)
             continue
