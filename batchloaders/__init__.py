@@ -21,6 +21,15 @@ def build_input_fn(config, *, model=None):
     return _build(config, model=model)
 
 
-__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
+def __getattr__(name):
+    # StateSaver is a tf.Module: importing it imports TensorFlow, so it loads on first use.
+    if name == "StateSaver":
+        from batchloaders.state import StateSaver
+
+        return StateSaver
+    raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
+
+
+__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary", "register_step",
            "load_config", "load_manifest", "__version__"]

@@ -46,12 +46,36 @@ def _chunked_model(keras):
     return keras.Model({"chars": chars, "chunk": chunk}, {"next_chars": keras.layers.Dense(256, name="next_chars")(x)})
 
 
+def _segmented_model(keras):
+    """A GRU that carries its state from each segment of a window to the next (truncated BPTT)."""
+    import tensorflow as tf
+
+    from batchloaders import StateSaver
+
+    class Segmented(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.embed = keras.layers.Embedding(256, 32)
+            self.gru = keras.layers.GRU(64, return_sequences=True, return_state=True)
+            self.head = keras.layers.Dense(256)
+            self.states = StateSaver({"h": tf.zeros([64])}, 16)
+
+        def call(self, features):  # chars and the counters; the other counters are not needed
+            mask = tf.sequence_mask(features["length"], 32)
+            out, h = self.gru(self.embed(features["chars"]), mask=mask,
+                              initial_state=self.states.state("h", features))
+            self.states.save_state("h", h, features)
+            return {"next_chars": self.head(out)}
+    return Segmented()
+
+
 MODELS = {  # config -> (model, loss)
     "chars_independent.yaml": (_chars_model, "sparse"),
     "chars_plugin.yaml": (lambda keras: _chars_model(keras, classes=128), "one_hot"),  # its targets are one-hot
     "stream_continuous.yaml": (_stream_model, "sparse"),
     "sentences_discrete.yaml": (_sentences_model, "sparse"),
     "sentences_chunked.yaml": (_chunked_model, "sparse"),
+    "sentences_segmented.yaml": (_segmented_model, "sparse"),
 }
 
 

@@ -202,6 +202,8 @@ def describe(config: LoaderConfig) -> list[str]:
                      f"with {spec.segment_ids} and {spec.positions}; target_batch_size counts rows")
     if config.chunking is not None:
         lines.extend(chunking_lines(config))
+    if config.segmenting is not None:
+        lines.extend(segmenting_lines(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
     return lines
@@ -225,6 +227,23 @@ def chunking_lines(config: LoaderConfig) -> list[str]:
     for feature in after_chunking(config):
         lines.append(f"  built on the chunks: {feature.to_name} = {feature.type}: {_info(feature.info)}")
     return lines
+
+
+def segmenting_lines(config: LoaderConfig) -> list[str]:
+    """How sequences become segments in lanes, and the counters the features gain."""
+    spec = config.segmenting
+    lanes = spec.lanes or config.target_batch_size
+    end = ("dropped (smaller batches)" if spec.allow_small_batch
+           else "filled with zero-length padding segments (every batch has all lanes)")
+    key = (f"key from {spec.key_from_manifest or spec.key}, unique per epoch" if spec.key is not None
+           else "key '<file path>:<record index>' of each sequence's (first) record")
+    return [f"segmenting: sequences cut into segments of {spec.num_unroll} steps "
+            + ("(the last one padded)" if spec.pad else "(lengths must be multiples)")
+            + f" in {lanes} lanes, each lane taking the next waiting sequence when its own ends; at the end of "
+            f"the data the lanes with no work left are {end}; {key}",
+            f"  segmented: {', '.join(spec.tensors)}",
+            *(f"  copied {name}: the same in every segment of a sequence" for name in spec.context),
+            f"  counters in the features: {', '.join(spec.names.values())}"]
 
 
 def transform_lines(config: LoaderConfig) -> list[str]:

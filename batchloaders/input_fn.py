@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, packing
+from batchloaders import bucketing, chunking, packing, segmenting
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.spec.accounting import expected_batches
@@ -100,6 +100,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
     reader = Reader(loader_config)  # file sizes and counts are read once, here
     counter = chunking.ChunkCounter() if loader_config.chunking is not None else None
+    segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None else None
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None) -> tf.data.Dataset:
@@ -128,14 +129,15 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         if loader_config.bucketing is not None or loader_config.packing is not None:
             source_config = dataclasses.replace(loader_config, drop_remainder=False)
             block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
-        elif loader_config.chunking is not None:
-            # Chunks are made from blocks of one epoch of examples; compile_dataset repeats the epochs.
+        elif loader_config.chunking is not None or loader_config.segmenting is not None:
+            # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
+            # repeats the epochs.
             source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK
+            block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
                                     cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=zero_tails, chunk_counter=counter)
+                                    zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 
@@ -151,4 +153,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         return counter.report() if counter is not None else None
 
     input_fn.chunk_report = chunk_report  # type: ignore[attr-defined]
+
+    def segment_report():
+        """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
+        skipped); None without segmenting."""
+        return segment_counter.report() if segment_counter is not None else None
+
+    input_fn.segment_report = segment_report  # type: ignore[attr-defined]
     return input_fn

@@ -174,3 +174,30 @@ def test_sentences_chunked_chunks_are_text_after_their_left_context(corpus):
             text = bytes(int(c) for c in list(row[:8][row[:8] > 0]) + list(core) + [follow[n - 1]])
             assert any(text in t for t in texts)
     assert firsts and input_fn.chunk_report().chunks >= 5 * 32
+
+
+def test_sentences_segmented_lanes_carry_whole_windows_of_text(corpus):
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    texts = [b"".join(split_sentences(g)) for g in groups()]
+    windows, done = {}, 0
+    for features, targets in build_input_fn(os.path.join(ROOT, "configs", "sentences_segmented.yaml"))().take(40):
+        f = {k: v.numpy() for k, v in features.items()}
+        nxt = targets["next_chars"].numpy()
+        assert f["chars"].shape == (16, 32) and f["slot"].tolist() == list(range(16))
+        for lane in range(16):
+            n, key = int(f["length"][lane]), f["key"][lane]
+            np.testing.assert_array_equal(f["chars"][lane][1:n], nxt[lane][:n - 1])  # the next characters
+            assert not f["chars"][lane][n:].any()
+            if f["is_first"][lane]:
+                windows[(lane, key)] = []
+            if (lane, key) not in windows:  # (the window began before the ones this test saw)
+                continue
+            part = windows[(lane, key)]
+            assert int(f["sequence"][lane]) * 32 == sum(len(p) for p in part)  # consecutive segments, in order
+            part.append(bytes(int(c) for c in f["chars"][lane][:n]))
+            if f["is_last"][lane]:
+                text = b"".join(part)
+                assert len(text) + 1 == int(f["total_length"][lane]) + 1 and any(text in t for t in texts)
+                done += 1
+    assert done >= 16

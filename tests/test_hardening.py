@@ -187,6 +187,8 @@ EXPECTED_MAXIMA = {
     "chunking.schema.json#/definitions/steps": limits.MAX_COUNT,  # size, step, min_size (block and per tensor)
     "chunking.schema.json#/definitions/context/items": limits.MAX_COUNT,
     "chunking.schema.json#/properties/shuffle_buffer": limits.MAX_SHUFFLE_BUFFER,
+    "segmenting.schema.json#/properties/num_unroll": 2**20,  # steps of one segment, one batch row's worth
+    "segmenting.schema.json#/properties/batch_size": limits.MAX_BATCH_SIZE,
 }
 
 

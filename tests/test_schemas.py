@@ -94,6 +94,12 @@ def sequence(kind, **args):
 
 
 BAD_CONFIGS = [
+    # segmenting
+    (config(args__segmenting={"num_unroll": 0}), "$.args.segmenting.num_unroll", "expected an integer >= 1, found 0"),
+    (config(args__segmenting={"pad": True}), "$.args.segmenting", "missing required key 'num_unroll'"),
+    (config(args__segmenting={"num_unroll": 4, "lanes": 2}), "$.args.segmenting.lanes", "unknown key 'lanes'"),
+    (config(args__segmenting={"num_unroll": 4, "context": ["a", "a"]}), "$.args.segmenting.context[1]",
+     "items must be unique"),
     # chunking
     (config(args__chunking={"size": 0}), "$.args.chunking.size", "expected an integer >= 1, found 0"),
     (config(args__chunking={"size": 4, "context": [1]}), "$.args.chunking.context", "expected at least 2 items"),
@@ -252,6 +258,8 @@ GOOD_CONFIGS = [
                            "tensors": [{"tensor": "label", "size": 10, "step": 5, "context": [0, 0]}]}),
     secondary({"to_name": "i", "type": "chunk_index", "args": {"dtype": "int64"}},
               {"to_name": "c", "type": "chunk_count"}, {"to_name": "k", "type": "source_key"}),
+    config(args__segmenting={"num_unroll": 20, "batch_size": 32, "pad": False, "allow_small_batch": True,
+                             "context": ["label"], "key": "name", "prefix": "seg_"}),
 ]
 
 GOOD_MANIFESTS = [
@@ -365,7 +373,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 34
+    assert len(SCHEMA_FILES) == 35
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

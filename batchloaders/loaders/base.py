@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, builtin_types, chunking, packing, sources
+from batchloaders import bucketing, builtin_types, chunking, packing, segmenting, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
@@ -90,7 +90,7 @@ def example_wise(config: LoaderConfig) -> bool:
     plain = all(spec.batching in ("padded", "dense") for spec in config.pad_specs.values())
     return (not config.secondary_features and not config.processing_steps and plain
             and config.bucketing is None and config.packing is None  # they regroup transformed blocks
-            and config.chunking is None)
+            and config.chunking is None and config.segmenting is None)
 
 
 def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, pack_targets=_same, decode=_same,
@@ -167,14 +167,41 @@ def _chunk_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, 
     return run
 
 
+def _segments(config: LoaderConfig, decode, zero_tails: frozenset):
+    """Loader element (a block of examples, one epoch) -> its segments (segmenting.py)."""
+    names = segmenting.names(config)
+
+    def run(element):
+        element = decode(element)
+        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
+                                set(zero_tails)), config)
+        return segmenting.segment_block({n: batch.values[n] for n in names}, batch.lengths, batch.extras, config)
+    return run
+
+
+def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, pack_targets):
+    """A batch of segments -> the model's (features, targets); the counters join the features whenever they
+    are a dict, named by the model or not."""
+    def run(element):
+        values, counters = segmenting.finish(element, config)
+        tensors = finalize(Batch({**values, **counters}, {}), config, static_batch)
+        features = pack_inputs({n: tensors[n] for n in config.inputs})
+        if isinstance(features, dict):
+            features = {**features, **{n: tf.ensure_shape(v, [static_batch]) for n, v in counters.items()
+                                       if n not in features}}
+        return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
+    return run
+
+
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset(), chunk_counter=None) -> tf.data.Dataset:
+                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None) -> tf.data.Dataset:
     """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
     ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks).
     With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
-    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them."""
+    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
+    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
     if config.bucketing is not None:
@@ -224,6 +251,15 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
             ds = sources.repeat_epochs(config, ds).rebatch(batch_size, drop_remainder=drop)
         ds = ds.map(as_written(_chunk_batches(config, static_batch, pack_inputs, pack_targets)), **parallel)
         cardinality = None  # how many chunks the examples give is known only once cut
+    elif config.segmenting is not None:
+        # Transform blocks and cut their sequences into segments, then give them lanes (segmenting.py).
+        parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                        deterministic=not config.sloppy_interleave)
+        ds = ds.map(as_written(_segments(config, decode, zero_tails)), **parallel)
+        ds = segmenting.stream(ds, config, batch_size, segment_counter)
+        static = None if config.segmenting.allow_small_batch else batch_size
+        ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets)), **parallel)
+        cardinality = None  # how many batches the lanes take is known only once scheduled
     elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
@@ -238,4 +274,5 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
-    return ds.with_options(sources.options(config))
+    ds = ds.with_options(sources.options(config))
+    return ds.with_options(segmenting.options()) if segment_counter is not None else ds

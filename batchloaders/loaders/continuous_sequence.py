@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, sources
+from batchloaders import chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.integrity import names_in_block
@@ -83,7 +83,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
-    keyed = chunking.wants_source(config)
+    keyed = segmenting.wants_source(config)
 
     def file_blocks(filename, index):
         def parse(b):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, sources
+from batchloaders import chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
@@ -120,7 +120,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         names = reader.record_names(tf.boolean_mask(files, valid), tf.boolean_mask(batch["record"], valid))
         out = assemble(tf.boolean_mask(batch["serialized"], valid), batch["count"], manifest, selected,
                        fixed_count, names)
-        if chunking.wants_source(config):  # a window's first record names it
+        if segmenting.wants_source(config):  # a window's first record names it
             out["extras"]["source_key"] = chunking.source_keys(config, batch["file"], batch["record"][:, 0])
         return out
 

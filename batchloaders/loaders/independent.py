@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, sources
+from batchloaders import chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
@@ -40,7 +40,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         def per_block(b):
             count = tf.size(b["serialized"])
             parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count, block))
-            if chunking.wants_source(config):  # (chunking: finish is None)
+            if segmenting.wants_source(config):  # (chunking: finish is None)
                 records = b["first"] + tf.range(tf.cast(count, tf.int64))
                 parsed["extras"] = {"source_key": chunking.source_keys(config, tf.fill([count], b["file"]), records)}
             return finish(parsed) if finish is not None else parsed
@@ -68,7 +68,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
 
     def decode(records):
         parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))
-        if chunking.wants_source(config):
+        if segmenting.wants_source(config):
             parsed["extras"] = {"source_key": chunking.source_keys(config, records["file"], records["record"])}
         return parsed
     return records, decode

@@ -138,6 +138,9 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     seen: dict[str, tuple] = {}
     tensors: dict[str, TensorInfo] = {}
     primaries: dict = {}
+    # The segmenting key is read to name the sequences, not to feed the model.
+    segmenting_block = args.get("segmenting") if valid(("args", "segmenting")) else None
+    key_tensor = segmenting_block.get("key") if isinstance(segmenting_block, dict) else None
 
     def claim(to_name: str, at: tuple) -> None:
         if to_name in seen:
@@ -145,7 +148,8 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                                      "every to_name must be unique")
         else:
             seen[to_name] = at + ("to_name",)
-        if model_known and (wanted or model_names is not None or "model" in data) and to_name not in wanted:
+        if (model_known and (wanted or model_names is not None or "model" in data) and to_name not in wanted
+                and to_name != key_tensor):
             check(at + ("to_name",), f"to_name {to_name!r} is constructed but not used by the model: expected one "
                                      f"of the model's inputs or targets ({', '.join(sorted(wanted))})"
                                      f"{suggest(to_name, wanted)}")
@@ -278,6 +282,13 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                       and p.from_name in manifest.features and not manifest.features[p.from_name].var_len}
         chunking = chunk_spec(args["chunking"], tensors, seen, inputs + targets, secondary, steps, others, check,
                               per_record)
+    segmenting = None
+    if segmenting_block is not None:
+        from batchloaders.spec.segment_rules import segment_spec
+
+        others = [key for key in ("packing", "bucketing", "chunking") if key in args]
+        segmenting = segment_spec(segmenting_block, tensors, seen, inputs + targets, loader_type, manifest, others,
+                                  value("target_batch_size", default=0), check, primaries)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.spec.pack_rules import pack_spec
@@ -319,6 +330,9 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         return None if value == -1 else value
 
     shuffle = bool(args.get("shuffle", False))
+    if segmenting is not None and segmenting.key_from_manifest is not None:  # read only to key the sequences
+        primary.append(PrimaryFeature(segmenting.key_from_manifest, segmenting.key, json_path(("args", "segmenting",
+                                                                                                "key"))))
     return LoaderConfig(
         source=doc.source, type=loader_type, name=data.get("name"), inputs=inputs, targets=targets,
         dataset=dataset, target_batch_size=args["target_batch_size"], drop_remainder=args["drop_remainder"],
@@ -334,7 +348,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing,
-        packing=packing, chunking=chunking)
+        packing=packing, chunking=chunking, segmenting=segmenting)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

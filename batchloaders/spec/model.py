@@ -186,6 +186,28 @@ class ChunkSpec:
         return tuple(t.name for t in self.tensors)
 
 
+COUNTERS = ("key", "sequence", "sequence_count", "length", "total_length", "is_first", "is_last", "slot")
+COUNTER_DTYPES = {"key": "string", "is_first": "bool", "is_last": "bool"}  # the others: int32
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentSpec:
+    """Segmenting, resolved (see segmenting.py): ``tensors`` are cut into segments of ``num_unroll`` steps,
+    ``context`` tensors are copied to every segment, ``key`` is the tensor naming each sequence (None: the
+    loader's '<file>:<record>'), ``names`` maps each counter (COUNTERS) to its tensor name (prefix added)."""
+
+    num_unroll: int
+    lanes: int | None  # None: target_batch_size (or the batch size input_fn is given)
+    pad: bool
+    allow_small_batch: bool
+    tensors: tuple[str, ...]
+    context: tuple[str, ...]
+    key: str | None
+    names: Mapping[str, str]
+    json_path: str
+    key_from_manifest: str | None = None  # a manifest feature read only for the key, under the to_name ``key``
+
+
 def format_shape(shape) -> str:
     """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -245,6 +267,7 @@ class LoaderConfig:
     bucketing: BucketSpec | None = None
     packing: PackSpec | None = None
     chunking: ChunkSpec | None = None
+    segmenting: SegmentSpec | None = None
 
     @property
     def outputs(self) -> tuple[str, ...]:

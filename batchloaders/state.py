@@ -1,0 +1,93 @@
+"""``StateSaver``: per-slot states carried from one segment of a sequence to the next (truncated BPTT).
+
+With ``segmenting``, batch slot j carries consecutive segments of one sequence in consecutive
+batches (see segmenting.py). A StateSaver keeps one value per slot and per named state in
+variables: ``state(name, features)`` gives the saved values, with the slots whose segment is the
+first of its sequence (``is_first``) reset to the initial value; ``save_state(name, value,
+features)`` stores the values the next segment of each slot starts from. It mirrors the TF1
+``NextQueuedSequenceBatch.state`` / ``save_state`` pair, works eagerly and inside ``tf.function``
+(a Keras ``train_step`` included), and its variables go into a ``tf.train.Checkpoint`` with it.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+
+class StateSaver(tf.Module):
+    """Named per-slot states for a batch of ``batch_size`` slots (lanes).
+
+    ``initial_states`` maps each state's name to one slot's initial value (no batch axis), as in
+    the reference ``batch_sequences_with_states``; every slot starts there and returns there at the
+    first segment of each new sequence. ``prefix``: the segmenting block's counter prefix.
+
+    >>> saver = StateSaver({"h": tf.zeros([16]), "c": tf.zeros([16])}, batch_size=32)
+    >>> h, c = saver.state("h", features), saver.state("c", features)
+    >>> outputs, h, c = lstm(features["x"], initial_state=[h, c])
+    >>> saver.save_state("h", h, features); saver.save_state("c", c, features)
+    """
+
+    def __init__(self, initial_states: Mapping[str, Any], batch_size: int, *, prefix: str = "",
+                 name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"found batch_size {batch_size!r}: expected a positive integer (the number of slots)")
+        if not initial_states:
+            raise ValueError("found no initial state: expected a dict {name: one slot's initial value}")
+        self.batch_size = batch_size
+        self.prefix = prefix
+        self._initial = {}
+        self._saved = {}
+        with self.name_scope:
+            for state_name, value in initial_states.items():
+                value = tf.convert_to_tensor(value)
+                if not value.shape.is_fully_defined():
+                    raise ValueError(f"initial state {state_name!r} has shape {value.shape}: expected a fully "
+                                     "defined shape (one slot's value, no batch axis)")
+                self._initial[state_name] = value
+                self._saved[state_name] = tf.Variable(self._batch_of(value), trainable=False,
+                                                      name=str(state_name).replace("/", "_"))
+
+    def _batch_of(self, value: tf.Tensor) -> tf.Tensor:
+        return tf.tile(value[None], [self.batch_size] + [1] * value.shape.rank)
+
+    def _variable(self, name: str) -> tf.Variable:
+        if name not in self._saved:
+            raise KeyError(f"unknown state {name!r}: expected one of {', '.join(map(repr, self._saved))} "
+                           "(the names of initial_states)")
+        return self._saved[name]
+
+    def _slots(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        slot = features.get(self.prefix + "slot")
+        if slot is None:  # a full batch in slot order
+            return tf.range(tf.shape(features[self.prefix + "is_first"])[0])
+        return tf.cast(slot, tf.int32)
+
+    def state(self, name: str, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """The saved state ``name`` of each row's slot ``[rows, ...]``; rows whose ``is_first`` is true get the
+        initial value instead. ``features``: the batch's features dict (``is_first`` and ``slot`` are read)."""
+        variable = self._variable(name)
+        saved = tf.gather(variable, self._slots(features))
+        first = tf.cast(features[self.prefix + "is_first"], tf.bool)
+        first = tf.reshape(first, tf.concat([tf.shape(first), tf.ones([variable.shape.rank - 1], tf.int32)], 0))
+        return tf.where(first, tf.cast(self._initial[name], variable.dtype)[None], saved)
+
+    def save_state(self, name: str, value, features: Mapping[str, tf.Tensor] | None = None):
+        """Store ``value`` ``[rows, ...]`` as the state ``name`` the next segment of each row's slot starts from.
+        Without ``features`` the rows must be the whole batch in slot order (``batch_size`` rows, what
+        segmenting gives without allow_small_batch); with it, each row goes to its ``slot``."""
+        variable = self._variable(name)
+        value = tf.cast(value, variable.dtype)
+        if features is None:
+            return variable.assign(value)
+        return variable.scatter_nd_update(self._slots(features)[:, None], value)
+
+    def reset(self) -> None:
+        """Every slot back to its initial value (e.g. before evaluating)."""
+        for name, variable in self._saved.items():
+            variable.assign(self._batch_of(tf.cast(self._initial[name], variable.dtype)))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._saved)
