@@ -48,7 +48,8 @@ def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
     return tf.strings.join([names, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
 
 
-def _length_of(values, lengths, name):
+def length_of(values, lengths, name):
+    """Each example's steps of tensor ``name``: its lengths, or the first axis when that is fixed (int64)."""
     if name in lengths:
         return tf.cast(lengths[name], tf.int64)
     shape = tf.shape(values[name], out_type=tf.int64)
@@ -87,7 +88,7 @@ def chunk_block(values: dict, lengths: dict, extras: dict, config: LoaderConfig)
     chunk's length, ``extras`` holds each chunk's ``index``, ``count`` (and ``source_key``), ``counts`` is
     [examples, chunks, dropped pieces] of the block."""
     spec = config.chunking
-    steps = {t.name: _length_of(values, lengths, t.name) for t in spec.tensors}
+    steps = {t.name: length_of(values, lengths, t.name) for t in spec.tensors}
     counts = {t.name: chunk_counts(steps[t.name], t.size, t.step) for t in spec.tensors}
     with tf.control_dependencies(_same_counts(config, counts, steps)):
         total = tf.identity(counts[spec.reference])

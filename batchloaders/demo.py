@@ -134,7 +134,9 @@ def main() -> int:
         model = build(keras)
         model.compile(optimizer=keras.optimizers.Adam(3e-3),
                       loss=(keras.losses.SparseCategoricalCrossentropy(from_logits=True) if loss == "sparse"
-                            else keras.losses.CategoricalCrossentropy(from_logits=True)))
+                            else keras.losses.CategoricalCrossentropy(from_logits=True)),
+                      # XLA takes no strings: the segment counters carry the string key (on a GPU "auto" is XLA)
+                      jit_compile=False if config.segmenting is not None else "auto")
         history = model.fit(dataset, steps_per_epoch=40, epochs=4, verbose=0, shuffle=False)
         losses = " -> ".join(f"{v:.3f}" for v in history.history["loss"])
         print(f"   tiny Keras model, 4 x 40 steps: loss {losses}")

@@ -92,6 +92,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
                                       f"{list(config.inputs)} and targets {list(config.targets)}"))
     else:
         loader_config = load_config(config, model_names=names)
+    if names is not None and loader_config.segmenting is not None and in_kind != "dict" and not (
+            set(loader_config.segmenting.names.values()) & set(names[0])):
+        kind = {"single": "a single tensor", "list": "a list"}[in_kind]
+        raise ConfigError(Problem(loader_config.source, "$.args.segmenting", (
+            f"the model takes its inputs as {kind}, so the batches cannot carry the segment counters (is_first, "
+            "slot, ...) a StateSaver needs: expected a model taking a dict of inputs (a keras.Input per name, or a "
+            "subclassed model's call(features)), or the counters among the model's inputs")))
     loader = _loader(loader_config.type)
     from batchloaders.sources import check_remote_files
 

@@ -40,7 +40,6 @@ from batchloaders.secondary.const import default_value
 from batchloaders.spec.model import LoaderConfig
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
-META = ("key", "sequence", "sequence_count", "length", "total_length", "is_first", "is_last")
 EPOCH_END, LAST = "epoch_end", "last"
 TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter
 
@@ -55,13 +54,6 @@ def names(config: LoaderConfig) -> tuple[str, ...]:
     """The tensors segmenting needs of each transformed example."""
     spec = config.segmenting
     return spec.tensors + spec.context + ((spec.key,) if spec.key is not None else ())
-
-
-def _length_of(values, lengths, name):
-    if name in lengths:
-        return tf.cast(lengths[name], tf.int64)
-    shape = tf.shape(values[name], out_type=tf.int64)
-    return tf.fill(shape[:1], shape[1])
 
 
 def _key_strings(key: tf.Tensor) -> tf.Tensor:
@@ -113,7 +105,7 @@ def segment_block(values: dict, lengths: dict, extras: dict, config: LoaderConfi
     spec = config.segmenting
     unroll = spec.num_unroll
     keys = extras["source_key"] if spec.key is None else _key_strings(values[spec.key])
-    steps = {name: _length_of(values, lengths, name) for name in spec.tensors}
+    steps = {name: chunking.length_of(values, lengths, name) for name in spec.tensors}
     with tf.control_dependencies(_checks(config, steps, keys)):
         total = tf.identity(steps[spec.tensors[0]])
     count = (total + unroll - 1) // unroll

@@ -10,9 +10,17 @@ features)`` stores the values the next segment of each slot starts from. It mirr
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Mapping
 
 import tensorflow as tf
+
+from batchloaders.errors import ConfigError, Problem
+
+
+def _error(path: str, message: str) -> ConfigError:
+    """A mistake in using the StateSaver (not in a file): located at <StateSaver> and an argument's path."""
+    return ConfigError(Problem("<StateSaver>", path, message))
 
 
 class StateSaver(tf.Module):
@@ -31,11 +39,16 @@ class StateSaver(tf.Module):
     def __init__(self, initial_states: Mapping[str, Any], batch_size: int, *, prefix: str = "",
                  name: str | None = None):
         super().__init__(name=name)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"found batch_size {batch_size!r}: expected a positive integer (the number of slots)")
+        try:
+            lanes = None if isinstance(batch_size, bool) else operator.index(batch_size)  # numpy's ints too
+        except TypeError:
+            lanes = None
+        if lanes is None or lanes < 1:
+            raise _error("$.batch_size", f"found batch_size {batch_size!r}: expected a positive integer (the number "
+                                         "of slots)")
         if not initial_states:
-            raise ValueError("found no initial state: expected a dict {name: one slot's initial value}")
-        self.batch_size = batch_size
+            raise _error("$.initial_states", "found no initial state: expected a dict {name: one slot's initial value}")
+        self.batch_size = lanes
         self.prefix = prefix
         self._initial = {}
         self._saved = {}
@@ -43,8 +56,8 @@ class StateSaver(tf.Module):
             for state_name, value in initial_states.items():
                 value = tf.convert_to_tensor(value)
                 if not value.shape.is_fully_defined():
-                    raise ValueError(f"initial state {state_name!r} has shape {value.shape}: expected a fully "
-                                     "defined shape (one slot's value, no batch axis)")
+                    raise _error(f"$.initial_states.{state_name}", f"initial state {state_name!r} has shape "
+                                 f"{value.shape}: expected a fully defined shape (one slot's value, no batch axis)")
                 self._initial[state_name] = value
                 self._saved[state_name] = tf.Variable(self._batch_of(value), trainable=False,
                                                       name=str(state_name).replace("/", "_"))
@@ -54,22 +67,35 @@ class StateSaver(tf.Module):
 
     def _variable(self, name: str) -> tf.Variable:
         if name not in self._saved:
-            raise KeyError(f"unknown state {name!r}: expected one of {', '.join(map(repr, self._saved))} "
-                           "(the names of initial_states)")
+            raise _error("$.name", f"unknown state {name!r}: expected one of {', '.join(map(repr, self._saved))} "
+                                   "(the names of initial_states)")
         return self._saved[name]
+
+    def _counter(self, features: Mapping[str, tf.Tensor], counter: str) -> tf.Tensor:
+        name = self.prefix + counter
+        if name not in features:
+            raise _error("$.features", f"the features hold no {name!r}: expected the segment counters of a "
+                                       f"segmenting config (found {', '.join(map(repr, features))}; is the StateSaver's "
+                                       f"prefix {self.prefix!r} the config's segmenting.prefix?)")
+        return features[name]
 
     def _slots(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
         slot = features.get(self.prefix + "slot")
         if slot is None:  # a full batch in slot order
-            return tf.range(tf.shape(features[self.prefix + "is_first"])[0])
-        return tf.cast(slot, tf.int32)
+            return tf.range(tf.shape(self._counter(features, "is_first"))[0])
+        slot = tf.cast(slot, tf.int32)
+        check = tf.debugging.assert_less(slot, self.batch_size, message=(
+            f"a slot beyond the StateSaver's batch_size {self.batch_size}: expected batch_size equal to the "
+            "config's lanes (segmenting.batch_size or target_batch_size)"))
+        with tf.control_dependencies([check]):
+            return tf.identity(slot)
 
     def state(self, name: str, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
         """The saved state ``name`` of each row's slot ``[rows, ...]``; rows whose ``is_first`` is true get the
         initial value instead. ``features``: the batch's features dict (``is_first`` and ``slot`` are read)."""
         variable = self._variable(name)
         saved = tf.gather(variable, self._slots(features))
-        first = tf.cast(features[self.prefix + "is_first"], tf.bool)
+        first = tf.cast(self._counter(features, "is_first"), tf.bool)
         first = tf.reshape(first, tf.concat([tf.shape(first), tf.ones([variable.shape.rank - 1], tf.int32)], 0))
         return tf.where(first, tf.cast(self._initial[name], variable.dtype)[None], saved)
 

@@ -19,7 +19,10 @@ def section_blocks(heading: str) -> list[tuple[str, str]]:
     text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     start = text.index(f"\n{heading}\n") + len(heading) + 2  # just past the heading line
     level = heading.split(" ")[0]
-    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), text[start:], re.M)]
+    # A heading is a line outside fenced blocks (a code block's "# comment" is no heading).
+    fenced = {m.start() for m in re.finditer(r"^#", text[start:], re.M)
+              if text[start:start + m.start()].count("```") % 2 == 1}
+    ends = [m.start() for m in re.finditer(r"^#{1,%d} " % len(level), text[start:], re.M) if m.start() not in fenced]
     body = text[start:start + ends[0]] if ends else text[start:]
     return re.findall(r"```(\w+)\n(.*?)```", body, re.S)
 

@@ -288,7 +288,7 @@ def test_state_saver_resets_first_segments_saves_per_slot_and_restores_from_a_ch
     np.testing.assert_array_equal(saver.state("h", {"is_first": tf.constant([False] * 3)}), [[1, 2]] * 3)
     tf.train.Checkpoint(saver=saver).restore(path).assert_consumed()
     np.testing.assert_array_equal(saver.state("h", {"is_first": tf.constant([False] * 3)}), [[5, 5], [6, 6], [8, 8]])
-    with pytest.raises(KeyError, match="unknown state 'c'"):
+    with pytest.raises(ConfigError, match="unknown state .c."):
         saver.state("c", features)
 
 
@@ -338,6 +338,11 @@ def test_the_iterator_and_the_saver_checkpoint_together(data, tmp_path):
     ({"num_unroll": 4}, {"packing": {"length": 8, "tensors": ["x"]}}, ("x",), "$.args.segmenting",
      "found segmenting and packing together"),
     ({"num_unroll": 0}, {}, ("x", "id"), "$.args.segmenting.num_unroll", "expected an integer >= 1, found 0"),
+    ({"num_unroll": 4}, {"padding": [{"tensor": "x", "batching": "ragged"}]}, ("x", "id"),
+     "$.args.padding[0].batching", "found batching 'ragged' for tensor 'x', which segmenting cuts into segments of "
+                                   "num_unroll steps: expected padded"),
+    ({"num_unroll": 4, "key": "x"}, {}, ("x", "id"), "$.args.segmenting.key",
+     "key tensor 'x' has shape [?]: expected a scalar per example"),
 ], ids=lambda p: p if isinstance(p, str) else None)
 def test_config_errors_are_located(data, segmenting, args, inputs, path, fragment):
     cfg = config(data, segmenting, inputs=inputs, **args)
@@ -380,3 +385,50 @@ def test_endless_epochs_keep_the_lanes_running_and_an_empty_epoch_is_an_error(da
 def test_a_key_tensor_of_integers_names_the_sequences(data):
     got = rows_of(build_input_fn(config(data, {"num_unroll": 4, "key": "id"}))())
     assert got == reference([(str(ident), ident, steps) for _, ident, steps in sequences(data)], 4, 3)
+
+
+# --- found by review: keys repeated across blocks, StateSaver misuse, checkpoints, models without a dict ---
+
+def test_a_key_repeated_in_a_later_block_of_64_is_an_error(tmp_path):
+    names = [[f"s{i}" for i in range(70)] + ["s3"]]  # the repeat comes in the second block of 64
+    d = write(tmp_path / "many", [[2] * 71], names=names)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"segmenting\.key: the key s3 repeats within an epoch"):
+        rows_of(build_input_fn(config(d, {"num_unroll": 4, "key": "name"}))())
+    d = write(tmp_path / "fine", [[2] * 71], names=[[f"s{i}" for i in range(71)]])
+    assert len(rows_of(build_input_fn(config(d, {"num_unroll": 4, "key": "name"}))())) == 24  # ceil(71 / 3)
+
+
+def test_state_saver_mistakes_are_config_errors_naming_what_is_wrong():
+    saver = StateSaver({"h": tf.zeros([2])}, np.int64(3))  # a numpy integer is an integer
+    assert saver.batch_size == 3
+    with pytest.raises(ConfigError, match=r"<StateSaver>: \$\.features: the features hold no 'seg_is_first'.*is "
+                                          r"the StateSaver's prefix 'seg_' the config's segmenting.prefix"):
+        StateSaver({"h": tf.zeros([2])}, 3, prefix="seg_").state("h", {"is_first": tf.constant([True] * 3)})
+    with pytest.raises(ConfigError, match=r"\$\.batch_size: found batch_size 2\.0"):
+        StateSaver({"h": tf.zeros([2])}, 2.0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a slot beyond the StateSaver's batch_size 3"):
+        saver.state("h", {"is_first": tf.constant([False]), "slot": tf.constant([5])})
+
+
+def test_a_sequence_loaders_segmented_iterator_is_not_checkpointed_into_other_windows(tmp_path):
+    """Its pipeline holds a stateful reduction: saving must fail, not succeed and restore other windows."""
+    from seqdata import write_continuous
+
+    d = write_continuous(tmp_path / "c", [5, 3])
+    cfg = loader_config(d, [("y", "y")], inputs=["y"], loader="continuous_sequence", min_window=3, max_window=7,
+                        seed=1, epochs=None, target_batch_size=2, padding=True, segmenting={"num_unroll": 2})
+    iterator = iter(build_input_fn(cfg)())
+    next(iterator)
+    with pytest.raises(tf.errors.FailedPreconditionError, match="stateful"):
+        tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+
+
+def test_a_model_whose_inputs_are_no_dict_cannot_carry_the_counters(data):
+    import keras
+
+    x = keras.Input((4,), dtype="int64", name="x")
+    model = keras.Model(x, keras.layers.Dense(1, name="id")(keras.ops.cast(x, "float32")))
+    cfg = config(data, {"num_unroll": 4})
+    cfg.pop("model")  # the model's names: input x, target id
+    with pytest.raises(ConfigError, match=r"\$\.args\.segmenting: the model takes its inputs as a single tensor"):
+        build_input_fn(cfg, model=model)

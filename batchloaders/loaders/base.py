@@ -275,4 +275,6 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
     ds = ds.with_options(sources.options(config))
-    return ds.with_options(segmenting.options()) if segment_counter is not None else ds
+    # Only the independent loader's pipeline checkpoints (the sequence loaders' hold a stateful reduction,
+    # which IGNORE would drop silently, restoring other windows): there the counter table may be left out.
+    return ds.with_options(segmenting.options()) if segment_counter is not None and config.type == "independent" else ds

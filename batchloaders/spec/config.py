@@ -312,6 +312,14 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                 check(path_parts(spec.json_path) + ("batching",), f"found batching {spec.batching!r} for tensor {name!r}, which packing "
                                              "fills rows of a fixed length with: expected padded (a packed row is "
                                              "not one example)")
+    if segmenting is not None:  # a segment is num_unroll steps wide; its length is the `length` counter
+        for name in segmenting.tensors:
+            spec = pad_specs.get(name)
+            if spec is not None and spec.batching not in ("padded", "dense"):
+                check(path_parts(spec.json_path) + ("batching",),
+                      f"found batching {spec.batching!r} for tensor {name!r}, which segmenting cuts into segments "
+                      f"of num_unroll steps: expected padded (each segment's real steps are in the "
+                      f"{segmenting.names['length']!r} counter)")
     rules_ok = all(valid(("args", k)) for k in ("min_window", "max_window", "multi_load", "primary_features",
                                                   "padding", "secondary_features", "processing_steps"))
     if rules_ok:

@@ -19,11 +19,14 @@ def _varies_in_time(info: TensorInfo, loader_type: str) -> bool:
     return info.shape[0] is None or loader_type == "continuous_sequence"
 
 
-def _key_type_problem(dtype: str, shape) -> str | None:
+def _key_type_problem(dtype: str, shape, per_record: bool = False) -> str | None:
+    """Why a tensor of ``dtype`` and ``shape`` cannot key a sequence, or None. ``per_record``: it is a
+    discrete window's scalar context feature, one value per record (the window's first record names it)."""
     if dtype != "string" and not dtype.startswith(("int", "uint")):
         return f"dtype {dtype}: expected a string or an integer"
-    if len(shape) > 1:
-        return f"shape {format_shape(shape)}: expected a scalar (or one value per record or step of a window)"
+    if tuple(shape) != () and not (per_record and len(shape) == 1):
+        return (f"shape {format_shape(shape)}: expected a scalar per example (a discrete_sequence window may be "
+                "keyed by a scalar context feature, one per record: its first record's value names the window)")
     return None
 
 
@@ -74,7 +77,9 @@ def segment_spec(block: dict, tensors: dict, seen: dict, wanted, loader_type: st
     if key is not None:
         if key in seen and key not in names.values():
             info = tensors.get(key)
-            why = _key_type_problem(info.dtype, info.shape) if info is not None else None
+            per_record = (loader_type == "discrete_sequence" and key in (primaries or {})
+                          and not primaries[key].var_len and tuple(primaries[key].record_shape) == ())
+            why = _key_type_problem(info.dtype, info.shape, per_record) if info is not None else None
             if why:
                 check(at + ("key",), f"key tensor {key!r} has {why}")
                 ok = False
