@@ -97,9 +97,7 @@ def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, 
              zero_tails: frozenset = frozenset()):
     """The function turning one loader element into the model's (features, targets)."""
     def to_model(element):
-        element = decode(element)
-        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
-                                set(zero_tails)), config)
+        batch = decoded(element, config, decode, zero_tails)
         tensors = finalize(batch, config, static_batch)
         features = pack_inputs({n: tensors[n] for n in config.inputs})
         if not config.targets:
@@ -108,15 +106,20 @@ def finisher(config: LoaderConfig, static_batch: int | None, pack_inputs=_same, 
     return to_model
 
 
+def decoded(element, config: LoaderConfig, decode, zero_tails: frozenset) -> Batch:
+    """A loader element decoded into a Batch, with the secondary features and steps run on it."""
+    element = decode(element)
+    return transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
+                           set(zero_tails)), config)
+
+
 def blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
     """Loader element -> the model tensors of its block of examples, before padding (for bucketing and
     packing: the tensors packing fills rows with)."""
     names = config.packing.tensors if config.packing is not None else config.outputs
 
     def run(element):
-        element = decode(element)
-        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
-                                set(zero_tails)), config)
+        batch = decoded(element, config, decode, zero_tails)
         out = {"values": {n: batch.values[n] for n in names},
                "lengths": {n: tf.cast(batch.lengths[n], tf.int64) for n in names if n in batch.lengths}}
         return {**out, bucketing.FLUSH: tf.constant(False)} if flush else out
@@ -144,9 +147,7 @@ def _chunks(config: LoaderConfig, decode, zero_tails: frozenset):
     names = config.chunking.names + config.chunking.copied
 
     def run(element):
-        element = decode(element)
-        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
-                                set(zero_tails)), config)
+        batch = decoded(element, config, decode, zero_tails)
         return chunking.chunk_block({n: batch.values[n] for n in names}, batch.lengths, batch.extras, config)
     return run
 
@@ -172,9 +173,7 @@ def _segments(config: LoaderConfig, decode, zero_tails: frozenset):
     names = segmenting.names(config)
 
     def run(element):
-        element = decode(element)
-        batch = transform(Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})),
-                                set(zero_tails)), config)
+        batch = decoded(element, config, decode, zero_tails)
         return segmenting.segment_block({n: batch.values[n] for n in names}, batch.lengths, batch.extras, config)
     return run
 

@@ -47,41 +47,33 @@ class Reference:
         self.documented: dict[int, str] = {}  # id(schema object) -> its section title, given before it is written
         self.written: set[int] = set()
 
+    def _follow(self, node: dict, base: str) -> tuple[dict, str]:
+        """One ``$ref`` step: the node it names (in another file, or ``#/definitions/...`` of ``base``)."""
+        target, _, fragment = node["$ref"].partition("#")
+        if target:
+            base = target[: -len(".schema.json")]
+        node = self.schemas[base]
+        for part in filter(None, fragment.split("/")):
+            node = node[part]
+        return node, base
+
     def resolve(self, node: dict, base: str) -> tuple[dict, str]:
-        """Follow ``$ref`` (another file, ``#/definitions/...`` in it or in ``base``) to the node it names."""
+        """Follow ``$ref`` to the node that defines the value."""
         while "$ref" in node:
-            target, _, fragment = node["$ref"].partition("#")
-            if target:
-                base = target[: -len(".schema.json")]
-            node = self.schemas[base]
-            for part in filter(None, fragment.split("/")):
-                node = node[part]
+            node, base = self._follow(node, base)
         return node, base
 
     def described(self, node: dict, base: str) -> str:
         """The first description along ``node``'s ``$ref`` chain (the nearest says most about this use)."""
         while "description" not in node and "$ref" in node:
-            target, _, fragment = node["$ref"].partition("#")
-            if target:
-                base = target[: -len(".schema.json")]
-            node = self.schemas[base]
-            for part in filter(None, fragment.split("/")):
-                node = node[part]
+            node, base = self._follow(node, base)
         return node.get("description", "")
 
     def defaulted(self, node: dict, base: str):
         """The first ``default`` along ``node``'s ``$ref`` chain, as (True, value), or (False, None)."""
-        while True:
-            if "default" in node:
-                return True, node["default"]
-            if "$ref" not in node:
-                return False, None
-            target, _, fragment = node["$ref"].partition("#")
-            if target:
-                base = target[: -len(".schema.json")]
-            node = self.schemas[base]
-            for part in filter(None, fragment.split("/")):
-                node = node[part]
+        while "default" not in node and "$ref" in node:
+            node, base = self._follow(node, base)
+        return ("default" in node), node.get("default")
 
     def type_of(self, node: dict, base: str) -> str:
         node, base = self.resolve(node, base)
