@@ -1,0 +1,85 @@
+"""Every fenced python and sh block in README runs as written, from the repository's root.
+
+A block that is not meant to run says so on the line before its fence:
+``<!-- readme-test: skip: <why> -->``; a block that goes on from the one before it (the same
+program) says ``<!-- readme-test: continues the block above -->`` and runs joined to it. sh blocks
+run with bash, ``-e``, with the installed ``batchloaders`` command on PATH. Blocks other tests run
+with extra checks (test_readme_plugins.py, test_readme_segmenting.py) run here as well: here the
+only question is whether they run.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MARKER = re.compile(r"<!-- readme-test: (skip: .+|continues the block above) -->\s*$")
+
+
+def readme_blocks() -> list[tuple[int, str, str, str | None]]:
+    """(line, language, code, marker) of every fenced block, in order; marker is the text of a
+    readme-test comment on the line before the fence, or None."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        fence = re.match(r"^(\s*)```(\w*)\s*$", lines[i])
+        if not fence:
+            i += 1
+            continue
+        indent, language, start = fence.group(1), fence.group(2), i
+        i += 1
+        body = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            i += 1
+        marker = MARKER.search(lines[start - 1]) if start else None
+        out.append((start + 1, language, "\n".join(body) + "\n", marker.group(1) if marker else None))
+        i += 1
+    return out
+
+
+def programs() -> list[tuple[int, str, str]]:
+    """(first line, language, code) of every python/sh program README shows, continued blocks joined."""
+    out = []
+    for line, language, code, marker in readme_blocks():
+        if language not in ("python", "sh", "bash"):
+            continue
+        if marker and marker.startswith("skip: "):
+            continue
+        if marker == "continues the block above":
+            assert out and out[-1][1] == language, f"README line {line}: continues no {language} block"
+            out[-1] = (out[-1][0], language, out[-1][2] + code)
+            continue
+        out.append((line, language, code))
+    return out
+
+
+def test_every_block_runs_or_says_why_not():
+    blocks = [b for b in readme_blocks() if b[1] in ("python", "sh", "bash")]
+    assert len(blocks) >= 10
+    for line, _, _, marker in blocks:
+        assert marker is None or marker.startswith("skip: ") and len(marker) > len("skip: ") + 10 or (
+            marker == "continues the block above"), f"README line {line}: {marker}"
+    assert len(programs()) == len(blocks) - sum(1 for b in blocks if b[3] and b[3].startswith("skip: ")) - sum(
+        1 for b in blocks if b[3] == "continues the block above")
+
+
+@pytest.fixture(scope="module")
+def demo_data():
+    from batchloaders.demo_data import generate
+
+    generate()  # README's examples read the demo datasets, as after make demo
+
+
+@pytest.mark.parametrize("line, language, code", programs(), ids=[f"line-{p[0]}" for p in programs()])
+def test_the_block_runs_as_written(demo_data, line, language, code):
+    env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]))
+    env.pop("PYTHONPATH", None)
+    command = [sys.executable, "-c", code] if language == "python" else ["bash", "-e", "-c", code]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"README line {line}:\n{code}\n--- stderr:\n{result.stderr[-3000:]}"
