@@ -5,8 +5,8 @@ Importing the package does not import TensorFlow; ``build_input_fn`` does, on fi
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, Problem, data_error_from,
                                  data_errors)
 from batchloaders.extend import PluginError, register_batcher, register_secondary, register_step
-from batchloaders.spec.config import load_config
-from batchloaders.spec.manifest import load_manifest
+from batchloaders.config.config import load_config
+from batchloaders.config.manifest import load_manifest
 
 __version__ = "0.1.0"
 

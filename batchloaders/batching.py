@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from batchloaders import policies
 from batchloaders.secondary.const import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 
 @dataclasses.dataclass

@@ -37,7 +37,7 @@ from batchloaders.describe import padded_axes
 from batchloaders.errors import BatchLoaderError
 from batchloaders.features.parsing import parse_batch
 from batchloaders.loaders import base
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
 FAILURES = (BatchLoaderError, tf.errors.OpError)
@@ -217,7 +217,7 @@ def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Da
     from batchloaders import chunking
     from batchloaders.integrity import Reader
     from batchloaders.registry import SECONDARY
-    from batchloaders.spec.order import after_chunking
+    from batchloaders.config.order import after_chunking
 
     loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     names = padded_tensors(config)
@@ -344,7 +344,7 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
         progress: TextIO | None = None) -> None:
     """Benchmark the config at ``path`` and print the report to ``out`` (progress bar on ``progress``)."""
     from batchloaders.input_fn import build_input_fn
-    from batchloaders.spec.config import load_config
+    from batchloaders.config.config import load_config
 
     out = out or sys.stdout
     config = load_config(path)

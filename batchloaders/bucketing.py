@@ -21,7 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.secondary.const import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 FLUSH = "flush"
 # Examples per block: each block is merged with the examples waiting in the buckets (up to about

@@ -24,7 +24,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
 

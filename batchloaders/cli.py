@@ -37,8 +37,8 @@ import sys
 from typing import Callable, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError
-from batchloaders.spec.config import load_config
-from batchloaders.spec.manifest import load_manifest
+from batchloaders.config.config import load_config
+from batchloaders.config.manifest import load_manifest
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -152,7 +152,7 @@ def _with_plugins(run: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 def _run_schema(args: argparse.Namespace) -> int:
     from batchloaders import builtin_types
-    from batchloaders.spec import schema, type_schemas
+    from batchloaders.config import schema, type_schemas
 
     if args.path:  # for tools that take a schema file: $(batchloaders schema --path)/loader_config.schema.json
         print(os.path.abspath(str(schema._schemas_dir())))

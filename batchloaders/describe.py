@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from batchloaders.spec.model import LoaderConfig, TensorInfo, format_shape
+from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
               "parse_example/parse_sequence_example call per batch; secondary features, steps and padding "
@@ -145,7 +145,7 @@ def reading_line(config: LoaderConfig) -> str:
 
 def records_line(config: LoaderConfig) -> str:
     """What the manifest's files[] says of the record count, and what follows from it."""
-    from batchloaders.spec.accounting import expected_batches, record_counts
+    from batchloaders.config.accounting import expected_batches, record_counts
 
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
@@ -211,7 +211,7 @@ def describe(config: LoaderConfig) -> list[str]:
 
 def chunking_lines(config: LoaderConfig) -> list[str]:
     """How each tensor is cut, what is copied, what is built on the chunks."""
-    from batchloaders.spec.order import after_chunking
+    from batchloaders.config.order import after_chunking
 
     spec = config.chunking
     lines = [f"chunking: cores of {spec.size} steps every {spec.step}, context [{spec.left}, {spec.right}] (zeros at "
@@ -249,8 +249,8 @@ def segmenting_lines(config: LoaderConfig) -> list[str]:
 def transform_lines(config: LoaderConfig) -> list[str]:
     """Secondary features and steps in the order they run, each with what it makes."""
     from batchloaders.registry import SECONDARY, STEPS
-    from batchloaders.spec.model import Step
-    from batchloaders.spec.order import run_order
+    from batchloaders.config.model import Step
+    from batchloaders.config.order import run_order
 
     order = run_order(config)
     if not order:
@@ -294,7 +294,7 @@ def bucketing_line(config: LoaderConfig) -> str:
 
 def run(path: str, out: TextIO) -> None:
     """Load and check ``path`` (raising BatchLoaderError) and print its description to ``out``."""
-    from batchloaders.spec.config import load_config
+    from batchloaders.config.config import load_config
 
     for line in describe(load_config(path)):
         print(line, file=out)

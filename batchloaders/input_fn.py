@@ -10,9 +10,9 @@ import tensorflow as tf
 from batchloaders import bucketing, chunking, packing, segmenting
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
-from batchloaders.spec.accounting import expected_batches
-from batchloaders.spec.config import load_config
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.accounting import expected_batches
+from batchloaders.config.config import load_config
+from batchloaders.config.model import LoaderConfig
 
 
 def _loader(kind: str):

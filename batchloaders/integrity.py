@@ -36,8 +36,8 @@ import tensorflow as tf
 
 from batchloaders.errors import MARKER
 from batchloaders.graphs import as_written
-from batchloaders.spec.datasets import url_scheme
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.model import LoaderConfig
 
 FRAME_BYTES = 16  # length (8), its masked CRC (4), the payload's masked CRC (4)
 UNKNOWN = -1

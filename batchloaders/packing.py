@@ -19,7 +19,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.secondary.const import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 BLOCK = 1024
 

@@ -37,7 +37,7 @@ import tensorflow as tf
 from batchloaders import chunking
 from batchloaders.graphs import as_written
 from batchloaders.secondary.const import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 EPOCH_END, LAST = "epoch_end", "last"

@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.graphs import as_written
-from batchloaders.spec.datasets import url_scheme
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -31,7 +31,7 @@ def check_remote_files(config: LoaderConfig) -> None:
     Every entry is checked; the error quotes the first few that cannot be read, each
     with its line in the list file. A scheme TensorFlow has no file system for is tried once.
     """
-    from batchloaders.spec.datasets import quote_entries, shorten, url_scheme
+    from batchloaders.config.datasets import quote_entries, shorten, url_scheme
 
     def first_line(error: tf.errors.OpError) -> str:  # TF messages can go on for pages
         lines = (error.message or "").strip().splitlines() or [type(error).__name__]
@@ -108,7 +108,7 @@ BLOCK_BYTES = 8 * 2**20
 
 def records_per_block(config: LoaderConfig) -> int:
     """Records per block for the independent loader, from the manifest's estimate of a record's size."""
-    from batchloaders.spec.limits import ITEM_BYTES, elements
+    from batchloaders.config.limits import ITEM_BYTES, elements
 
     record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
     if config.dataset.manifest.allow_var_len:  # the estimate counts a feature list as one step

@@ -54,8 +54,8 @@ sys.stdout = sys.stderr
 import batchloaders  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from batchloaders.errors import BatchLoaderError  # noqa: E402
-from batchloaders.spec.config import load_config  # noqa: E402
-from batchloaders.spec.manifest import load_manifest  # noqa: E402
+from batchloaders.config.config import load_config  # noqa: E402
+from batchloaders.config.manifest import load_manifest  # noqa: E402
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(batchloaders.__file__))
 

@@ -441,7 +441,7 @@ def test_chunks_count_at_their_full_width_against_the_memory_limits(data):
 
 
 def test_describe_gives_no_batch_count_for_chunks(data, tmp_path):
-    from batchloaders.spec.accounting import expected_batches
+    from batchloaders.config.accounting import expected_batches
 
     checked = load_config(config(data, {"size": 4}, epochs=1))
     assert expected_batches(checked, list(range(len(checked.dataset.files))), 3) is None
@@ -452,7 +452,7 @@ def test_a_plugin_chunk_type_gets_the_source_key(data):
     from batchloaders import register_secondary
     from batchloaders.builtin_types import load
     from batchloaders.registry import SECONDARY
-    from batchloaders.spec.model import TensorInfo
+    from batchloaders.config.model import TensorInfo
 
     load()
     saved = SECONDARY.snapshot()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from batchloaders import BatchLoaderError, ConfigError, ManifestError, build_input_fn, load_config
-from batchloaders.spec.config import config_from_text
+from batchloaders.config.config import config_from_text
 from conftest import example, feature, loader_config, write_manifest, write_records
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from batchloaders import ConfigError, build_input_fn, load_config
-from batchloaders.spec import datasets
+from batchloaders.config import datasets
 from conftest import collect, example, feature, loader_config, write_manifest, write_records
 
 FEATURES = [feature("id", "int64", [], "int")]

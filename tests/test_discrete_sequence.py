@@ -168,7 +168,7 @@ def test_bad_window_sizes(tmp_path, change, path):
 def test_blocks_of_large_records_hold_about_8_mib(tmp_path, frames, compression, expected):
     """A block is parsed at once, padded to its longest record: large records get fewer per block."""
     from batchloaders.loaders.discrete_sequence import records_per_block
-    from batchloaders.spec.config import load_config
+    from batchloaders.config.config import load_config
     from conftest import feature, sequence_example, write_manifest, write_records
 
     write_manifest(tmp_path, [feature("f", "float32", [40], "float", True)], allow_var_len=True,

@@ -36,7 +36,7 @@ from fuzz_cases import BASE_TEXTS, BASES, Draft
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 WORKERS = 2  # the cases of one hypothesis example run side by side, one per worker
-VALIDATE_SECONDS = 1.0  # load_config / load_manifest of one case
+VALIDATE_SECONDS = 5.0  # load_config / load_manifest of one case: more is stuck (a loaded machine takes ~0.1-1 s)
 # Build + first batch (median / max over hundreds of builds) on the 2-core dev machine, idle:
 # independent 0.23 / 1.3 s, continuous_sequence 0.65 / 2.4 s, discrete_sequence 0.85 / 2.3 s;
 # with other test suites running beside it (load 4-5): 0.6 / 3.0, 1.9 / 4.7, 2.5 / 5.4 s; the first

@@ -32,6 +32,6 @@ def test_built_wheel_contains_every_schema_and_validates_from_it(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
     assert result.returncode == 1
     assert "$.features[0].deserialize_type" in result.stdout and "did you mean 'float'" in result.stdout
-    probe = subprocess.run([sys.executable, "-c", "import batchloaders.spec.schema as s; print(s.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import batchloaders.config.schema as s; print(s.__file__)"],
                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
     assert probe.stdout.startswith(str(site))

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from batchloaders.errors import ConfigError, ManifestError
-from batchloaders.spec import model
-from batchloaders.spec.document import parse_text
-from batchloaders.spec.schema import load_schema, schema_names, schema_problems
+from batchloaders.config import model
+from batchloaders.config.document import parse_text
+from batchloaders.config.schema import load_schema, schema_names, schema_problems
 
 SCHEMAS_DIR = pathlib.Path(__file__).resolve().parents[1] / "schemas"
 CONFIG = "loader_config.schema.json"

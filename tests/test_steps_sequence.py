@@ -23,7 +23,7 @@ import tensorflow as tf
 import batchloaders
 from batchloaders import ConfigError, build_input_fn, builtin_types, load_config
 from batchloaders.registry import STEPS, CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.config.model import TensorInfo
 from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import write_continuous, write_discrete
 

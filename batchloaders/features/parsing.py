@@ -13,7 +13,7 @@ import math
 
 import tensorflow as tf
 
-from batchloaders.spec.model import Manifest, ManifestFeature
+from batchloaders.config.model import Manifest, ManifestFeature
 
 _STORED = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 

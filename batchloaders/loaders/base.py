@@ -14,8 +14,8 @@ from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
 from batchloaders.registry import BUILTIN, SECONDARY, STEPS
-from batchloaders.spec.model import LoaderConfig, SecondaryFeature
-from batchloaders.spec.order import after_chunking, run_order
+from batchloaders.config.model import LoaderConfig, SecondaryFeature
+from batchloaders.config.order import after_chunking, run_order
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -24,7 +24,7 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
     """Secondary features then processing steps, in config order, on a whole batch.
 
     A secondary feature that measures a tensor (``length``) is built after that tensor's
-    steps (see :mod:`batchloaders.spec.order`).
+    steps (see :mod:`batchloaders.config.order`).
     """
     builtin_types.load()
     for item in run_order(config):

@@ -16,7 +16,7 @@ from batchloaders import chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 
 def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | None, names=None) -> dict:

@@ -10,7 +10,7 @@ import tensorflow as tf
 from batchloaders import chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from batchloaders import sources
 from batchloaders.graphs import as_written
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 # Block sizes trade memory for per-block overhead (one parse call and one scan step per

@@ -5,7 +5,7 @@ from batchloaders.extend import register_secondary
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.length import tensor_schema
 from batchloaders.secondary.segment_ids import infer_per_step, record_index
-from batchloaders.spec.model import TensorInfo
+from batchloaders.config.model import TensorInfo
 
 
 def _infer(args: dict, ctx: CheckContext) -> TensorInfo | None:

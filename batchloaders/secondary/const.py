@@ -4,7 +4,7 @@ from __future__ import annotations
 from batchloaders.errors import suggest
 from batchloaders.extend import register_secondary
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import DTYPES, TensorInfo
+from batchloaders.config.model import DTYPES, TensorInfo
 
 
 def default_value(dtype: str):

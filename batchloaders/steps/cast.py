@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import DTYPES, TensorInfo
+from batchloaders.config.model import DTYPES, TensorInfo
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.config.model import TensorInfo, format_shape
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import default_value
-from batchloaders.spec.model import TensorInfo
+from batchloaders.config.model import TensorInfo
 
 _MAX = 2**31 - 1  # TensorFlow's int32 shapes
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.config.model import TensorInfo, format_shape
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 EPSILON = 1e-5

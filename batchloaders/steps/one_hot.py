@@ -12,7 +12,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value
-from batchloaders.spec.model import DTYPES, TensorInfo, format_shape
+from batchloaders.config.model import DTYPES, TensorInfo, format_shape
 
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 

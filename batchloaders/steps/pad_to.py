@@ -16,7 +16,7 @@ from __future__ import annotations
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
 from batchloaders.secondary.const import check_value, default_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.config.model import TensorInfo, format_shape
 
 
 def normalize_axis(axis: int, info: TensorInfo, ctx: CheckContext, step: str) -> int | None:

@@ -18,7 +18,7 @@ import math
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.config.model import TensorInfo, format_shape
 
 
 def resolve(new: list, info: TensorInfo) -> tuple[tuple[int | None, ...], int | None] | str:

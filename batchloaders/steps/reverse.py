@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.config.model import TensorInfo
 from batchloaders.steps.pad_to import normalize_axis
 
 

@@ -11,7 +11,7 @@ import re
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.config.model import TensorInfo, format_shape
 
 _INT = r"[+-]?\d+"
 # Every integer fits TensorFlow's int32 indices, and its sum with a length fits int64.

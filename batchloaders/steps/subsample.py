@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from batchloaders.extend import register_step
 from batchloaders.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.config.model import TensorInfo
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

@@ -27,10 +27,10 @@ from typing import Sequence, TextIO
 import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, ConfigError
-from batchloaders.spec import datasets
-from batchloaders.spec.config import load_config
-from batchloaders.spec.document import load_file
-from batchloaders.spec.model import Dataset, Manifest
+from batchloaders.config import datasets
+from batchloaders.config.config import load_config
+from batchloaders.config.document import load_file
+from batchloaders.config.model import Dataset, Manifest
 from batchloaders.tools.records import (ReadError, RecordProblems, check_record, compression_name, count,
                                         read_problem, read_records, shown, sniff, tf_message)
 
@@ -55,7 +55,7 @@ def load_dataset(path: str) -> Dataset:
 
 def _dataset_only(path: str) -> Dataset | None:
     """The config's dataset specifier resolved alone, or None when that part of the config is invalid."""
-    from batchloaders.spec.schema import schema_check
+    from batchloaders.config.schema import schema_check
 
     try:
         doc = load_file(path, ConfigError)

@@ -29,9 +29,9 @@ from google.protobuf.message import DecodeError
 
 from batchloaders.errors import suggest
 from batchloaders.integrity import FRAME_BYTES
-from batchloaders.spec.datasets import url_scheme
-from batchloaders.spec.limits import ITEM_BYTES
-from batchloaders.spec.model import Manifest, ManifestFeature
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.limits import ITEM_BYTES
+from batchloaders.config.model import Manifest, ManifestFeature
 
 HEADER_BYTES = 12  # a record's length (8) and the length's masked CRC (4)
 TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}

@@ -184,7 +184,7 @@ def anchor(title: str) -> str:
 
 
 def render(directory: str | None = None) -> str:
-    from batchloaders.spec.schema import _schemas_dir
+    from batchloaders.config.schema import _schemas_dir
 
     return Reference(load(directory or str(_schemas_dir()))).build()
 

@@ -34,9 +34,9 @@ from typing import Sequence, TextIO
 
 import tensorflow as tf
 
-from batchloaders.spec.datasets import _walk, url_scheme
-from batchloaders.spec.manifest import MANIFEST_NAME, load_manifest
-from batchloaders.spec.model import DataFile, Manifest
+from batchloaders.config.datasets import _walk, url_scheme
+from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
+from batchloaders.config.model import DataFile, Manifest
 from batchloaders.tools.check_data import load_dataset, summary
 from batchloaders.tools.progress import Progress
 from batchloaders.tools.records import Scan, count, scan_file, shown, tf_message

@@ -31,10 +31,10 @@ import tempfile
 from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
-from batchloaders.spec.datasets import DEFAULT_PATTERN, _walk
-from batchloaders.spec.document import load_file, parse_text
-from batchloaders.spec.manifest import MANIFEST_NAME, manifest_from_document
-from batchloaders.spec.model import COMPRESSIONS
+from batchloaders.config.datasets import DEFAULT_PATTERN, _walk
+from batchloaders.config.document import load_file, parse_text
+from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
+from batchloaders.config.model import COMPRESSIONS
 from batchloaders.tools.infer import SAMPLE_RECORDS, infer
 from batchloaders.tools.progress import Progress
 from batchloaders.tools.records import (ReadError, compression_name, count, read_records, scan_file, shown,

@@ -16,9 +16,9 @@ import re
 import stat
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
-from batchloaders.spec.document import Document
-from batchloaders.spec.manifest import MANIFEST_NAME, load_manifest
-from batchloaders.spec.model import Dataset
+from batchloaders.config.document import Document
+from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
+from batchloaders.config.model import Dataset
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
 # their compressed forms (whether they are compressed is the manifest's compression, not the name).

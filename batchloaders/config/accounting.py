@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 
 from batchloaders.errors import Problem
-from batchloaders.spec.datasets import url_scheme
-from batchloaders.spec.model import Dataset, LoaderConfig, Manifest
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.model import Dataset, LoaderConfig, Manifest
 
 
 def record_counts(manifest: Manifest, files) -> list[int] | None:

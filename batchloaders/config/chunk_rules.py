@@ -2,7 +2,7 @@
 
 Chunked: every tensor ``tensors`` names, and every model tensor (or tensor a ``length``
 feature measures) whose first axis varies in time. Copied whole to each chunk: the other model
-tensors (a discrete window's per-record features included: their first axis counts records). Built on the chunks (spec/order.py): the chunk metadata types and a ``length`` of a
+tensors (a discrete window's per-record features included: their first axis counts records). Built on the chunks (config/order.py): the chunk metadata types and a ``length`` of a
 chunked tensor. A chunk's first axis varies (the last core may be shorter than ``size``), so a
 chunked tensor's first axis becomes ``?``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
 from batchloaders.registry import BUILTIN, SECONDARY
-from batchloaders.spec.model import ChunkSpec, ChunkTensor, TensorInfo
+from batchloaders.config.model import ChunkSpec, ChunkTensor, TensorInfo
 
 
 def _measured(secondary) -> dict[str, str]:

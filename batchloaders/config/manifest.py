@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 
 from batchloaders.errors import ManifestError
-from batchloaders.spec.document import Document, load_file
-from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.spec.model import DataFile, Manifest, ManifestFeature
+from batchloaders.config.document import Document, load_file
+from batchloaders.config.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
+from batchloaders.config.model import DataFile, Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
 
@@ -17,7 +17,7 @@ def load_manifest(path: str | os.PathLike) -> Manifest:
 
 
 def manifest_from_document(doc: Document) -> Manifest:
-    from batchloaders.spec.schema import schema_check  # jsonschema is only needed here
+    from batchloaders.config.schema import schema_check  # jsonschema is only needed here
 
     problems, invalid = schema_check(doc, "manifest.schema.json")
     data = doc.data

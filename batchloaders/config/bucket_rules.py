@@ -9,8 +9,8 @@ examples longer than the budget, which are an error.
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
-from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
-from batchloaders.spec.model import BucketSpec, format_shape
+from batchloaders.config.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
+from batchloaders.config.model import BucketSpec, format_shape
 
 GROWTH = 1.1
 FIRST = 8

@@ -14,11 +14,11 @@ from typing import Any, Iterable, Mapping
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, path_parts, suggest
 from batchloaders import builtin_types
 from batchloaders.registry import ALWAYS, BATCHERS, SECONDARY, STEPS, CheckContext
-from batchloaders.spec import datasets
-from batchloaders.spec import accounting
-from batchloaders.spec.resources import check_resources
-from batchloaders.spec.document import Document, check_plain, load_file, parse_text
-from batchloaders.spec.model import (LoaderConfig, PadSpec, PrimaryFeature, SecondaryFeature, Step,
+from batchloaders.config import datasets
+from batchloaders.config import accounting
+from batchloaders.config.resources import check_resources
+from batchloaders.config.document import Document, check_plain, load_file, parse_text
+from batchloaders.config.model import (LoaderConfig, PadSpec, PrimaryFeature, SecondaryFeature, Step,
                                      TensorInfo)
 
 
@@ -71,7 +71,7 @@ class _Checker:
 
 
 def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
-    from batchloaders.spec.schema import schema_check
+    from batchloaders.config.schema import schema_check
 
     builtin_types.load()
     scopes = ALWAYS | _load_plugins(doc)  # the types this config may name
@@ -274,7 +274,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
 
     chunking = None
     if "chunking" in args and valid(("args", "chunking")):
-        from batchloaders.spec.chunk_rules import chunk_spec
+        from batchloaders.config.chunk_rules import chunk_spec
 
         others = [key for key in ("packing", "bucketing") if key in args]
         # A discrete window's per-record features have a record axis, not a time axis: copied, not chunked.
@@ -284,14 +284,14 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                               per_record)
     segmenting = None
     if segmenting_block is not None:
-        from batchloaders.spec.segment_rules import segment_spec
+        from batchloaders.config.segment_rules import segment_spec
 
         others = [key for key in ("packing", "bucketing", "chunking") if key in args]
         segmenting = segment_spec(segmenting_block, tensors, seen, inputs + targets, loader_type, manifest, others,
                                   value("target_batch_size", default=0), check, primaries)
     packing = None
     if "packing" in args and valid(("args", "packing")):
-        from batchloaders.spec.pack_rules import pack_spec
+        from batchloaders.config.pack_rules import pack_spec
 
         packing = pack_spec(args["packing"], tensors, seen, wanted, "bucketing" in args, check)
     if model_known and not unnamed:
@@ -302,7 +302,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check, scopes)
     bucketing = None
     if "bucketing" in args and valid(("args", "bucketing")):
-        from batchloaders.spec.bucket_rules import bucket_spec
+        from batchloaders.config.bucket_rules import bucket_spec
 
         bucketing = bucket_spec(args["bucketing"], tensors, seen, check, pad_specs, wanted or set(seen))
     if packing is not None:  # rows are dense: a row holds several examples, so no row is "an example"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
-from batchloaders.spec.model import PackSpec, TensorInfo, format_shape
+from batchloaders.config.model import PackSpec, TensorInfo, format_shape
 
 
 def pack_spec(block: dict, tensors: dict, seen: dict, wanted: set, bucketing: bool, check) -> PackSpec | None:

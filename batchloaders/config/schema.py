@@ -26,7 +26,7 @@ import referencing.exceptions
 from referencing.jsonschema import DRAFT202012
 
 from batchloaders.errors import Problem, json_path, suggest
-from batchloaders.spec.document import Document
+from batchloaders.config.document import Document
 
 __all__ = ["schema_problems", "schema_check", "schema_names", "load_schema", "schema_text"]
 
@@ -93,7 +93,7 @@ def _validator(schema_file: str, scopes=None):
 def _validator_at(schema_file: str, version: tuple, scopes: frozenset):
     # The step, secondary feature and batching files come from the registries as they are now,
     # with the types ``scopes`` may see; the shipped copies of them hold the built-ins only.
-    from batchloaders.spec.type_schemas import generated
+    from batchloaders.config.type_schemas import generated
 
     types = {name: _resource(doc) for name, doc in generated(scopes).items()}
 
