@@ -215,16 +215,21 @@ def _by_name(side: Side, names: tuple[str, ...], role: str, config: LoaderConfig
             out.append(Problem(config.source, path, (
                 f"the model's {role} {name!r} is not produced by the config (did you mean the config's "
                 f"{noun} {close[0]!r}?): rename one of them so that they match")))
+        elif name in config.outputs:
+            other = "a target" if role == "input" else "an input"
+            out.append(Problem(config.source, path, (
+                f"the model's {role} {name!r} is {other} in the config: expected it among the config's {noun}s "
+                f"(model.{noun}s)")))
         else:
             out.append(Problem(config.source, path, (
                 f"the model's {role} {name!r} is not produced by the config; the config's {noun}s: "
                 f"{', '.join(names) or 'none'}")))
     for name in extra:
-        taken = "takes" if role == "input" else "gives"
-        out.append(Problem(config.source, path, (
-            f"the config's {noun} {name!r} is not {'taken' if role == 'input' else 'given'} by the model "
-            f"(Keras 3 would drop an extra dict key with only a warning); the model {taken}: "
-            f"{', '.join(wanted)}")))
+        if role == "input":
+            why = "is not taken by the model (Keras 3 would drop an extra dict key with only a warning); the model takes"
+        else:
+            why = "has no output of the model to be compared with; the model gives"
+        out.append(Problem(config.source, path, f"the config's {noun} {name!r} {why}: {', '.join(wanted)}"))
     if role == "input":
         for port in side.ports:
             if port.name in names:

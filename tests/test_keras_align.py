@@ -107,6 +107,14 @@ REFUSED = [
      lambda: functional({"frames": keras.Input((16,), name="frames"), "speaker": keras.Input((1,), name="speaker")}),
      {}, ["<dict>: $.model.inputs: the model's input 'speaker' is not produced by the config; the config's "
           "inputs: frames"]),
+    ("an input that is a config target",
+     lambda: functional({"frames": keras.Input((16,), name="frames"), "label": keras.Input((1,), name="label")},
+                        output="y"), {},
+     ["<dict>: $.model.inputs: the model's input 'label' is a target in the config: expected it among the "
+      "config's inputs (model.inputs)",
+      "<dict>: $.model.targets: the model's output 'y' is not produced by the config; the config's targets: label",
+      "<dict>: $.model.targets: the config's target 'label' has no output of the model to be compared with; the "
+      "model gives: y"]),
     ("extra config tensor",
      lambda: functional({"frames": keras.Input((16,), name="frames")}), {"inputs": ("frames", "ids")},
      ["<dict>: $.model.inputs: the config's input 'ids' is not taken by the model (Keras 3 would drop an extra "
@@ -146,8 +154,8 @@ REFUSED = [
       "the same kind of dtype (give the keras.Input dtype='int64', or add a cast step to 'ids')",
       WHERE.format(1) + "tensor 'ids' has shape [B, 16] once batched, but the model input 'ids' takes "
       "[None, 20]: expected the same rank and the same length on every axis both fix",
-      "<dict>: $.model.targets: the model's output 'label' is not produced by the config; the config's "
-      "targets: none"]),
+      "<dict>: $.model.targets: the model's output 'label' is an input in the config: expected it among the "
+      "config's targets (model.targets)"]),
     ("sequential shape",
      lambda: sequential(width=20), {},
      [WHERE.format(0) + "tensor 'frames' has shape [B, 16] once batched, but the model's input 0 takes "
