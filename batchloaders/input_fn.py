@@ -56,25 +56,21 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     ``model``: a Keras model whose input and output names replace the config's
     ``model`` block; batches are then packed the way the model takes them (dicts
     for dict inputs/outputs, tuples for lists, a bare tensor for a single one).
+    The model is compared with the config first (names or positions, input
+    shapes and dtype kinds: see keras_align.py); a mismatch is a ConfigError.
     All config problems raise ConfigError / ManifestError here, before any
     TensorFlow graph is built.
     """
     pack_inputs = pack_targets = _packer("dict", [])
     description = keras_align.describe_model(model) if model is not None else None
-    names = keras_align.model_names(description) if description is not None else None
-    if isinstance(config, LoaderConfig):
-        loader_config = config
-        if names is not None and (set(names[0]), set(names[1])) != (set(config.inputs), set(config.targets)):
-            raise ConfigError(Problem(config.source, "$.model", f"the model takes inputs {names[0]} and targets "
-                                      f"{names[1]}, but the checked config was made for inputs "
-                                      f"{list(config.inputs)} and targets {list(config.targets)}"))
-        found = keras_align.problems(description, config) if description is not None else []
+    if description is None:
+        loader_config = load_config(config) if not isinstance(config, LoaderConfig) else config
+    elif isinstance(config, LoaderConfig):  # checked already: its names are compared with the model's
+        loader_config, found = config, keras_align.problems(description, config)
         if found:
             raise ConfigError(found)
-    elif description is not None:
-        loader_config = keras_align.load_for_model(config, description)  # checked against the model
     else:
-        loader_config = load_config(config)
+        loader_config = keras_align.load_for_model(config, description)  # checked against the model too
     in_kind = "dict"
     if description is not None:
         # Match the model's own structure so that model.fit(input_fn()) just works.

@@ -185,7 +185,8 @@ def _input_problems(port: Port, name: str, label: str, config: LoaderConfig) -> 
         out.append(f"tensor {name!r} is {info.dtype} ({have}), but {label} takes {port.dtype} ({want}): expected "
                    f"the same kind of dtype (give the keras.Input dtype={info.dtype!r}, or add a cast step to "
                    f"{name!r})")
-    for flag, policy, what in ((port.ragged, "ragged", "a tf.RaggedTensor"), (port.sparse, "sparse", "a tf.SparseTensor")):
+    for flag, policy, what in ((port.ragged, "ragged", "a tf.RaggedTensor"),
+                               (port.sparse, "sparse", "a tf.SparseTensor")):
         if flag and batching != policy:
             out.append(f"{label} is {policy} ({policy}=True), but the config batches {name!r} as {batching}: expected "
                        f"batching: {policy} in the padding entry of {name!r}")
@@ -226,7 +227,8 @@ def _by_name(side: Side, names: tuple[str, ...], role: str, config: LoaderConfig
                 f"{', '.join(names) or 'none'}")))
     for name in extra:
         if role == "input":
-            why = "is not taken by the model (Keras 3 would drop an extra dict key with only a warning); the model takes"
+            why = ("is not taken by the model (Keras 3 would drop an extra dict key with only a warning); "
+                   "the model takes")
         else:
             why = "has no output of the model to be compared with; the model gives"
         out.append(Problem(config.source, path, f"the config's {noun} {name!r} {why}: {', '.join(wanted)}"))

@@ -208,11 +208,17 @@ def test_padding_to_the_models_length_aligns(data):
     fit(model, build_input_fn(cfg, model=model))
 
 
-def test_a_checked_config_is_checked_against_the_model_too(data):
+@pytest.mark.parametrize("model_input, fragment", [
+    (("frames", 20), r"has shape \[B, 16\] once batched, but the model input 'frames' takes \[None, 20\]"),
+    (("frame", 16), r"the model's input 'frame' is not produced by the config \(did you mean the config's input "
+                    r"'frames'\?\)"),
+])
+def test_a_checked_config_is_checked_against_the_model_too(data, model_input, fragment):
     from batchloaders.spec.config import load_config
 
-    with pytest.raises(ConfigError, match=r"has shape \[B, 16\] once batched, but the model input 'frames' takes"):
-        build_input_fn(load_config(config(data)), model=functional({"frames": keras.Input((20,), name="frames")}))
+    name, width = model_input
+    with pytest.raises(ConfigError, match=fragment):
+        build_input_fn(load_config(config(data)), model=functional({name: keras.Input((width,), name=name)}))
 
 
 def test_something_that_is_not_a_keras_model_is_refused(data):
