@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, packing, segmenting
+from batchloaders import bucketing, chunking, keras_align, packing, segmenting
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches
@@ -23,22 +23,6 @@ def _loader(kind: str):
     else:
         from batchloaders.loaders import discrete_sequence as module
     return module
-
-
-def _names(structure, fallback) -> tuple[list[str], str]:
-    """Names of a Keras model's inputs or outputs and how they are packed (dict, list or single)."""
-    if isinstance(structure, dict):
-        return list(structure), "dict"
-    if isinstance(structure, (list, tuple)):
-        return list(fallback), "list"
-    return list(fallback[:1]), "single"
-
-
-def model_structure(model) -> tuple[tuple[list[str], str], tuple[list[str], str]]:
-    """((input names, packing), (target names, packing)) of a Keras model."""
-    input_names = [getattr(t, "name", "").split(":")[0] for t in model.inputs]
-    output_names = list(getattr(model, "output_names", None) or [])
-    return _names(model.input, input_names), _names(model.output, output_names)
 
 
 def _packer(kind: str, names: list[str]):
@@ -72,28 +56,28 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     ``model``: a Keras model whose input and output names replace the config's
     ``model`` block; batches are then packed the way the model takes them (dicts
     for dict inputs/outputs, tuples for lists, a bare tensor for a single one).
+    The model is compared with the config first (names or positions, input
+    shapes and dtype kinds: see keras_align.py); a mismatch is a ConfigError.
     All config problems raise ConfigError / ManifestError here, before any
     TensorFlow graph is built.
     """
     pack_inputs = pack_targets = _packer("dict", [])
-    names = None
-    if model is not None:
-        if not (hasattr(model, "inputs") and hasattr(model, "outputs")):
-            raise ConfigError(Problem("<model>", "$", f"found a {type(model).__name__}: expected a Keras model"))
-        (inputs, in_kind), (targets, out_kind) = model_structure(model)
-        names = (inputs, targets)
-        # Match the model's own structure so that model.fit(input_fn()) just works.
-        pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
-    if isinstance(config, LoaderConfig):
-        loader_config = config
-        if names is not None and (set(names[0]), set(names[1])) != (set(config.inputs), set(config.targets)):
-            raise ConfigError(Problem(config.source, "$.model", f"the model takes inputs {names[0]} and targets "
-                                      f"{names[1]}, but the checked config was made for inputs "
-                                      f"{list(config.inputs)} and targets {list(config.targets)}"))
+    description = keras_align.describe_model(model) if model is not None else None
+    if description is None:
+        loader_config = load_config(config) if not isinstance(config, LoaderConfig) else config
+    elif isinstance(config, LoaderConfig):  # checked already: its names are compared with the model's
+        loader_config, found = config, keras_align.problems(description, config)
+        if found:
+            raise ConfigError(found)
     else:
-        loader_config = load_config(config, model_names=names)
-    if names is not None and loader_config.segmenting is not None and in_kind != "dict" and not (
-            set(loader_config.segmenting.names.values()) & set(names[0])):
+        loader_config = keras_align.load_for_model(config, description)  # checked against the model too
+    in_kind = "dict"
+    if description is not None:
+        # Match the model's own structure so that model.fit(input_fn()) just works.
+        (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
+        pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
+    if description is not None and loader_config.segmenting is not None and in_kind != "dict" and not (
+            set(loader_config.segmenting.names.values()) & set(inputs)):
         kind = {"single": "a single tensor", "list": "a list"}[in_kind]
         raise ConfigError(Problem(loader_config.source, "$.args.segmenting", (
             f"the model takes its inputs as {kind}, so the batches cannot carry the segment counters (is_first, "

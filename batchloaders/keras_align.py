@@ -1,0 +1,300 @@
+"""Keras alignment: a model's inputs and outputs against a checked config, before any batch is made.
+
+Keras 3 reports a wrong or extra key late and misleadingly (an extra dict key is dropped with
+only a warning; a missing one fails inside ``fit``), so ``build_input_fn(config, model=model)``
+compares the two first and raises one ConfigError listing every mismatch:
+
+>>> description = describe_model(model)          # what the model takes and gives
+>>> problems(description, load_config("train.yaml"))  # [] when they agree
+
+What is compared:
+
+- **Names** of inputs and outputs, for functional models (dict keys, or ``keras.Input`` names):
+  model tensors the config does not produce, config tensors the model does not take, and a
+  pair of close names reported once as misnamed.
+- **Positions** where the model's tensors have no names (Sequential models, functional models
+  whose ``keras.Input`` got no ``name=``): the config's ``model`` block names them, in order, and
+  must give as many inputs (targets) as the model takes (gives).
+- For inputs only, **shape** (the config's per-example shape after padding against the model
+  input's shape without its batch axis; an unknown length on either side matches anything),
+  **dtype kind** (int, float, string, bool: Keras would silently cast an int tensor into a float
+  input, which mostly hides a wrong tensor or a ``keras.Input`` left at its float32 default) and
+  ragged/sparse against the tensor's ``batching``.
+- Outputs against targets by name or count only: whether a target's shape and dtype suit an
+  output depends on the loss (sparse labels [B] against logits [B, C]), which the model does not say.
+- A built subclassed model exposes neither names nor shapes in Keras 3: nothing is compared, and
+  the config's ``model`` block names the dicts its ``call`` receives. An unbuilt model (subclassed,
+  or a Sequential without an ``Input``) is refused: it would be built on the first batch, whatever
+  that batch holds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+
+from batchloaders.errors import ConfigError, Problem
+from batchloaders.spec.model import LoaderConfig, format_shape
+
+MODEL = "<model>"
+# The name Keras 3 gives a keras.Input created without name= (keras.src.utils.naming.auto_name).
+_AUTO_NAME = re.compile(r"keras_tensor(_\d+)?")
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """One tensor a model takes or gives."""
+
+    name: str | None  # None: unnamed, matched by position
+    shape: tuple[int | None, ...]  # without the batch axis
+    dtype: str
+    ragged: bool = False
+    sparse: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """A model's inputs (or outputs) and how it takes them: a dict, a list or a single tensor."""
+
+    ports: tuple[Port, ...]
+    packing: str  # "dict", "list" or "single"
+
+    @property
+    def by_name(self) -> bool:
+        return all(p.name is not None for p in self.ports)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDescription:
+    kind: str  # "functional", "sequential" or "subclassed"
+    inputs: Side | None  # None: not known (a subclassed model)
+    outputs: Side | None
+
+
+def _attribute(model, name: str):
+    """model.<name>, or None where Keras raises (an unbuilt model, a subclassed model's ``inputs``)."""
+    try:
+        return getattr(model, name)
+    except (AttributeError, ValueError):
+        return None
+
+
+def _port(tensor, name: str | None) -> Port:
+    shape = tuple(getattr(tensor, "shape", None) or ())
+    return Port(name, shape[1:], str(getattr(tensor, "dtype", "") or ""), bool(getattr(tensor, "ragged", False)),
+                bool(getattr(tensor, "sparse", False)))
+
+
+def _side(structure, tensors, names) -> Side:
+    """``structure``: model.input / model.output (None for a Sequential model); ``names``: of each tensor."""
+    if isinstance(structure, dict):
+        return Side(tuple(_port(t, n) for n, t in structure.items()), "dict")
+    ports = tuple(_port(t, n) for t, n in zip(tensors, names))
+    return Side(ports, "list" if isinstance(structure, (list, tuple)) or len(ports) > 1 else "single")
+
+
+def describe_model(model) -> ModelDescription:
+    """What ``model`` takes and gives; ConfigError for an unbuilt model or something that is not one."""
+    import keras
+
+    if not isinstance(model, keras.Model):
+        raise ConfigError(Problem(MODEL, "$", f"found a {type(model).__name__}: expected a Keras model "
+                                               "(functional, Sequential or a keras.Model subclass)"))
+    kind = "sequential" if isinstance(model, keras.Sequential) else "functional"
+    inputs = _attribute(model, "inputs")
+    if not model.built or (kind == "sequential" and inputs is None):
+        raise ConfigError(Problem(MODEL, "$", (
+            f"the {type(model).__name__} model is not built, so its inputs are not known and Keras would build it "
+            "from whatever the first batch holds: build it first (call it on one batch of features, or "
+            "model.build(input_shape); a Sequential model can start with a keras.Input)")))
+    if inputs is None:  # Keras 3 keeps no inputs of a subclassed model, even once it is built
+        return ModelDescription("subclassed", None, None)
+    outputs = _attribute(model, "outputs") or []
+    structure_in = _attribute(model, "input") if kind == "functional" else None
+    structure_out = _attribute(model, "output") if kind == "functional" else None
+    in_names = [None if _AUTO_NAME.fullmatch(n) else n for n in (getattr(t, "name", "") or "" for t in inputs)]
+    out_names = list(_attribute(model, "output_names") or []) if kind == "functional" else []
+    out_names = (out_names + [None] * len(outputs))[:len(outputs)]
+    return ModelDescription(kind, _side(structure_in, inputs, in_names), _side(structure_out, outputs, out_names))
+
+
+def model_names(description: ModelDescription) -> tuple[list[str], list[str]] | None:
+    """(input names, output names) replacing the config's ``model`` block; None when the block must name them."""
+    if description.inputs is None or not (description.inputs.by_name and description.outputs.by_name):
+        return None
+    return [p.name for p in description.inputs.ports], [p.name for p in description.outputs.ports]
+
+
+def packing(description: ModelDescription, config: LoaderConfig) -> tuple[tuple[str, list[str]], tuple[str, list[str]]]:
+    """((packing, names) of the features, (packing, names) of the targets), names in the model's order."""
+    def one(side: Side | None, names: tuple[str, ...]) -> tuple[str, list[str]]:
+        if side is None:
+            return "dict", list(names)
+        return side.packing, [p.name for p in side.ports] if side.by_name else list(names)
+    return one(description.inputs, config.inputs), one(description.outputs, config.targets)
+
+
+_KIND = {"bool": "bool", "string": "string"}
+
+
+def dtype_kind(dtype: str) -> str:
+    """'int', 'float', 'string' or 'bool' (what Keras would not convert silently between)."""
+    dtype = str(dtype)
+    if dtype in _KIND:
+        return _KIND[dtype]
+    if dtype.startswith(("int", "uint")):
+        return "int"
+    if dtype.startswith(("float", "bfloat", "half", "double")):
+        return "float"
+    return dtype
+
+
+def batched_shape(config: LoaderConfig, name: str) -> tuple[int | None, ...]:
+    """Per-example shape of output tensor ``name`` as batched (after padding); None: varies per batch."""
+    info, spec = config.tensors[name], config.pad_specs.get(name)
+    if not config.padding or spec is None or spec.batching != "padded" or spec.shape is None:
+        return tuple(info.shape)
+    return tuple(dim if want == -1 else want for want, dim in zip(spec.shape, info.shape))
+
+
+def _batching(config: LoaderConfig, name: str) -> str:
+    spec = config.pad_specs.get(name) if config.padding else None
+    return spec.batching if spec is not None else ("padded" if config.padding else "dense")
+
+
+def _where(config: LoaderConfig, name: str) -> str:
+    """Where the config makes tensor ``name``."""
+    for feature in (*config.primary_features, *config.secondary_features):
+        if feature.to_name == name:
+            return f"{feature.json_path}.to_name"
+    return "$.model.inputs"
+
+
+def _model_shape(shape) -> str:
+    return "[" + ", ".join(str(d) for d in (None, *shape)) + "]"
+
+
+def _input_problems(port: Port, name: str, label: str, config: LoaderConfig) -> list[str]:
+    """What is wrong between config tensor ``name`` and model input ``port`` (``label`` names it)."""
+    if name not in config.tensors:
+        return []
+    out = []
+    info, batching = config.tensors[name], _batching(config, name)
+    have, want = dtype_kind(info.dtype), dtype_kind(port.dtype)
+    if have != want:
+        out.append(f"tensor {name!r} is {info.dtype} ({have}), but {label} takes {port.dtype} ({want}): expected "
+                   f"the same kind of dtype (give the keras.Input dtype={info.dtype!r}, or add a cast step to "
+                   f"{name!r})")
+    for flag, policy, what in ((port.ragged, "ragged", "a tf.RaggedTensor"),
+                               (port.sparse, "sparse", "a tf.SparseTensor")):
+        if flag and batching != policy:
+            out.append(f"{label} is {policy} ({policy}=True), but the config batches {name!r} as {batching}: expected "
+                       f"batching: {policy} in the padding entry of {name!r}")
+        elif not flag and batching == policy:
+            out.append(f"the config batches {name!r} as {what} (batching: {policy}), but {label} is not {policy}: "
+                       f"expected keras.Input(..., {policy}=True)")
+    if batching in ("padded", "dense", "ragged", "sparse"):  # a registered batcher's output is not known
+        shape = batched_shape(config, name)
+        if len(shape) != len(port.shape) or any(a is not None and b is not None and a != b
+                                                for a, b in zip(shape, port.shape)):
+            out.append(f"tensor {name!r} has shape {format_shape(('B',) + shape)} once batched, but {label} takes "
+                       f"{_model_shape(port.shape)}: expected the same rank and the same length on every axis "
+                       "both fix")
+    return out
+
+
+def _by_name(side: Side, names: tuple[str, ...], role: str, config: LoaderConfig) -> list[Problem]:
+    path, noun = ("$.model.inputs", "input") if role == "input" else ("$.model.targets", "target")
+    wanted = [p.name for p in side.ports]
+    missing = [n for n in wanted if n not in names]
+    extra = [n for n in names if n not in wanted]
+    out = []
+    for name in missing:
+        close = difflib.get_close_matches(name, extra, n=1, cutoff=0.6)
+        if close:  # one misnamed tensor, reported once
+            extra.remove(close[0])
+            out.append(Problem(config.source, path, (
+                f"the model's {role} {name!r} is not produced by the config (did you mean the config's "
+                f"{noun} {close[0]!r}?): rename one of them so that they match")))
+        elif name in config.outputs:
+            other = "a target" if role == "input" else "an input"
+            out.append(Problem(config.source, path, (
+                f"the model's {role} {name!r} is {other} in the config: expected it among the config's {noun}s "
+                f"(model.{noun}s)")))
+        else:
+            out.append(Problem(config.source, path, (
+                f"the model's {role} {name!r} is not produced by the config; the config's {noun}s: "
+                f"{', '.join(names) or 'none'}")))
+    for name in extra:
+        if role == "input":
+            why = ("is not taken by the model (Keras 3 would drop an extra dict key with only a warning); "
+                   "the model takes")
+        else:
+            why = "has no output of the model to be compared with; the model gives"
+        out.append(Problem(config.source, path, f"the config's {noun} {name!r} {why}: {', '.join(wanted)}"))
+    if role == "input":
+        for port in side.ports:
+            if port.name in names:
+                out.extend(Problem(config.source, _where(config, port.name), m)
+                           for m in _input_problems(port, port.name, f"the model input {port.name!r}", config))
+    return out
+
+
+def _by_position(side: Side, names: tuple[str, ...], role: str, kind: str, config: LoaderConfig) -> list[Problem]:
+    path, noun = ("$.model.inputs", "input") if role == "input" else ("$.model.targets", "target")
+    if len(side.ports) != len(names):
+        return [Problem(config.source, path, (
+            f"the {kind} model's {role}s have no names, so they are matched by position with the config's "
+            f"model.{noun}s: the model has {len(side.ports)} {role}(s), but the config names {len(names)} "
+            f"({', '.join(names) or 'none'}): expected exactly {len(side.ports)}"))]
+    out = []
+    if role == "input":
+        for i, (port, name) in enumerate(zip(side.ports, names)):
+            out.extend(Problem(config.source, _where(config, name), m)
+                       for m in _input_problems(port, name, f"the model's input {i}", config))
+    return out
+
+
+def problems(description: ModelDescription, config: LoaderConfig) -> list[Problem]:
+    """Every mismatch between the model and the config; empty when they agree (or nothing can be compared)."""
+    out = []
+    for side, names, role in ((description.inputs, config.inputs, "input"),
+                              (description.outputs, config.targets, "output")):
+        if side is None:
+            continue
+        if side.by_name:
+            out.extend(_by_name(side, names, role, config))
+        else:
+            out.extend(_by_position(side, names, role, description.kind, config))
+    return out
+
+
+def load_for_model(config, description: ModelDescription) -> LoaderConfig:
+    """``config`` loaded for the model (its names replacing the ``model`` block where it has names), checked
+    against it; one ConfigError with every problem."""
+    from batchloaders.spec.config import load_config
+
+    names = model_names(description)
+    try:
+        loaded = load_config(config, model_names=names)
+    except ConfigError as error:
+        if names is None:
+            if description.kind != "subclassed" and any(p.path.startswith("$.model") for p in error.problems):
+                raise ConfigError([Problem(MODEL, "$", (
+                    f"the {description.kind} model's tensors have no names: the config's model block names them, "
+                    "in the model's order")), *error.problems]) from None
+            raise
+        # The model's names do not fit the config. When the config's own model block is sound, comparing
+        # it with the model says which names differ, and whether shapes and dtypes agree, in one error.
+        try:
+            own = load_config(config)
+        except ConfigError:
+            raise error from None
+        found = problems(description, own)
+        if found:
+            raise ConfigError(found) from None
+        raise
+    found = problems(description, loaded)
+    if found:
+        raise ConfigError(found)
+    return loaded
