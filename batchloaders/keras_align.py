@@ -34,7 +34,7 @@ import difflib
 import re
 
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.spec.model import LoaderConfig, format_shape
+from batchloaders.config.model import LoaderConfig, format_shape
 
 MODEL = "<model>"
 # The name Keras 3 gives a keras.Input created without name= (keras.src.utils.naming.auto_name).
@@ -272,7 +272,7 @@ def problems(description: ModelDescription, config: LoaderConfig) -> list[Proble
 def load_for_model(config, description: ModelDescription) -> LoaderConfig:
     """``config`` loaded for the model (its names replacing the ``model`` block where it has names), checked
     against it; one ConfigError with every problem."""
-    from batchloaders.spec.config import load_config
+    from batchloaders.config.config import load_config
 
     names = model_names(description)
     try:

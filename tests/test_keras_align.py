@@ -214,7 +214,7 @@ def test_padding_to_the_models_length_aligns(data):
                     r"'frames'\?\)"),
 ])
 def test_a_checked_config_is_checked_against_the_model_too(data, model_input, fragment):
-    from batchloaders.spec.config import load_config
+    from batchloaders.config.config import load_config
 
     name, width = model_input
     with pytest.raises(ConfigError, match=fragment):
