@@ -1,8 +1,9 @@
 """``batchloaders describe CONFIG``: what a config compiles to, read from the checked config alone.
 
-Prints the loader type, the data files, every output tensor's dtype and
-per-example shape, the padding of each tensor, and which parsing path the
-compiler takes and why::
+Prints the loader type, the data files and their record counts, the steps per epoch when the
+manifest fixes them, the reading settings, every output tensor's dtype and per-example shape,
+the secondary features and steps, the padding of each tensor, which parsing path the compiler
+takes and why, and the output signature (each batch's tensors, batch axis first)::
 
     $ batchloaders describe configs/chars_independent.yaml
     config: configs/chars_independent.yaml
@@ -13,8 +14,14 @@ compiler takes and why::
     tensor next_char: int32 [] (model target)
     padding: none
     parsing: vectorized: records are batched while serialized and parsed with one ...
+    output signature (each batch, batch axis first; ? = known only when the batch is made):
+      name       role    dtype  shape     kind
+      context    input   int32  [64, 16]  dense
+      next_char  target  int32  [64]      dense
 
-Nothing is read from the data files and no dataset is built.
+``describe --json`` prints :func:`plan`: the same as one JSON object. Nothing is read from the
+data files (but the 8-byte length of a few first records, as the discrete loader sizes its
+blocks), no dataset is built and, for built-in types, TensorFlow is not imported.
 """
 from __future__ import annotations
 

@@ -215,3 +215,13 @@ def test_json_prints_nothing_else_and_errors_go_to_stderr(tmp_path):
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.startswith("batchloaders describe: error: bad.yaml: ")
+
+
+def test_readme_shows_what_describe_prints(demo_data):
+    from batchloaders.describe import describe
+    from test_readme_plugins import section_blocks
+
+    (shown,) = [code for lang, code in section_blocks("## Command line") if lang == "text" and "signature" in code]
+    printed = describe(load_config(str(REPO / "configs" / "chars_independent.yaml")))
+    for line in shown.splitlines():
+        assert line == "..." or line in printed, line
