@@ -462,6 +462,8 @@ def steps_per_epoch(config: LoaderConfig) -> int | None:
     """
     from batchloaders.spec.accounting import expected_batches
 
+    if config.segmenting is not None:
+        return None  # lanes take segments: batches are counted only once scheduled
     one_pass = dataclasses.replace(config, epochs=1, drop_remainder=config.drop_remainder or config.epochs is None)
     return expected_batches(one_pass, list(range(len(config.dataset.files))), config.target_batch_size)
 
@@ -470,6 +472,8 @@ def total_batches(config: LoaderConfig) -> int | None:
     """The dataset's cardinality when known and finite: what Keras counts as one epoch of ``fit``."""
     from batchloaders.spec.accounting import expected_batches
 
+    if config.segmenting is not None:
+        return None  # as compile_dataset: its cardinality is unknown
     return expected_batches(config, list(range(len(config.dataset.files))), config.target_batch_size)
 
 
@@ -522,8 +526,8 @@ def transforms(config: LoaderConfig) -> list[dict]:
     from batchloaders.spec.order import after_chunking, run_order
 
     out = []
-    for item in [*run_order(config), *after_chunking(config)]:
-        on = "chunks" if config.chunking is not None and item in after_chunking(config) else "examples"
+    on_chunks = after_chunking(config)
+    for on, item in [*(("examples", i) for i in run_order(config)), *(("chunks", f) for f in on_chunks)]:
         if isinstance(item, Step):
             out.append({"kind": "step", "type": item.type, "tensor": item.tensor, "input": _tensor(item.input_info),
                         "output": _tensor(item.output_info), "on": on, "plugin": _plugin_origin(STEPS.get(item.type))})
@@ -631,7 +635,7 @@ def run(path: str, out: TextIO, *, as_json: bool = False) -> None:
 
     config = load_config(path)
     if as_json:
-        json.dump(plan(config), out, indent=2)
+        json.dump(plan(config), out, indent=2, default=str)  # (a YAML date in batching_args, say)
         print(file=out)
         return
     for line in describe(config):

@@ -225,3 +225,27 @@ def test_readme_shows_what_describe_prints(demo_data):
     printed = describe(load_config(str(REPO / "configs" / "chars_independent.yaml")))
     for line in shown.splitlines():
         assert line == "..." or line in printed, line
+
+
+def test_independent_segmenting_has_no_step_count(tmp_path):
+    """The manifest fixes the records, not the segment batches: 8 sequences of 1..8 steps in 2 lanes of 3 steps
+    give 8 batches, not the 4 that 8 records in batches of 2 would. (And a config without targets: features only.)"""
+    from conftest import sequence_example
+
+    from batchloaders.describe import describe
+
+    data = tmp_path / "data"
+    write_manifest(data, [feature("tokens", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(data / "a.tfrecords", [sequence_example({}, {"tokens": ("int", [[j] for j in range(n)])})
+                                         for n in range(1, 9)])
+    subprocess.run([sys.executable, "-m", "batchloaders", "manifest", str(data)], check=True, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    config = load_config({"type": "independent", "model": {"inputs": ["tokens"]}, "args": {
+        "dataset": {"type": "dir", "args": {"data_dir": str(data)}}, "target_batch_size": 2, "epochs": 1,
+        "drop_remainder": False, "num_prefetch": 1, "num_read_buffer_bytes": 0,
+        "primary_features": [{"from_name": "tokens", "to_name": "tokens"}], "segmenting": {"num_unroll": 3}}})
+    dataset = build_input_fn(config)()
+    assert sum(1 for _ in dataset) == 8
+    assert (steps_per_epoch(config), total_batches(config)) == (None, None)
+    assert "steps per epoch: unknown (segmenting: segment batches are counted only once made)" in describe(config)
+    assert described_rows(signature(config)) == spec_rows(dataset.element_spec)
