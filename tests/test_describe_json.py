@@ -249,3 +249,26 @@ def test_independent_segmenting_has_no_step_count(tmp_path):
     assert (steps_per_epoch(config), total_batches(config)) == (None, None)
     assert "steps per epoch: unknown (segmenting: segment batches are counted only once made)" in describe(config)
     assert described_rows(signature(config)) == spec_rows(dataset.element_spec)
+
+
+def test_a_registered_batcher_is_shown_as_unknown_until_it_runs(eight_records):
+    import batchloaders
+    from batchloaders.describe import describe
+    from batchloaders.registry import BATCHERS
+
+    saved = BATCHERS.snapshot()
+    try:
+        @batchloaders.register_batcher("doubled")
+        def doubled(examples):
+            return examples * 2
+
+        config = load_config(independent(eight_records, epochs=1, drop_remainder=False,
+                                          padding=[{"tensor": "x", "batching": "doubled"}]))
+        (out,) = signature(config)
+        assert (out.dtype, out.shape, out.kind) == (None, None, "batcher doubled")
+        assert [line.split() for line in describe(config)[-2:]] == [["name", "role", "dtype", "shape", "kind"],
+                                                                   ["x", "input", "?", "?", "batcher", "doubled"]]
+        assert plan(config)["signature"] == [{"name": "x", "role": "input", "dtype": None, "shape": None,
+                                              "kind": "batcher doubled"}]
+    finally:
+        BATCHERS.restore(saved)
