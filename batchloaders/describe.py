@@ -38,7 +38,6 @@ VECTORIZED = ("vectorized: records are batched while serialized and parsed with 
 MULTI_LOAD = ("accepted for compatibility; it changes nothing because the batched path is always taken")
 
 
-
 # The sequence loaders' block sizes, computed here as loaders/continuous_sequence.py,
 # loaders/discrete_sequence.py and sources.py compute them: those modules import TensorFlow, which
 # describe must not for built-in types (tests/test_describe_json.py checks both give the same).
@@ -213,7 +212,7 @@ def interleave_line(config: LoaderConfig) -> str:
 
 def records_line(config: LoaderConfig) -> str:
     """What the manifest's files[] says of the record count, and what follows from it."""
-    from batchloaders.spec.accounting import expected_batches, record_counts
+    from batchloaders.spec.accounting import record_counts
 
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
@@ -221,7 +220,7 @@ def records_line(config: LoaderConfig) -> str:
         return (f"records: unknown ({listed} of {len(counts or config.dataset.files)} data files listed with "
                 "num_records in the manifest; `batchloaders manifest DIR` records them)")
     line = f"records: {sum(counts):,} in {len(counts)} files (from the manifest's files)"
-    batches = expected_batches(config, list(range(len(counts))), config.target_batch_size)
+    batches = total_batches(config)
     if batches is not None:
         line += f"; {batches:,} batches in {config.epochs} epoch(s), the dataset's cardinality"
     return line
