@@ -210,6 +210,9 @@ def interleave_line(config: LoaderConfig) -> str:
             f"parses: {auto(config.num_parallel_parses)}; batches prefetched: {auto(config.num_prefetch)}")
 
 
+PER_FILE_SHOWN = 8  # record counts of the first files in the records line (--json lists every file's)
+
+
 def records_line(config: LoaderConfig) -> str:
     """What the manifest's files[] says of the record count, and what follows from it."""
     from batchloaders.spec.accounting import record_counts
@@ -219,7 +222,8 @@ def records_line(config: LoaderConfig) -> str:
         listed = sum(config.dataset.manifest.entry(f) is not None for f in config.dataset.files)
         return (f"records: unknown ({listed} of {len(counts or config.dataset.files)} data files listed with "
                 "num_records in the manifest; `batchloaders manifest DIR` records them)")
-    line = f"records: {sum(counts):,} in {len(counts)} files (from the manifest's files)"
+    shown = ", ".join(f"{n:,}" for n in counts[:PER_FILE_SHOWN]) + (", ..." if len(counts) > PER_FILE_SHOWN else "")
+    line = f"records: {sum(counts):,} in {len(counts)} files (from the manifest's files; per file: {shown})"
     batches = total_batches(config)
     if batches is not None:
         line += f"; {batches:,} batches in {config.epochs} epoch(s), the dataset's cardinality"

@@ -201,6 +201,8 @@ def test_unknown_steps_say_why(eight_records):
     from batchloaders.describe import describe
 
     listed = load_config(independent(eight_records, epochs=1, drop_remainder=False))
+    assert ("records: 8 in 2 files (from the manifest's files; per file: 3, 5); 3 batches in 1 epoch(s), the "
+            "dataset's cardinality") in describe(listed)
     assert "steps per epoch: 3 (one pass over 8 records in batches of 3; the dataset holds 3 batches in 1 epoch(s))" \
         in describe(listed)
     skipping = load_config(independent(eight_records, epochs=1, drop_remainder=False, on_corrupt="skip_file"))
