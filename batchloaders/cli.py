@@ -203,10 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
     # Commands that need TensorFlow import it inside fn, so that validate never loads it.
     show = commands.add_parser(
         "describe", parents=[plugins], help="show what a loader config compiles to",
-        description="Print the loader type, the number of data files, each output tensor's dtype and "
-                    "per-example shape, the padding of each tensor and the parsing path the config compiles "
-                    "to. Reads no data. Exits 1 if the config is invalid.")
+        description="Print the loader type, the data files and their record counts, the steps per epoch when "
+                    "the manifest fixes them, the reading and shuffling settings, each output tensor's dtype and "
+                    "per-example shape, the secondary features and steps, the padding of each tensor, the parsing "
+                    "path the config compiles to and the output signature (each batch's tensors, batch axis "
+                    "first). Reads no data. Exits 1 if the config is invalid.")
     show.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    show.add_argument("--json", action="store_true",
+                      help="print one JSON object instead (signature, files, records, steps_per_epoch and the rest "
+                           "of the plan; null where unknown)")
     show.set_defaults(run=_with_plugins(_run_describe))
 
     bench = commands.add_parser(
@@ -300,7 +305,7 @@ def _run_describe(args: argparse.Namespace) -> int:
     from batchloaders import describe
 
     try:
-        describe.run(args.config, sys.stdout)
+        describe.run(args.config, sys.stdout, as_json=args.json)
     except BatchLoaderError as error:
         return _fail("describe", error)
     return EXIT_OK
