@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import queue
+import re
 import sys
 import threading
 from typing import Any, Callable, Iterator, TextIO
@@ -44,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchloaders import bench
-from batchloaders.errors import BatchLoaderError, DataError, Problem
+from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem, data_error_from
 from batchloaders.spec.model import LoaderConfig
 
 DEFAULT_BATCHES = 3
@@ -105,11 +106,41 @@ def take(dataset: tf.data.Dataset, batches: int, timeout: float, source: str) ->
     out = []
     end = object()
     for i in range(batches):
-        element = within(timeout, lambda: next(iterator, end), f"waiting for batch {i + 1}", source)
+        try:
+            element = within(timeout, lambda: next(iterator, end), f"waiting for batch {i + 1}", source)
+        except (tf.errors.OpError, UnicodeDecodeError) as error:
+            raise located(error, source) from error
         if element is end:
             break
         out.append(element)
     return out
+
+
+_ENDLESS_EMPTY = "expected to contain an infinite number of elements but contained only 0"
+_LOCATED = re.compile(r"^(?P<file>[^\n]+?): (?P<path>\$[^ ]*): (?P<text>.+)$", re.S)
+
+
+def located(error: Exception, source: str) -> Exception:
+    """The BatchLoaderError a TensorFlow error of the running pipeline stands for, else ``error`` itself.
+
+    Data errors as :func:`batchloaders.data_error_from` reads them; the checks a
+    loader runs while reading (e.g. the sequence loaders' "a full pass gave no
+    window") as the located message they carry; an endless repeat over nothing
+    as NoBatchError.
+    """
+    converted = data_error_from(error)
+    if converted is not None:
+        return converted
+    message = getattr(error, "message", "")
+    if _ENDLESS_EMPTY in message:
+        return NoBatchError(Problem(source, "$.args.epochs", (
+            "the dataset yielded no batch: epochs is null (repeat forever) but a whole pass over the data gave "
+            "no element")))
+    found = _ASSERTION.search(message)
+    check = _LOCATED.match(found.group("text").replace("\\'", "'")) if found else None
+    if check:
+        return DataError(Problem(check.group("file"), check.group("path"), check.group("text").strip()))
+    return error
 
 
 def split(config: LoaderConfig, element) -> list[tuple[str, str, Any]]:
@@ -274,7 +305,7 @@ def plot(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
         lengths, widths = drawn
         for x, ls in zip(xs, lengths):
             top.scatter(x + np.linspace(-0.3, 0.3, len(ls)), ls, s=8, color="tab:blue")
-        top.step(xs, widths, where="mid", color="tab:red", label="batch width")
+        top.hlines(widths, xs - 0.4, xs + 0.4, color="tab:red", label="batch width (padded to)")
         top.legend()
         top.set_ylabel(f"{name}: length per example")
     else:
@@ -284,6 +315,10 @@ def plot(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
         fractions = [1 - sum(c["real"][n] for n in names) / max(1, sum(c["padded"][n] for n in names))
                      for c in counts]
         bottom.bar(np.arange(1, len(counts) + 1), fractions, color="tab:gray")
+    else:
+        bottom.text(0.5, 0.5, "no padding measured (no padded tensor, or packing/segmenting)", ha="center",
+                    va="center", transform=bottom.transAxes)
+    bottom.set_xticks(xs)
     bottom.set_ylim(0, 1)
     bottom.set_ylabel("padding fraction")
     bottom.set_xlabel("batch")
