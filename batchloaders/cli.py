@@ -342,7 +342,7 @@ def _run_preview(args: argparse.Namespace) -> int:
     except preview.PlotUnavailable as error:
         print(error, file=sys.stderr)
         return EXIT_INVALID
-    except preview.NoBatchError as error:
+    except preview.NoBatchInTime as error:
         # The thread waiting for a batch may be stuck inside TensorFlow, which would keep the process alive.
         _fail("preview", error)
         sys.stdout.flush()

@@ -24,7 +24,7 @@ distribution.
 
 Every wait for a batch is bounded (``timeout`` seconds): a dataset that spins
 without yielding (``epochs: null`` over data that gives no batch) raises
-:class:`NoBatchError` instead of hanging; the iterating thread is a daemon, and
+:class:`NoBatchInTime` instead of hanging; the iterating thread is a daemon, and
 the command line ends the process with ``os._exit``.
 
 ``plot``: a PNG of the first varying tensor's real lengths per example and padded
@@ -61,6 +61,10 @@ class NoBatchError(DataError):
     """The dataset gave no batch, or none within the time allowed."""
 
 
+class NoBatchInTime(NoBatchError):
+    """No batch within the time allowed: the thread waiting for it may still be stuck in TensorFlow."""
+
+
 class PlotUnavailable(Exception):
     """--plot without matplotlib installed."""
 
@@ -92,7 +96,7 @@ def within(timeout: float, call: Callable[[], Any], what: str, source: str) -> A
     try:
         ok, value = done.get(timeout=timeout)
     except queue.Empty:
-        raise NoBatchError(Problem(source, "$.args", (
+        raise NoBatchInTime(Problem(source, "$.args", (
             f"no batch within {timeout:g} s: {what} (the dataset may be endless and yield nothing, e.g. epochs "
             "null over data that gives no batch; raise --timeout if the data is only slow)"))) from None
     if not ok:
