@@ -181,6 +181,20 @@ def test_padding_fraction_of_seeded_shuffled_batches_is_that_of_the_shown_batche
     assert "  tokens: 0 (not padded: ragged batching)" in cli("preview", "mixed.yaml", cwd=workspace).stdout
 
 
+def test_packed_rows_padding_is_where_segment_ids_is_0(workspace, monkeypatch):
+    """One pass, rows of 10, longest first into the fullest row that holds it: 8+2, 7+3, 6+4 and 5+1."""
+    write_config(workspace / "packed.yaml", "data", primary=["tokens"], inputs=["tokens", "segment_ids"], targets=[],
+                 padding=True, epochs=1, packing={"length": 10, "tensors": ["tokens"]})
+    result = cli("preview", "packed.yaml", "-n", "2", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "the dataset ended after 1 batch" in result.stdout
+    assert "  tokens: 0.1000 (4 / 40)" in result.stdout.splitlines()
+    assert "  segment_ids: 0 (not padded: fixed shape)" in result.stdout.splitlines()
+    monkeypatch.chdir(workspace)  # no token value is 0 (they are 10n + j): the rows' zeros are their padding
+    rows = [inputs["tokens"].numpy() for inputs in batchloaders.build_input_fn("packed.yaml")()]  # no targets
+    assert [int((r == 0).sum()) for r in rows] == [4]
+
+
 @pytest.mark.parametrize("config, message", [
     ("empty.yaml", "empty.yaml: $.args: the dataset yielded no batch (epochs 1, batch size 16, drop_remainder true)"),
     ("nodata.yaml", "nodata.yaml: $.args.epochs: the dataset yielded no batch: epochs is null (repeat forever) but "

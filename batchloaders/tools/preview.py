@@ -206,14 +206,21 @@ def tensor_line(t: Tensor) -> str:
     return f"  {t.role} {t.name}: {t.dtype} {t.shape}; {what} [{dims}]: {format_values(t.first)}"
 
 
+def measured(config: LoaderConfig) -> list[str]:
+    """The output tensors whose padding preview measures: bench's padded tensors; with packing, the packed ones."""
+    if config.packing is not None:
+        return [name for name in config.packing.tensors if name in config.outputs]
+    return bench.padded_tensors(config)
+
+
 def padding_counts(config: LoaderConfig, batches: int) -> list[dict] | None:
     """Real and padded elements per padded tensor, per batch, over the loader's first ``batches`` batches.
 
     The measuring datasets are bench's (real elements from the lengths before
-    padding); None when they do not measure the model's batches (packing and
-    segmenting make rows and segments the loader's own batches do not show).
+    padding); None with segmenting, whose segments the loader's lengths do not
+    describe. (Packing is measured on the rows shown: :func:`packed_counts`.)
     """
-    if config.packing is not None or config.segmenting is not None:
+    if config.segmenting is not None:
         return None
     size = config.target_batch_size
     if config.bucketing is not None:
@@ -226,18 +233,39 @@ def padding_counts(config: LoaderConfig, batches: int) -> list[dict] | None:
     return [tf.nest.map_structure(int, e) for e in dataset.take(batches).as_numpy_iterator()]
 
 
+def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
+    """Real and padded elements per packed tensor of the rows shown: padding is where segment_ids is 0
+    (exactly, not a guess from values); None when the model does not take segment_ids."""
+    ids = config.packing.segment_ids
+    if ids not in config.outputs:
+        return None
+    counts = []
+    for element in raw:
+        tensors = {name: tensor for _, name, tensor in split(config, element)}
+        segments = tensors[ids].numpy()
+        padding = int((segments == 0).sum())
+        sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
+        counts.append({"padded": sizes,  # each packed step holds size / (rows x length) elements
+                       "real": {name: size - padding * (size // segments.size) for name, size in sizes.items()}})
+    return counts
+
+
 def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int) -> list[str]:
     """One line per output tensor: its padding fraction over the batches ``counts`` measured."""
-    names = bench.padded_tensors(config)
+    names = measured(config)
     if names and counts is None:
-        why = "packing" if config.packing is not None else "segmenting"
-        return [f"padding fraction: not measured with {why} (the loader's lengths describe examples, not the "
-                f"{'rows' if why == 'packing' else 'segments'} shown)"]
+        if config.packing is not None:
+            return [f"padding fraction: not measured (packing marks padding in {config.packing.segment_ids!r}, "
+                    "which the model does not take)"]
+        return ["padding fraction: not measured with segmenting (the loader's lengths describe examples, not the "
+                "segments shown)"]
     lines = [f"padding fraction (padded elements / all elements over the first {batches} batches, the "
-             "real elements from the loader's lengths before padding):"]
-    if names and config.shuffle and config.seed is None:
+             + ("padding where segment_ids is 0):" if config.packing is not None else
+                "real elements from the loader's lengths before padding):")]
+    second_pass = names and config.packing is None
+    if second_pass and config.shuffle and config.seed is None:
         lines.append("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)")
-    elif names and config.sloppy_interleave:
+    elif second_pass and config.sloppy_interleave:
         lines.append("  (sloppy_interleave: measured on a second pass whose order may differ)")
     for name in config.outputs:
         if name in names:
@@ -314,7 +342,7 @@ def plot(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
         top.set_ylabel(f"{name}: length per example")
     else:
         top.text(0.5, 0.5, "no per-example lengths to show", ha="center", va="center", transform=top.transAxes)
-    names = bench.padded_tensors(config)
+    names = measured(config)
     if counts and names:  # all padded tensors together
         fractions = [1 - sum(c["real"][n] for n in names) / max(1, sum(c["padded"][n] for n in names))
                      for c in counts]
@@ -362,9 +390,11 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
         for t in tensors:
             print(tensor_line(t), file=out)
     if len(raw) < batches:
-        print(f"the dataset ended after {len(raw)} batches", file=out)
+        print(f"the dataset ended after {len(raw)} batch{'es' * (len(raw) != 1)}", file=out)
     counts = None
-    if bench.padded_tensors(config):
+    if config.packing is not None:
+        counts = packed_counts(config, raw)
+    elif measured(config):
         counts = within(timeout, lambda: padding_counts(config, len(raw)), "measuring the padding", config.source)
     for line in padding_lines(config, counts, len(raw)):
         print(line, file=out)
