@@ -213,15 +213,13 @@ def measured(config: LoaderConfig) -> list[str]:
     return bench.padded_tensors(config)
 
 
-def padding_counts(config: LoaderConfig, batches: int) -> list[dict] | None:
-    """Real and padded elements per padded tensor, per batch, over the loader's first ``batches`` batches.
+def padding_dataset(config: LoaderConfig) -> tf.data.Dataset:
+    """Real and padded elements per padded tensor of the loader's batches, in their order.
 
     The measuring datasets are bench's (real elements from the lengths before
-    padding); None with segmenting, whose segments the loader's lengths do not
-    describe. (Packing is measured on the rows shown: :func:`packed_counts`.)
+    padding). Not for segmenting, whose segments the loader's lengths do not
+    describe, nor packing, measured on the rows shown (:func:`packed_counts`).
     """
-    if config.segmenting is not None:
-        return None
     size = config.target_batch_size
     if config.bucketing is not None:
         dataset = bench.bucketed_lengths_dataset(config, size)
@@ -229,8 +227,7 @@ def padding_counts(config: LoaderConfig, batches: int) -> list[dict] | None:
         dataset = bench.chunked_lengths_dataset(config, size)
     else:
         dataset = bench.lengths_dataset(config, size)
-    dataset = dataset.map(lambda e: {"real": e["real"], "padded": e["padded"]})
-    return [tf.nest.map_structure(int, e) for e in dataset.take(batches).as_numpy_iterator()]
+    return dataset.map(lambda e: {"real": e["real"], "padded": e["padded"]})
 
 
 def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
@@ -394,8 +391,9 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     counts = None
     if config.packing is not None:
         counts = packed_counts(config, raw)
-    elif measured(config):
-        counts = within(timeout, lambda: padding_counts(config, len(raw)), "measuring the padding", config.source)
+    elif measured(config) and config.segmenting is None:  # a second pass, each batch waited for as the first
+        counts = [tf.nest.map_structure(int, c)
+                  for c in take(padding_dataset(config), len(raw), timeout, config.source)]
     for line in padding_lines(config, counts, len(raw)):
         print(line, file=out)
     if plot_file is not None:
