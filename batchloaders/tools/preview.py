@@ -250,15 +250,15 @@ def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
 def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int) -> list[str]:
     """One line per output tensor: its padding fraction over the batches ``counts`` measured."""
     names = measured(config)
-    if names and counts is None:
-        if config.packing is not None:
-            return [f"padding fraction: not measured (packing marks padding in {config.packing.segment_ids!r}, "
-                    "which the model does not take)"]
+    if config.segmenting is not None:
         return ["padding fraction: not measured with segmenting (the loader's lengths describe examples, not the "
                 "segments shown)"]
-    lines = [f"padding fraction (padded elements / all elements over the first {batches} batches, the "
-             + ("padding where segment_ids is 0):" if config.packing is not None else
-                "real elements from the loader's lengths before padding):")]
+    if names and counts is None:
+        return [f"padding fraction: not measured (packing marks padding in {config.packing.segment_ids!r}, which "
+                "the model does not take)"]
+    how = "" if not names else (", the padding where segment_ids is 0" if config.packing is not None else
+                                ", the real elements from the loader's lengths before padding")
+    lines = [f"padding fraction (padded elements / all elements over the first {batches} batches{how}):"]
     second_pass = names and config.packing is None
     if second_pass and config.shuffle and config.seed is None:
         lines.append("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)")
@@ -278,9 +278,12 @@ def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int)
 
 
 def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.ndarray] | None:
-    """Each example's real length of ``name`` per batch, from the loader's lengths; None where the loader's
-    batches are not the model's (bucketing, packing, chunking, segmenting)."""
+    """Each example's real length of ``name`` per batch, from a second pass over the loader's batches; None
+    where those are not the model's (bucketing, packing, chunking, segmenting) or not the batches shown (shuffle
+    with seed null, sloppy_interleave)."""
     if any(getattr(config, k) is not None for k in ("bucketing", "packing", "chunking", "segmenting")):
+        return None
+    if (config.shuffle and config.seed is None) or config.sloppy_interleave:
         return None
     from batchloaders.batching import Batch
     from batchloaders.integrity import Reader
