@@ -181,6 +181,16 @@ def test_padding_fraction_of_seeded_shuffled_batches_is_that_of_the_shown_batche
     assert "  tokens: 0 (not padded: ragged batching)" in cli("preview", "mixed.yaml", cwd=workspace).stdout
 
 
+def test_without_a_seed_the_padding_pass_says_it_saw_other_batches(workspace):
+    config = yaml.safe_load((workspace / "shuffled.yaml").read_text())
+    del config["args"]["seed"]
+    (workspace / "unseeded.yaml").write_text(yaml.safe_dump(config))
+    result = cli("preview", "unseeded.yaml", "-n", "1", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    assert ("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)"
+            in result.stdout.splitlines())
+
+
 def test_packed_rows_padding_is_where_segment_ids_is_0(workspace, monkeypatch):
     """One pass, rows of 10, longest first into the fullest row that holds it: 8+2, 7+3, 6+4 and 5+1."""
     write_config(workspace / "packed.yaml", "data", primary=["tokens"], inputs=["tokens", "segment_ids"], targets=[],
