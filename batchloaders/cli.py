@@ -338,7 +338,7 @@ def _run_preview(args: argparse.Namespace) -> int:
     from batchloaders.tools import preview
 
     try:
-        return preview.run(args.config, args.batches, sys.stdout, plot_file=args.plot, timeout=args.timeout)
+        return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout)
     except preview.PlotUnavailable as error:
         print(error, file=sys.stderr)
         return EXIT_INVALID

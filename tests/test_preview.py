@@ -272,7 +272,7 @@ def test_plot_draws_a_png(workspace, monkeypatch, config):
 
     monkeypatch.chdir(workspace)
     out = io.StringIO()
-    assert preview.run(config, 2, out, plot_file=f"{config}.png") == 0
+    assert preview.run(config, 2, out, plot=f"{config}.png") == 0
     assert out.getvalue().splitlines()[-1] == (f"plot: {config}.png (tokens: length per example and batch width; "
                                                "padding fraction per batch)")
     assert (workspace / f"{config}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

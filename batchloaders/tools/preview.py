@@ -5,14 +5,19 @@ the first ``N`` of them. For each batch and each output tensor it prints the
 role (input or target), the dtype, the shape and the first example's first
 values; then each padded tensor's padding fraction over those batches::
 
-    $ batchloaders preview configs/chars_independent.yaml -n 2
-    config: configs/chars_independent.yaml
-    loader: independent, batch size 32, shuffle true, seed 7, epochs null
-    batch 1 (32 examples):
-      input chars: int64 [32, 57]; first example [57]: [84, 104, 101, 32, 115, 97, 109, 101, ...]
-      ...
-    padding fraction (padded elements / all elements over these 2 batches, from the loader's own lengths):
-      chars: 0.3412 (1229 / 3602)
+    $ batchloaders preview padded.yaml -n 2
+    config: padded.yaml
+    loader: independent, batch size 4, shuffle false, seed null, epochs null
+    batch 1 (4 examples):
+      input tokens: int64 [4, 4]; first example [4]: [10, 0, 0, 0]
+      target label: int64 [4]; first example []: [1]
+    batch 2 (4 examples):
+      input tokens: int64 [4, 8]; first example [8]: [50, 51, 52, 53, 54, 0, 0, 0]
+      target label: int64 [4]; first example []: [5]
+    padding fraction (padded elements / all elements over the first 2 batches, the real elements from the
+    loader's lengths before padding):
+      tokens: 0.2500 (12 / 48)
+      label: 0 (not padded: fixed shape)
 
 Padding is not guessed from values equal to the pad value: the real elements
 come from the lengths the loader knows before it pads (``bench.lengths_dataset``
@@ -20,7 +25,8 @@ and its bucketing and chunking variants, the same measure bench reports), in a
 second pass over the first ``N`` batches. That pass gives the very batches shown
 when the order is fixed (no shuffle, or a seed, and ``sloppy_interleave`` false);
 otherwise the output says that it measured other batches of the same
-distribution.
+distribution. With packing, a packed tensor's padding is where ``segment_ids``
+is 0 in the rows shown; with segmenting it is not measured.
 
 Every wait for a batch is bounded (``timeout`` seconds): a dataset that spins
 without yielding (``epochs: null`` over data that gives no batch) raises
@@ -183,6 +189,15 @@ def describe_tensor(role: str, name: str, tensor) -> Tensor:
                   np.shape(first))
 
 
+def examples_in(tensor) -> int:
+    """The batch size of a dense, ragged or sparse batch tensor."""
+    if isinstance(tensor, tf.RaggedTensor):
+        return int(tensor.nrows())
+    if isinstance(tensor, tf.SparseTensor):
+        return int(tensor.dense_shape[0])
+    return int(tf.shape(tensor)[0])
+
+
 def format_values(values: np.ndarray, shown: int = SHOWN_VALUES) -> str:
     """'[v, v, ..., (+k more)]' of the first ``shown`` values, flattened; strings decoded, floats rounded."""
     flat = np.asarray(values).reshape(-1)
@@ -316,7 +331,7 @@ def _lengths_and_width(config: LoaderConfig, name: str, tensors: list) -> tuple[
     return lengths, [int(t.shape[1]) for t in tensors]
 
 
-def plot(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) -> str:
+def draw(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) -> str:
     """Draw lengths and padding per batch into ``path`` (PNG); return a line saying what was drawn."""
     try:
         import matplotlib
@@ -361,13 +376,13 @@ def plot(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
     return f"plot: {path} ({what}; padding fraction per batch)"
 
 
-def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, plot_file: str | None = None,
+def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, plot: str | None = None,
         timeout: float = DEFAULT_TIMEOUT) -> int:
     """Print the first ``batches`` batches of the config at ``path``; return the exit status (0).
 
     Raises BatchLoaderError (NoBatchError when the dataset gives no batch, or
     none within ``timeout`` seconds), tf.errors.OpError for data failures, and
-    PlotUnavailable when ``plot_file`` is given without matplotlib.
+    PlotUnavailable when ``plot`` (a PNG file to draw) is given without matplotlib.
     """
     from batchloaders.input_fn import build_input_fn
     from batchloaders.spec.config import load_config
@@ -386,7 +401,7 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     print(f"loader: {config.type}, batch size {config.target_batch_size}, shuffle {str(config.shuffle).lower()}, "
           f"seed {seed}, epochs {'null' if config.epochs is None else config.epochs}", file=out)
     for i, tensors in enumerate(shown):
-        print(f"batch {i + 1} ({bench.batch_size_of(raw[i])} examples):", file=out)
+        print(f"batch {i + 1} ({examples_in(split(config, raw[i])[0][2])} examples):", file=out)
         for t in tensors:
             print(tensor_line(t), file=out)
     if len(raw) < batches:
@@ -399,6 +414,6 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
                   for c in take(padding_dataset(config), len(raw), timeout, config.source)]
     for line in padding_lines(config, counts, len(raw)):
         print(line, file=out)
-    if plot_file is not None:
-        print(plot(plot_file, config, raw, counts), file=out)
+    if plot is not None:
+        print(draw(plot, config, raw, counts), file=out)
     return 0
