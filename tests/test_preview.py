@@ -181,6 +181,29 @@ def test_padding_fraction_of_seeded_shuffled_batches_is_that_of_the_shown_batche
     assert "  tokens: 0 (not padded: ragged batching)" in cli("preview", "mixed.yaml", cwd=workspace).stdout
 
 
+def test_random_windows_padding_equals_that_of_the_batches_shown(workspace, monkeypatch):
+    """continuous_sequence, windows of 3..9 steps, seeded: padding = elements past each window's length n."""
+    write_continuous(workspace / "long", [40, 30])
+    write_config(workspace / "windows.yaml", "long", "continuous_sequence", primary=["x", "y"], inputs=["x", "y", "n"],
+                 targets=[], min_window=3, max_window=9, padding=True, seed=5,
+                 secondary_features=[{"to_name": "n", "type": "length", "args": {"tensor": "y"}}])
+    result = cli("preview", "windows.yaml", "-n", "3", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    monkeypatch.chdir(workspace)
+    batches = list(batchloaders.build_input_fn("windows.yaml")().take(3))
+    real = sum(int(b["n"].numpy().sum()) for b in batches)
+    total = sum(b["y"].numpy().size for b in batches)
+    assert real < total  # the windows differ in length
+    lines = result.stdout.splitlines()
+    assert f"  y: {(total - real) / total:.4f} ({total - real} / {total})" in lines
+    assert f"  x: {(total - real) / total:.4f} ({2 * (total - real)} / {2 * total})" in lines
+    from batchloaders.tools.preview import format_values  # its format is tested above; the values are the point
+
+    assert [line for line in lines if line.startswith("  input y: ")] == [
+        f"  input y: int64 [4, {y.shape[1]}]; first example [{y.shape[1]}]: {format_values(y[0])}"
+        for y in (b["y"].numpy() for b in batches)]
+
+
 def test_without_a_seed_the_padding_pass_says_it_saw_other_batches(workspace):
     config = yaml.safe_load((workspace / "shuffled.yaml").read_text())
     del config["args"]["seed"]
