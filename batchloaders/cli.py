@@ -226,6 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after S seconds (default 20)")
     bench.set_defaults(run=_with_plugins(_run_bench))
 
+    preview = commands.add_parser(
+        "preview", parents=[plugins], help="print the first batches a loader config gives",
+        description="Read the first N batches exactly as input_fn() yields them (same shuffle and seed) and print "
+                    "each tensor's role, dtype, shape and first values, then each padded tensor's padding fraction "
+                    "over those batches. Exits 1 if the config is invalid, the data fails, or the dataset gives "
+                    "no batch (within --timeout seconds per batch).")
+    preview.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    preview.add_argument("-n", "--batches", type=_positive(int), default=3, metavar="N",
+                         help="batches to show (default 3)")
+    preview.add_argument("--plot", metavar="FILE.png",
+                         help="also draw lengths per example and padding per batch into FILE.png (needs "
+                              "matplotlib: pip install \"batchloaders[plot]\")")
+    preview.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
+                         help="give up when a batch takes longer than S seconds (default 60)")
+    preview.set_defaults(run=_with_plugins(_run_preview))
+
     data = commands.add_parser(
         "check-data", parents=[plugins], help="check the first records of every data file against the manifest",
         description="Read the first --records records of every data file of the config's dataset and check "
@@ -320,6 +336,25 @@ def _run_bench(args: argparse.Namespace) -> int:
     except bench.FAILURES as error:
         return _fail("bench", error)
     return EXIT_OK
+
+
+def _run_preview(args: argparse.Namespace) -> int:
+    _quiet_tensorflow(args)
+    from batchloaders.tools import preview
+
+    try:
+        return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout)
+    except preview.PlotUnavailable as error:
+        print(error, file=sys.stderr)
+        return EXIT_INVALID
+    except preview.NoBatchInTime as error:
+        # The thread waiting for a batch may be stuck inside TensorFlow, which would keep the process alive.
+        _fail("preview", error)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INVALID)
+    except preview.FAILURES as error:
+        return _fail("preview", error)
 
 
 def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
