@@ -70,17 +70,25 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 def validate_file(path: str) -> list[str]:
     """Problems of one manifest or config as printable lines; empty when it is valid."""
+    return _checked(path)[0]
+
+
+def _checked(path: str) -> tuple[list[str], str]:
+    """(problems as printable lines, what was assumed) of one manifest or config."""
     try:
         if is_manifest(path):
             load_manifest(path)
         else:
-            load_config(path)
+            config = load_config(path)
+            if config.model_assumed:
+                return [], (f" (no model block: every feature is taken as a model input, none as a target: "
+                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's names)")
     except BatchLoaderError as error:
-        return [str(problem) for problem in error.problems]
+        return [str(problem) for problem in error.problems], ""
     except Exception as error:  # a bug of ours: report it against this file and go on to the next
         return [f"{path}: $: internal error while checking this file ({type(error).__name__}: {error}); "
-                "please report it"]
-    return []
+                "please report it"], ""
+    return [], ""
 
 
 def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False) -> int:
@@ -97,8 +105,8 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
     invalid = problems = 0
     valid_configs = []
     for path in files:  # every file is checked, whatever the ones before it held
-        lines = validate_file(path)
-        for line in lines or [f"OK {path}"]:
+        lines, assumed = _checked(path)
+        for line in lines or [f"OK {path}{assumed}"]:
             print(line, file=out)
         invalid += bool(lines)
         problems += len(lines)

@@ -171,3 +171,30 @@ def test_validate_does_not_import_tensorflow(workspace):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "OK configs/good.yaml\nOK data/__manifest__.json\n"
+
+
+NO_MODEL_CONFIG = GOOD_CONFIG.replace("model: {inputs: [x], targets: [label]}\n", "")
+
+
+def test_a_config_without_a_model_block_validates_and_says_what_it_assumed(workspace):
+    (workspace / "configs" / "bare.yaml").write_text(NO_MODEL_CONFIG)
+    result = run("validate", "configs/bare.yaml", cwd=workspace)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ("OK configs/bare.yaml (no model block: every feature is taken as a model input, none as "
+                             "a target: x, label; build_input_fn(config, model=...) takes the model's names)\n")
+
+
+def test_without_a_model_block_the_dataset_yields_every_feature_and_a_model_splits_them(workspace):
+    import keras
+
+    from batchloaders import build_input_fn
+
+    path = workspace / "configs" / "bare.yaml"
+    path.write_text(NO_MODEL_CONFIG)
+    (batch,) = list(build_input_fn(str(path))().as_numpy_iterator())[:1]
+    assert sorted(batch) == ["label", "x"]  # a dict of every feature, no targets
+    assert batch["x"].tolist() == [[0.0, 0.5], [1.0, 1.5]] and batch["label"].tolist() == [0, 1]
+    x = keras.Input((2,), name="x")
+    model = keras.Model({"x": x}, {"label": keras.layers.Dense(1, name="label")(x)})
+    features, targets = next(iter(build_input_fn(str(path), model=model)()))
+    assert list(features) == ["x"] and targets["label"].numpy().tolist() == [0, 1]

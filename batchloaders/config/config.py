@@ -116,17 +116,18 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
             check.problems.extend(error.problems)
     manifest = dataset.manifest if dataset is not None else None
 
-    model_known = True
+    model_known, model_assumed = True, False
     if model_names is not None:
         inputs, targets = (tuple(n) for n in model_names)
     elif "model" in data and valid(("model",)):
         inputs, targets = tuple(data["model"].get("inputs", ())), tuple(data["model"].get("targets", ()))
     elif "model" in data:
         inputs, targets, model_known = (), (), False  # reported by the schema; unknown names check nothing
-    else:
-        inputs, targets = (), ()
-        check(("model",), "missing the 'model' block: expected {inputs: [...], targets: [...]} naming the "
-                          "model's input and target tensors (or pass model= to build_input_fn)")
+    else:  # no model block: every feature the config makes is an input (a model given in code names them)
+        made = [e.get("to_name") for key in ("primary_features", "secondary_features")
+                for e in (args.get(key) if isinstance(args.get(key), list) else ()) if isinstance(e, dict)]
+        inputs, targets = tuple(dict.fromkeys(n for n in made if isinstance(n, str) and n)), ()
+        model_assumed = True
     if model_known and (model_names is not None or "model" in data):
         if not inputs:
             where = ("model",) if model_names is None else ("model", "inputs")
@@ -343,6 +344,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                                                                                                 "key"))))
     return LoaderConfig(
         source=doc.source, type=loader_type, name=data.get("name"), inputs=inputs, targets=targets,
+        model_assumed=model_assumed,
         dataset=dataset, target_batch_size=args["target_batch_size"], drop_remainder=args["drop_remainder"],
         epochs=args["epochs"], num_parallel_reads=opt("num_parallel_reads"),
         num_parallel_parses=opt("num_parallel_parses"), num_read_buffer_bytes=args["num_read_buffer_bytes"],

@@ -268,6 +268,7 @@ class LoaderConfig:
     packing: PackSpec | None = None
     chunking: ChunkSpec | None = None
     segmenting: SegmentSpec | None = None
+    model_assumed: bool = False  # no model block: every feature is taken as a model input, none as a target
 
     @property
     def outputs(self) -> tuple[str, ...]:
