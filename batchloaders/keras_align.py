@@ -294,6 +294,10 @@ def load_for_model(config, description: ModelDescription) -> LoaderConfig:
         if found:
             raise ConfigError(found) from None
         raise
+    if names is None and loaded.model_assumed and description.kind != "subclassed":
+        # Matching by position needs the config to say which features are inputs and which targets.
+        raise ConfigError(Problem(MODEL, "$", f"the {description.kind} model's tensors have no names: the config's "
+                                              "model block names them, in the model's order"))
     found = problems(description, loaded)
     if found:
         raise ConfigError(found)
