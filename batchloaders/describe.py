@@ -38,50 +38,11 @@ VECTORIZED = ("vectorized: records are batched while serialized and parsed with 
 MULTI_LOAD = ("accepted for compatibility; it changes nothing because the batched path is always taken")
 
 
-# The sequence loaders' block sizes, computed here as loaders/continuous_sequence.py,
-# loaders/discrete_sequence.py and sources.py compute them: those modules import TensorFlow, which
-# describe must not for built-in types (tests/test_describe_json.py checks both give the same).
-BLOCK_BYTES = 8 * 2**20  # sources.BLOCK_BYTES
-CONTINUOUS_RECORDS_PER_BLOCK, MIN_BLOCK_STEPS, MAX_RECORDS_PER_BLOCK = 64, 16384, 4096  # loaders/windows.py
-SERIALIZED_RECORDS_PER_BLOCK, MIN_SERIALIZED_RECORDS_PER_BLOCK = 1024, 64  # loaders/discrete_sequence.py
-
-
-def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
-    """The largest first record of up to ``files`` local uncompressed data files (an 8-byte length header
-    each), as sources.sampled_record_bytes reads it; None when none can be read that way."""
-    from batchloaders.config.datasets import url_scheme
-
-    if config.dataset.manifest.compression is not None:
-        return None
-    sizes = []
-    for path in config.dataset.files[:files]:
-        if url_scheme(path) is not None:
-            continue
-        try:
-            with open(path, "rb") as f:
-                head = f.read(8)
-        except OSError:
-            continue
-        if len(head) == 8:
-            sizes.append(int.from_bytes(head, "little"))
-    return min(max(sizes), BLOCK_BYTES) if sizes else None
-
-
 def records_per_block(config: LoaderConfig) -> int | None:
     """Records a sequence loader reads (and parses) at once per file; None for the independent loader."""
-    if config.type == "continuous_sequence":
-        steps = next(iter(config.selected.values())).steps_per_record
-        if steps is None:
-            return CONTINUOUS_RECORDS_PER_BLOCK
-        wanted = max(2 * config.max_window, MIN_BLOCK_STEPS)
-        return max(1, min(MAX_RECORDS_PER_BLOCK, -(-wanted // steps)))
-    if config.type == "discrete_sequence":
-        per_block = SERIALIZED_RECORDS_PER_BLOCK
-        record = sampled_record_bytes(config)
-        if record:
-            per_block = min(per_block, max(MIN_SERIALIZED_RECORDS_PER_BLOCK, BLOCK_BYTES // record))
-        return max(per_block, 2 * config.max_window)
-    return None
+    from batchloaders.block_sizes import sequence_records_per_block  # no TensorFlow there
+
+    return sequence_records_per_block(config)
 
 
 def parse_call(config: LoaderConfig) -> str:

@@ -98,42 +98,10 @@ def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Da
     return elements.repeat(config.epochs)
 
 
-# Records are read in blocks, which the end-of-file check (integrity.py) walks one block at a
-# time; each block costs a fixed ~0.1 ms, so blocks hold up to 1024 records, fewer when records
-# are large (a block of every open file is held in memory).
-MAX_RECORDS_PER_BLOCK = 1024
-MIN_RECORDS_PER_BLOCK = 16
-BLOCK_BYTES = 8 * 2**20
-
-
-def records_per_block(config: LoaderConfig) -> int:
-    """Records per block for the independent loader, from the manifest's estimate of a record's size."""
-    from batchloaders.config.limits import ITEM_BYTES, elements
-
-    record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
-    if config.dataset.manifest.allow_var_len:  # the estimate counts a feature list as one step
-        record = max(record, sampled_record_bytes(config) or 0)
-    return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // max(record, 1)))
-
-
-def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
-    """The largest first record of up to ``files`` local uncompressed data files (one 8-byte read each),
-    or None when none can be read that way. Feature lists make the manifest's estimate useless."""
-    if config.dataset.manifest.compression is not None:
-        return None
-    sizes = []
-    for path in config.dataset.files[:files]:
-        if url_scheme(path) is not None:
-            continue
-        try:
-            with open(path, "rb") as f:
-                head = f.read(8)
-        except OSError:
-            continue
-        if len(head) == 8:
-            sizes.append(int.from_bytes(head, "little"))
-    # A damaged header can claim anything: the reader reports it; here it only must not blow up a block.
-    return min(max(sizes), BLOCK_BYTES) if sizes else None
+# Block sizes (and the record-size sample they use) live in block_sizes.py, which imports no TensorFlow.
+from batchloaders.block_sizes import (BLOCK_BYTES, MAX_RECORDS_PER_BLOCK, MIN_RECORDS_PER_BLOCK,  # noqa: E402,F401
+                                      sampled_record_bytes)
+from batchloaders.block_sizes import independent as records_per_block  # noqa: E402
 
 
 def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,

@@ -13,7 +13,6 @@ import tensorflow as tf
 
 import batchloaders
 from batchloaders import ConfigError
-from batchloaders.loaders import windows as windows_module
 from conftest import collect, example, feature, sequence_example, write_manifest, write_records
 from seqdata import continuous_value, sequence_config, write_continuous
 
@@ -144,12 +143,14 @@ def test_seed_makes_runs_identical(tmp_path):
     assert [(f, s, len(y)) for f, s, y in first] == [(f, s, len(y)) for f, s, y in second]
 
 
-@pytest.mark.parametrize("layout,patch", [("example", {"MAX_RECORDS_PER_BLOCK": 1}),
-                                          ("sequence", {"RECORDS_PER_BLOCK": 2})])
+@pytest.mark.parametrize("layout,patch", [("example", {"MAX_CONTINUOUS_RECORDS_PER_BLOCK": 1}),
+                                          ("sequence", {"CONTINUOUS_RECORDS_PER_BLOCK": 2})])
 def test_windows_span_blocks(tmp_path, monkeypatch, layout, patch):
     """Files are streamed in blocks much shorter than a window; windows must still be exact."""
+    from batchloaders import block_sizes
+
     for name, value in patch.items():
-        monkeypatch.setattr(windows_module, name, value)
+        monkeypatch.setattr(block_sizes, name, value)
     records = [12, 5] if layout == "example" else SEQUENCE_LENGTHS
     write_continuous(tmp_path, records, layout=layout, chunk=2)
     got = split(run(tmp_path, 5, 9, padding=True, seed=2, secondary_features=LENGTH))

@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from batchloaders import build_input_fn, load_config
-from batchloaders.describe import plan, records_per_block, signature, steps_per_epoch, total_batches
+from batchloaders.describe import plan, signature, steps_per_epoch, total_batches
 from conftest import example, feature, write_manifest, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -141,24 +141,6 @@ def test_describe_does_not_import_tensorflow_for_builtin_types(demo_data):
                             env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ok\n"
-
-
-def test_block_sizes_are_the_loaders(demo_data):
-    """describe computes the sequence loaders' block sizes itself (their modules import TensorFlow)."""
-    from batchloaders.loaders import continuous_sequence, discrete_sequence
-
-    checked = 0
-    for path in CONFIGS:
-        base = load_config(path)
-        for max_window in (base.max_window, 1, 5000, 40000):
-            if base.type == "independent":
-                continue
-            config = dataclasses.replace(base, max_window=max_window)
-            want = (continuous_sequence.records_per_block(config, config.selected)
-                    if config.type == "continuous_sequence" else discrete_sequence.records_per_block(config))
-            assert records_per_block(config) == want, (path, max_window)
-            checked += 1
-    assert checked >= 8
 
 
 @pytest.fixture

@@ -107,9 +107,9 @@ def test_shuffle_moves_the_first_window(tmp_path):
 
 def test_windows_span_blocks(tmp_path, monkeypatch):
     """Files are streamed in blocks (64 records here); a window crossing a block boundary stays whole."""
-    from batchloaders.loaders import discrete_sequence
+    from batchloaders import block_sizes
 
-    monkeypatch.setattr(discrete_sequence, "SERIALIZED_RECORDS_PER_BLOCK", 64)
+    monkeypatch.setattr(block_sizes, "SERIALIZED_RECORDS_PER_BLOCK", 64)
     files = [[(1 + r % 3, r % 2) for r in range(95)]]
     write_discrete(tmp_path, files)
     got = split(run(tmp_path, 5, 9, padding=True, seed=2, secondary_features=LENGTHS), files)

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
-from batchloaders.loaders import discrete_sequence
+from batchloaders import block_sizes
 from batchloaders.loaders import windows as windows_module
 from conftest import collect
 from seqdata import (continuous_value, discrete_windows, sequence_config, write_continuous,
@@ -128,7 +128,7 @@ FRAMES = [44 - (7 * f) % 40 for f in range(20)]
 ])
 def test_continuous_short_files(tmp_path, monkeypatch, lo, hi, stride, shuffle, small):
     if small:
-        monkeypatch.setattr(windows_module, "MAX_RECORDS_PER_BLOCK", 1)
+        monkeypatch.setattr(block_sizes, "MAX_CONTINUOUS_RECORDS_PER_BLOCK", 1)
     got = {}
     for name, frames in (("short", FRAMES), ("long", [2 * hi] * len(FRAMES))):
         write_continuous(tmp_path / name, frames, chunk=1)
@@ -220,8 +220,8 @@ HASH_DATA = {
                                              [(r % 4, 1 + r % 2) for r in range(9)],
                                              [(2, 1)] * 15]),
 }
-SMALL_BLOCKS = {"example": ("MAX_RECORDS_PER_BLOCK", 1), "sequence": ("RECORDS_PER_BLOCK", 2),
-                "discrete": ("SERIALIZED_RECORDS_PER_BLOCK", 1)}
+SMALL_BLOCKS = {"example": ("MAX_CONTINUOUS_RECORDS_PER_BLOCK", 1), "sequence": ("CONTINUOUS_RECORDS_PER_BLOCK", 2),
+                "discrete": ("SERIALIZED_RECORDS_PER_BLOCK", 1)}  # in batchloaders/block_sizes.py
 
 
 def _hash_configs():
@@ -260,7 +260,7 @@ def batch_hashes(root, name, patch) -> list:
         HASH_DATA[data](directory)
     if small:
         attr, value = SMALL_BLOCKS[data]
-        patch(discrete_sequence if data == "discrete" else windows_module, attr, value)
+        patch(block_sizes, attr, value)
     primary, secondary = ((CONTINUOUS, CONTINUOUS_LENGTH) if loader == "continuous_sequence"
                           else (DISCRETE, DISCRETE_LENGTHS))
     inputs = [to for _, to in primary] + [s["to_name"] for s in secondary]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, segmenting, sources
+from batchloaders import block_sizes, chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.integrity import names_in_block
@@ -20,12 +20,7 @@ from batchloaders.config.model import LoaderConfig, ManifestFeature
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def records_per_block(config: LoaderConfig, selected: dict) -> int:
-    steps = next(iter(selected.values())).steps_per_record
-    if steps is None:
-        return windows.RECORDS_PER_BLOCK
-    wanted = max(2 * config.max_window, windows.MIN_BLOCK_STEPS)
-    return max(1, min(windows.MAX_RECORDS_PER_BLOCK, -(-wanted // steps)))
+records_per_block = block_sizes.continuous  # (block_sizes.py: no TensorFlow there, for describe)
 
 
 def _check_same_lengths(lengths: dict, filename, first_record) -> list:

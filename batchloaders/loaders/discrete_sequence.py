@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, segmenting, sources
+from batchloaders import block_sizes, chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.loaders import windows
@@ -68,21 +68,7 @@ def zero_tails(config: LoaderConfig) -> frozenset:
     return frozenset(config.selected)
 
 
-# Blocks hold serialized records only, so they can be large: each block costs a fixed
-# amount (end-of-file and window scan steps, a planning call; measured ~0.4 ms when blocks were
-# also parsed and assembled). Measured windows/s with k=4 on 2 cores:
-# 64 records per block 34k, 256 57k, 1024 66k (benchmarks/, discrete_fixed). Large records
-# (speech: ~19 KB) get fewer per block: a block is parsed at once, padded to its longest record.
-SERIALIZED_RECORDS_PER_BLOCK = 1024
-MIN_SERIALIZED_RECORDS_PER_BLOCK = 64
-
-
-def records_per_block(config: LoaderConfig) -> int:
-    per_block = SERIALIZED_RECORDS_PER_BLOCK
-    record = sources.sampled_record_bytes(config)
-    if record:
-        per_block = min(per_block, max(MIN_SERIALIZED_RECORDS_PER_BLOCK, sources.BLOCK_BYTES // record))
-    return max(per_block, 2 * config.max_window)
+records_per_block = block_sizes.discrete  # (block_sizes.py: no TensorFlow there, for describe)
 
 
 def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=None):

@@ -30,12 +30,6 @@ from batchloaders.graphs import as_written
 from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
-# Block sizes trade memory for per-block overhead (one parse call and one scan step per
-# block). A block should hold a few windows so that most windows are cut without the
-# carried tail growing; records of unknown length are read 64 at a time.
-RECORDS_PER_BLOCK = 64
-MIN_BLOCK_STEPS = 16384
-MAX_RECORDS_PER_BLOCK = 4096
 
 
 def draw_lengths(count, seed, lo: int, hi: int) -> tf.Tensor:

@@ -1,0 +1,88 @@
+"""How many records each loader reads (and parses) at once per file: its block size.
+
+No TensorFlow here, so that ``describe`` can say what the loaders will do without importing it;
+sources.py and the loaders take their block sizes from this module.
+"""
+from __future__ import annotations
+
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.model import LoaderConfig
+
+# independent: blocks are walked by the end-of-file check (integrity.py) one at a time; each block
+# costs a fixed ~0.1 ms, so blocks hold up to 1024 records, fewer when records are large (a block of
+# every open file is held in memory).
+MAX_RECORDS_PER_BLOCK = 1024
+MIN_RECORDS_PER_BLOCK = 16
+BLOCK_BYTES = 8 * 2**20
+
+# continuous_sequence: block sizes trade memory for per-block overhead (one parse call and one scan
+# step per block). A block should hold a few windows so that most windows are cut without the
+# carried tail growing; records of unknown length are read 64 at a time.
+CONTINUOUS_RECORDS_PER_BLOCK = 64
+MIN_BLOCK_STEPS = 16384
+MAX_CONTINUOUS_RECORDS_PER_BLOCK = 4096
+
+# discrete_sequence: blocks hold serialized records only, so they can be large: each block costs a
+# fixed amount (end-of-file and window scan steps, a planning call; measured ~0.4 ms when blocks were
+# also parsed and assembled). Measured windows/s with k=4 on 2 cores: 64 records per block 34k, 256
+# 57k, 1024 66k (benchmarks/, discrete_fixed). Large records (speech: ~19 KB) get fewer per block:
+# a block is parsed at once, padded to its longest record.
+SERIALIZED_RECORDS_PER_BLOCK = 1024
+MIN_SERIALIZED_RECORDS_PER_BLOCK = 64
+
+
+def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
+    """The largest first record of up to ``files`` local uncompressed data files (one 8-byte read each),
+    or None when none can be read that way. Feature lists make the manifest's estimate useless."""
+    if config.dataset.manifest.compression is not None:
+        return None
+    sizes = []
+    for path in config.dataset.files[:files]:
+        if url_scheme(path) is not None:
+            continue
+        try:
+            with open(path, "rb") as f:
+                head = f.read(8)
+        except OSError:
+            continue
+        if len(head) == 8:
+            sizes.append(int.from_bytes(head, "little"))
+    # A damaged header can claim anything: the reader reports it; here it only must not blow up a block.
+    return min(max(sizes), BLOCK_BYTES) if sizes else None
+
+
+def independent(config: LoaderConfig) -> int:
+    """Records per block for the independent loader, from the manifest's estimate of a record's size."""
+    from batchloaders.config.limits import ITEM_BYTES, elements
+
+    record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
+    if config.dataset.manifest.allow_var_len:  # the estimate counts a feature list as one step
+        record = max(record, sampled_record_bytes(config) or 0)
+    return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // max(record, 1)))
+
+
+def continuous(config: LoaderConfig, selected: dict) -> int:
+    """Records per block for continuous_sequence: enough steps for a few windows."""
+    steps = next(iter(selected.values())).steps_per_record
+    if steps is None:
+        return CONTINUOUS_RECORDS_PER_BLOCK
+    wanted = max(2 * config.max_window, MIN_BLOCK_STEPS)
+    return max(1, min(MAX_CONTINUOUS_RECORDS_PER_BLOCK, -(-wanted // steps)))
+
+
+def discrete(config: LoaderConfig) -> int:
+    """Serialized records per block for discrete_sequence, fewer when records are large."""
+    per_block = SERIALIZED_RECORDS_PER_BLOCK
+    record = sampled_record_bytes(config)
+    if record:
+        per_block = min(per_block, max(MIN_SERIALIZED_RECORDS_PER_BLOCK, BLOCK_BYTES // record))
+    return max(per_block, 2 * config.max_window)
+
+
+def sequence_records_per_block(config: LoaderConfig) -> int | None:
+    """What a sequence loader reads at once per file; None for the independent loader."""
+    if config.type == "continuous_sequence":
+        return continuous(config, config.selected)
+    if config.type == "discrete_sequence":
+        return discrete(config)
+    return None
