@@ -153,8 +153,12 @@ class SkipReport:
 
 
 def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_count, compression, manifest_path):
-    """Why a file's end does not add up, in words (a string tensor); the first applicable reason wins."""
-    s = tf.strings.as_string
+    """Whether a file's end does not add up, and why in words (a bool and a string tensor).
+
+    The first applicable reason wins. Few graph nodes on purpose: every node is
+    paid again in tracing and in instantiating the function at each ``input_fn()``
+    (about 0.3 ms a node here), and this runs once per file.
+    """
     stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
     if stream:
         broken = (f"a record or the {stream} stream is damaged there (is the file {stream}-compressed, as the "
@@ -162,28 +166,31 @@ def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_cou
     else:
         broken = ("a record frame or checksum is damaged there, or the file ends inside a record (is it a "
                   "TFRecord file, and uncompressed, as the manifest says?)")
-    reasons = [(unread, tf.constant("the file could not be read to its end: it cannot be opened (deleted, moved or "
-                                     "made unreadable after the pipeline was built?)")),
-               (damaged, tf.constant(broken))]
+    conditions = [unread, damaged]
+    texts = [tf.constant("the file could not be read to its end: it cannot be opened (deleted, moved or made "
+                         "unreadable after the pipeline was built?)"), tf.constant(broken)]
     if stream == "GZIP":
-        reasons.append((tf.not_equal(consumed % 2**32, expected_bytes) & (expected_bytes >= 0), tf.strings.join([
-            "the GZIP trailer records ", s(expected_bytes), " bytes of records (modulo 2**32), but the stream gave ",
-            s(consumed), ": the file is cut or lacks its trailer (several GZIP streams concatenated into one "
-            "file also look like this)"])))
+        conditions.append(tf.not_equal(consumed % 2**32, expected_bytes) & (expected_bytes >= 0))
+        texts.append(tf.strings.format(
+            "the GZIP trailer records {} bytes of records (modulo 2**32), but the stream gave {}: the file is cut or "
+            "lacks its trailer (several GZIP streams concatenated into one file also look like this)",
+            (expected_bytes, consumed)))
     elif not stream:
-        reasons.append((tf.not_equal(consumed, expected_bytes) & (expected_bytes >= 0), tf.strings.join([
-            "the file is ", s(size), " bytes, but its records end at byte ", s(consumed), ": ",
-            tf.where(consumed < size, "the rest is not a whole record (the file was cut inside a record header, "
-                                      "or has bytes appended)", "the file changed while it was read")])))
-    reasons.append((tf.not_equal(count, expected_count) & (expected_count >= 0), tf.strings.join([
-        "the manifest ", manifest_path, " lists ", s(expected_count), " records for this file, but ", s(count),
-        " were read ", tf.where(count < expected_count, "(the file was cut at a record boundary, or changed after the "
-                                "manifest was written)", "(records were added after the manifest was written)")])))
-    out = tf.constant("")
-    for condition, text in reversed(reasons):
-        out = tf.where(condition, text, out)
-    problem = tf.reduce_any(tf.stack([c for c, _ in reasons]))
-    return problem, out
+        conditions.append(tf.not_equal(consumed, expected_bytes) & (expected_bytes >= 0))
+        texts.append(tf.strings.join([tf.strings.format("the file is {} bytes, but its records end at byte {}: ",
+                                                        (size, consumed)),
+                                      tf.where(consumed < size, "the rest is not a whole record (the file was cut "
+                                               "inside a record header, or has bytes appended)",
+                                               "the file changed while it was read")]))
+    conditions.append(tf.not_equal(count, expected_count) & (expected_count >= 0))
+    texts.append(tf.strings.join([
+        "the manifest ", manifest_path, tf.strings.format(" lists {} records for this file, but {} were read ",
+                                                          (expected_count, count)),
+        tf.where(count < expected_count, "(the file was cut at a record boundary, or changed after the manifest was "
+                 "written)", "(records were added after the manifest was written)")]))
+    flags = tf.stack(conditions)
+    first = tf.argmax(tf.cast(flags, tf.int32), output_type=tf.int32)  # the first true one (0 when none is)
+    return tf.reduce_any(flags), tf.gather(tf.stack(texts), first)
 
 
 class Reader:
@@ -228,57 +235,68 @@ def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: i
     return tf.strings.join([prefix, offsets[:count]])
 
 
-DATA, RECOVER, CHECK = 0, 1, 2  # kinds of block the end-of-file scan walks
+# What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.
+RECOVER, CHECK = -1, -2
 
 
 def _bounded(records: tf.data.Dataset, limit: tf.Tensor) -> tf.data.Dataset:
-    """``records`` with errors ignored, at most ``limit`` elements or errors in all.
+    """``(n, record)``: ``records`` numbered, with errors ignored, at most ``limit`` elements or errors in all.
 
     Zip asks the range first, so each error swallowed still uses one number:
     a file that cannot be opened (TensorFlow's reader then retries it without
-    end) stops after ``limit`` tries, and the end check reports it.
+    end) stops after ``limit`` tries, and the end check reports it. The numbers
+    stay in the element (no map drops them: one traced function less).
     """
-    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors().map(as_written(lambda _, r: r))
+    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors()
 
 
 def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
-    """(serialized [k], kind, swallowed, ended): blocks with ignore_errors after batching, then two marker blocks.
+    """``(n, serialized [k])``: blocks numbered 0, 1, ... with ignore_errors after batching, then the RECOVER and
+    CHECK marker blocks (empty).
 
-    An error drops the block it happens in; the RECOVER marker block re-reads
-    those records (see ``checked_blocks``) when the file's bytes do not add up.
+    An error drops the block it happens in; at the RECOVER marker those records
+    are read again (see ``checked_blocks``) when the file's bytes do not add up.
     Costs nothing per record beyond ``batch``.
     """
-    blocks = tf.data.Dataset.zip((_bounded(records.batch(block), limit // block + 2),
-                                  tf.data.Dataset.from_tensors(DATA).repeat(),
-                                  tf.data.Dataset.from_tensors(False).repeat(),
-                                  tf.data.Dataset.from_tensors(False).repeat()))
-    markers = tf.data.Dataset.from_tensor_slices((tf.zeros([2, 0], tf.string), [RECOVER, CHECK], [False, False],
-                                                  [False, False]))
-    return blocks.concatenate(markers)
+    markers = tf.data.Dataset.from_tensor_slices((tf.constant([RECOVER, CHECK], tf.int64), tf.zeros([2, 0], tf.string)))
+    return _bounded(records.batch(block), limit // block + 2).concatenate(markers)
+
+
+def _recover(records: tf.data.Dataset, block: int, take):
+    """``(serialized, swallowed, ended)`` of the first ``take`` (at most ``block``) of ``records`` read with errors
+    ignored: the good records up to the first error, whether an error stopped them, whether the read got to
+    the end (else the file cannot be opened). Records and an end flag are numbered before ``ignore_errors``: TensorFlow's reader
+    moves on after an error, so an error swallowed shows as a gap at the flag. No function is traced here."""
+    flagged = tf.data.Dataset.zip((records.take(take), tf.data.Dataset.from_tensors(False).repeat())).concatenate(
+        tf.data.Dataset.from_tensors((tf.constant(""), True)))
+    # A sentinel numbered -1 comes last, so that the batch is never empty (a file that cannot be opened
+    # uses up every number with errors).
+    sentinel = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), (tf.constant(""), False)))
+    numbers, (serialized, flags) = _bounded(flagged, tf.constant(block + 2, tf.int64)).concatenate(sentinel).batch(
+        block + 3).get_single_element()
+    read = tf.size(numbers) - 1  # without the sentinel
+    ended = tf.reduce_any(flags)  # the end flag, when read, is the last before the sentinel
+    kept = read - tf.cast(ended, tf.int32)
+    swallowed = ended & tf.not_equal(tf.reduce_max(numbers), tf.cast(read, tf.int64) - 1)
+    return serialized[:kept], swallowed, ended
 
 
 def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
     """Like :func:`_fast_blocks` for files whose size cannot be checked (ZLIB, unknown sizes).
 
-    Records and an end marker are numbered before and after ``ignore_errors``:
+    Records and an end flag are numbered before and after ``ignore_errors``:
     TensorFlow's reader moves on to the next file after an error, so a
-    swallowed error shows as a gap between the two numbers at the marker. About
+    swallowed error shows as a gap between the two numbers at the flag. About
     5 microseconds per record, which is why it is not the default path.
+    Elements ``(after [k], (before [k], (serialized [k], flags [k])))``, cut by the scan
+    step (no map stage), then a CHECK marker block.
     """
     flagged = tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(False).repeat())).concatenate(
         tf.data.Dataset.from_tensors((tf.constant(""), True)))
-    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(limit + 2), flagged)).ignore_errors()
-    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(2**62), numbered)).batch(block)
-
-    def split(after, numbered_):
-        before, (serialized, end) = numbered_
-        ended = tf.reduce_any(end)
-        kept = tf.size(serialized) - tf.cast(ended, tf.int32)
-        swallowed = ended & tf.reduce_any(tf.not_equal(before[-1:], after[-1:]))
-        return serialized[:kept], DATA, swallowed, ended
-
-    markers = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), CHECK, False, False))
-    return numbered.map(as_written(split)).concatenate(markers)
+    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(2**62), _bounded(flagged, limit + 2))).batch(block)
+    marker = tf.constant([CHECK], tf.int64)
+    return numbered.concatenate(tf.data.Dataset.from_tensors(
+        (marker, (marker, (tf.zeros([0], tf.string), tf.zeros([0], tf.bool))))))
 
 
 def _opened(filename: tf.Tensor) -> tf.data.Dataset:
@@ -299,48 +317,65 @@ def exact_path(table: FileTable) -> bool:
     return any(e == UNKNOWN for e in table.expected_bytes)
 
 
-def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
-                   skipped: SkipCounter | None = None, then=None) -> tf.data.Dataset:
-    """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
+@dataclasses.dataclass(frozen=True)
+class _EndCheck:
+    """What the end-of-file step depends on besides its tensors: the key of its traced function."""
 
-    Every block but the last holds at most ``block`` records; empty blocks are
-    left out. The file's end is checked when the iterator asks for the block
-    after the last, so every good record is delivered before an error.
-    ``index`` is the file's position in ``config.dataset.files``. ``then``, if
-    given, turns each block into what the dataset yields instead, in the same
-    function call (each tf.data function call costs 60-170 microseconds here,
-    a block of 1024 small records about 500).
+    exact: bool
+    compression: str | None  # "gzip", "zlib" or None: how sizes are checked
+    tf_compression: str  # TFRecordDataset's compression_type, to read a file again
+    read_buffer: int
+    block: int
+    on_corrupt: str
+    manifest_path: str
+
+
+_STEPS: dict[_EndCheck, "tf.types.experimental.PolymorphicFunction"] = {}
+
+
+def _end_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file check's share of the scan step, as one tf.function traced once per process and ``check``.
+
+    ``(state, element, filename, facts) -> (state, serialized, first)``; ``facts`` are the file's
+    size, expected bytes, expected records and retry bound. Its two conditional branches (reading a
+    damaged block again; reporting the end) were most of the tracing of every ``input_fn()`` (tf.cond
+    costs ~20 ms to trace here); a call to this function costs one node. Not shared under
+    ``on_corrupt: skip_file``, whose counter (lookup tables) belongs to one ``build_input_fn``.
     """
-    compression = table.compression
-
-    def open_records():
-        return tf.data.TFRecordDataset(filename, compression_type=config.dataset.manifest.tf_compression,
-                                       buffer_size=config.num_read_buffer_bytes)
-
-    exact = exact_path(table)
-    sizes, expected_bytes, counts = (tf.constant(t, tf.int64) for t in
-                                     (table.sizes, table.expected_bytes, table.counts))
-    # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
-    expansion = 1 if compression is None else 1032
-    limit = tf.where(sizes[index] >= 0, sizes[index] * expansion // FRAME_BYTES + 1, 2**62)
-    if exact:  # no small bound on retries here (sizes unknown or compressed): open the file first
-        blocks = _opened(filename).flat_map(as_written(lambda _: _exact_blocks(open_records(), block, limit)))
+    if skipped is None and check in _STEPS:
+        return _STEPS[check]
+    scalar = tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.bool)
+    if check.exact:
+        element = (tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.int64),
+                                                     (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool))))
     else:
-        blocks = _fast_blocks(open_records(), block, limit)
-    manifest_path = config.dataset.manifest.path
-    on_corrupt = config.on_corrupt
+        element = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.string))
+    signature = [scalar, element, tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)]
+    fn = tf.function(as_written(_end_step_body(check, skipped)), input_signature=signature, autograph=False)
+    if skipped is None:
+        _STEPS[check] = fn
+    return fn
 
-    def report(consumed, count, damaged, ended):
-        """Check the file's end; fail, or warn and count, when it does not add up. Returns a bool tensor."""
-        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, sizes[index], expected_bytes[index], counts[index],
-                                  compression, manifest_path)
+
+def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
+    compression, block = check.compression, check.block
+
+    def open_records(filename):
+        return tf.data.TFRecordDataset(filename, compression_type=check.tf_compression, buffer_size=check.read_buffer)
+
+    def finish(filename, facts, consumed, count, damaged, ended, at_check):
+        """At the CHECK marker, check the file's end; fail, or warn and count, when it does not add up.
+        Returns a bool tensor to depend on. Runs at the two markers only (inside the scan step's one cond)."""
+        size, expected_bytes, expected_count, _ = tf.unstack(facts)
+        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size, expected_bytes,
+                                  expected_count, compression, check.manifest_path)
+        problem = problem & at_check
         message = tf.strings.join([
-            filename, ": ", MARKER, " at byte ", tf.strings.as_string(consumed),
-            tf.where(count > 0, tf.strings.join([", after record ", tf.strings.as_string(count - 1),
-                                                 " (the last good one; records count from 0)"]),
-                     ", before the first record"),
+            filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
+            tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
+                                                  count - 1), ", before the first record"),
             ": ", reason])
-        if on_corrupt == "fail":
+        if check.on_corrupt == "fail":
             with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(problem), [message], summarize=1)]):
                 return tf.identity(problem)
 
@@ -354,36 +389,86 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
                 return tf.constant(True)
         return tf.cond(problem, skip, lambda: tf.constant(False))
 
-    def recover(count):
-        """The good records after the last whole block (fewer than ``block``), read again up to the damage,
-        whether an error stopped them (else the file's tail is no whole record), and whether the read
-        got to the end (else the file cannot be opened)."""
-        again = _exact_blocks(open_records().skip(count).take(block), block, tf.constant(block, tf.int64))
-        return again.reduce((tf.zeros([0], tf.string), tf.constant(False), tf.constant(False)),
-                            as_written(lambda out, b: (tf.concat([out[0], b[0]], 0), out[1] | b[2], out[2] | b[3])))
+    def advance(consumed, count, serialized):
+        size = tf.size(serialized, out_type=tf.int64)
+        return consumed + tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * size, \
+            count + size
 
-    def bytes_of(serialized):
-        return tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * tf.size(
-            serialized, out_type=tf.int64)
+    def step(state, element, filename, facts):
+        consumed, count, damaged, ended = state
+        if check.exact:
+            after, (before, (serialized, flags)) = element
+            n = after[0]
+            reached = tf.reduce_any(flags)  # the end flag, read last
+            serialized = serialized[:tf.size(serialized) - tf.cast(reached, tf.int32)]
+            consumed, count = advance(consumed, count, serialized)
+            damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
+            ended = ended | reached
+            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
+                                                                  tf.constant(True)), lambda: tf.constant(False))
+            with tf.control_dependencies([checked]):
+                serialized = tf.identity(serialized)
+            return (consumed, count, damaged, ended), serialized, state[1]
+        n, serialized = element
+
+        def at_marker():
+            # The fast path drops the block an error happens in; the file's bytes then fall short, and the
+            # good records of that block (fewer than ``block``) are read again up to the damage.
+            short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
+                                                         facts[1])
+            again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
+                                                tf.where(short, tf.constant(block, tf.int64), 0))
+            reached = tf.where(short, to_end, tf.equal(n, RECOVER))
+            state = (*advance(consumed, count, again), damaged | swallowed, ended | reached)
+            checked = finish(filename, facts, *state, tf.equal(n, CHECK))
+            with tf.control_dependencies([checked]):
+                return state, tf.identity(again)
+
+        # One conditional: blocks only count; the two markers at the end do the rest.
+        state, serialized = tf.cond(n < 0, at_marker,
+                                    lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
+        return state, serialized, count
+
+    return step
+
+
+def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
+                   skipped: SkipCounter | None = None, then=None) -> tf.data.Dataset:
+    """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
+
+    Every block but the last holds at most ``block`` records; empty blocks are
+    left out. The file's end is checked when the iterator asks for the block
+    after the last, so every good record is delivered before an error.
+    ``index`` is the file's position in ``config.dataset.files``. ``then``, if
+    given, turns each block into what the dataset yields instead, in the same
+    function call (each tf.data function call costs 60-170 microseconds here,
+    a block of 1024 small records about 500).
+
+    Built for few graph nodes: each costs about 0.3 ms at every ``input_fn()``
+    (tracing, then instantiating the function when the iterator starts).
+    """
+    compression = table.compression
+    exact = exact_path(table)
+    tf_compression = config.dataset.manifest.tf_compression
+
+    def open_records():
+        return tf.data.TFRecordDataset(filename, compression_type=tf_compression,
+                                       buffer_size=config.num_read_buffer_bytes)
+
+    # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
+    expansion = 1 if compression is None else 1032
+    limits = [size * expansion // FRAME_BYTES + 1 if size >= 0 else 2**62 for size in table.sizes]
+    facts = tf.gather(tf.constant(list(zip(table.sizes, table.expected_bytes, table.counts, limits)), tf.int64,
+                                  shape=[len(limits), 4]), index)
+    if exact:  # no small bound on retries here (sizes unknown or compressed): open the file first
+        blocks = _opened(filename).flat_map(as_written(lambda _: _exact_blocks(open_records(), block, facts[3])))
+    else:
+        blocks = _fast_blocks(open_records(), block, facts[3])
+    end_step = _end_step(_EndCheck(exact, compression, tf_compression, config.num_read_buffer_bytes, block,
+                                   config.on_corrupt, config.dataset.manifest.path), skipped)
 
     def step(state, element):
-        consumed, count, damaged, ended = state
-        serialized, kind, swallowed, reached = element
-        if not exact:
-            # The fast path drops the block an error happens in; the file's bytes then fall short.
-            short = tf.equal(kind, RECOVER) & tf.not_equal(
-                consumed % 2**32 if compression == "gzip" else consumed, expected_bytes[index])
-            serialized, swallowed, reached = tf.cond(short, lambda: recover(count),
-                                                     lambda: (serialized, swallowed, tf.equal(kind, RECOVER)))
-        ended = ended | reached
-        first = count
-        consumed += bytes_of(serialized)
-        count += tf.size(serialized, out_type=tf.int64)
-        damaged = damaged | swallowed
-        checked = tf.cond(tf.equal(kind, CHECK), lambda: report(consumed, count, damaged, ended),
-                          lambda: tf.constant(False))
-        with tf.control_dependencies([checked]):
-            serialized = tf.identity(serialized)
+        state, serialized, first = end_step(state, element, filename, facts)
         out = {"serialized": serialized, "first": first}
         if then is not None:
             out = then(out)
@@ -391,7 +476,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
         # drops: the loaders' block sequence (and every window and hash) stays as it was before these
         # checks, at no function call per block (a filter would cost one).
         keep = tf.cast(tf.size(serialized) > 0, tf.int32)
-        return (consumed, count, damaged, ended), tf.nest.map_structure(lambda t: tf.expand_dims(t, 0)[:keep], out)
+        return state, tf.nest.map_structure(lambda t: tf.expand_dims(t, 0)[:keep], out)
 
     zero = tf.constant(0, tf.int64)
     # Asking for the block after the last runs the check.

@@ -325,8 +325,9 @@ def test_a_file_that_cannot_be_opened_stops_the_ignoring_reader(tmp_path):
     assert list(_bounded(gone, tf.constant(5, tf.int64))) == []
     write_records(str(tmp_path / "here.tfrecords"), [b"r0", b"r1", b"r2"])
     here = tf.data.TFRecordDataset(str(tmp_path / "here.tfrecords"))
-    assert [r.numpy() for r in _bounded(here, tf.constant(5, tf.int64))] == [b"r0", b"r1", b"r2"]
-    assert [r.numpy() for r in _bounded(here, tf.constant(2, tf.int64))] == [b"r0", b"r1"]
+    assert [(n.numpy(), r.numpy()) for n, r in _bounded(here, tf.constant(5, tf.int64))] == [
+        (0, b"r0"), (1, b"r1"), (2, b"r2")]
+    assert [(n.numpy(), r.numpy()) for n, r in _bounded(here, tf.constant(2, tf.int64))] == [(0, b"r0"), (1, b"r1")]
 
 
 @pytest.mark.parametrize("payload", [b"\x0a\x05ab", b"\xff\xff\xff\xff"], ids=["cut protobuf", "not UTF-8"])
