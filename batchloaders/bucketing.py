@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
+from batchloaders.graphs import masked
 
 FLUSH = "flush"
 # Examples per block: each block is merged with the examples waiting in the buckets (up to about
@@ -82,14 +83,14 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool) -> tf
         starts = tf.cumsum(counts, exclusive=True)
         position = tf.range(tf.size(order, out_type=tf.int64)) - tf.gather(starts, sorted_bucket)
         leave = position >= tf.gather(take, sorted_bucket)
-        emit, keep = tf.boolean_mask(order, ~leave), tf.boolean_mask(order, leave)
+        emit, keep = masked(order, ~leave), masked(order, leave)
         # Batches of bucket b: full[b] of them, sizes[b] each but the last (take[b] - (full[b] - 1) * sizes[b]).
         batch_bucket = tf.repeat(tf.range(buckets, dtype=tf.int64), full)
         last = tf.cumsum(full) - 1
         rows = tf.repeat(sizes, full)
         rows = tf.tensor_scatter_nd_update(
-            rows, tf.boolean_mask(last, full > 0)[:, None],
-            tf.boolean_mask(take - (full - 1) * sizes, full > 0))
+            rows, masked(last, full > 0)[:, None],
+            masked(take - (full - 1) * sizes, full > 0))
         # Emit batches in the order they filled up (as a stream of examples grouped one at a time
         # would): a block holds many batches of every bucket, and bucket after bucket would feed a
         # model long runs of one length.

@@ -9,3 +9,12 @@ from __future__ import annotations
 import tensorflow as tf
 
 as_written = tf.autograph.experimental.do_not_convert
+
+
+def masked(tensor: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """``tf.boolean_mask(tensor, mask)`` (a mask over the leading axes) in two graph nodes instead of about 27.
+
+    Every node of a tf.data function is paid again at each ``input_fn()`` and
+    iterator start (tracing, then instantiating: about 0.3 ms a node here).
+    """
+    return tf.gather_nd(tensor, tf.where(mask))

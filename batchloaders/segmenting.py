@@ -35,7 +35,7 @@ import dataclasses
 import tensorflow as tf
 
 from batchloaders import chunking
-from batchloaders.graphs import as_written
+from batchloaders.graphs import as_written, masked
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
 
@@ -174,7 +174,7 @@ def _repeated_keys(config: LoaderConfig, seen, keys, counts) -> tuple[list, tf.T
     """(checks, seen): an assertion that no key of the block's sequences (skipped ones aside) is in ``seen`` or
     twice in the block, naming the first that is; ``seen`` (sorted fingerprints) with the block's added."""
     spec = config.segmenting
-    keys = tf.boolean_mask(keys, counts > 0)
+    keys = masked(keys, counts > 0)
     prints = tf.strings.to_hash_bucket_fast(keys, 2**63 - 1)
     at = tf.searchsorted(seen, prints, side="left")
     padded = tf.concat([seen, [-1]], 0)
@@ -270,9 +270,9 @@ def finish(element: dict, config: LoaderConfig) -> tuple[dict, dict]:
     values, meta, slot = dict(element["values"]), dict(element["meta"]), element["slot"]
     if spec.allow_small_batch:
         present = element["present"]
-        values = {n: tf.boolean_mask(v, present) for n, v in values.items()}
-        meta = {n: tf.boolean_mask(v, present) for n, v in meta.items()}
-        slot = tf.boolean_mask(slot, present)
+        values = {n: masked(v, present) for n, v in values.items()}
+        meta = {n: masked(v, present) for n, v in meta.items()}
+        slot = masked(slot, present)
     counters = {spec.names[n]: v for n, v in meta.items()}
     counters[spec.names["slot"]] = slot
     return values, counters

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from batchloaders import block_sizes, chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written
+from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
 from batchloaders.loaders import windows
 from batchloaders.config.model import LoaderConfig, ManifestFeature
@@ -63,7 +63,7 @@ def frames(serialized, first_record, filename, manifest, selected: dict, block: 
     with tf.control_dependencies(checks):
         for name, v in values.items():
             if name in lengths:
-                out[name] = tf.boolean_mask(v, tf.sequence_mask(lengths[name], tf.shape(v)[1]))
+                out[name] = masked(v, tf.sequence_mask(lengths[name], tf.shape(v)[1]))
             else:
                 out[name] = tf.reshape(v, [-1] + v.shape[2:].as_list())
         if records:

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from batchloaders import block_sizes, chunking, segmenting, sources
 from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written
+from batchloaders.graphs import as_written, masked
 from batchloaders.loaders import windows
 from batchloaders.config.model import LoaderConfig
 
@@ -47,7 +47,7 @@ def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | No
         per_record = lengths[name]
         steps = tf.where(valid, tf.gather(per_record, tf.minimum(record, records - 1)), tf.constant(0, tf.int64))
         total = tf.reduce_sum(steps, axis=1)
-        flat = tf.boolean_mask(v, tf.sequence_mask(per_record, tf.shape(v)[1]))
+        flat = masked(v, tf.sequence_mask(per_record, tf.shape(v)[1]))
         step = tf.range(tf.reduce_max(total))[None, :]
         positions = tf.where(step < total[:, None], tf.cumsum(total, exclusive=True)[:, None] + step,
                              tf.shape(flat, out_type=tf.int64)[0])
@@ -103,8 +103,8 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     def parse(batch):
         valid = tf.range(tf.shape(batch["serialized"], out_type=tf.int64)[1])[None, :] < batch["count"][:, None]
         files = tf.broadcast_to(batch["file"][:, None], tf.shape(valid))
-        names = reader.record_names(tf.boolean_mask(files, valid), tf.boolean_mask(batch["record"], valid))
-        out = assemble(tf.boolean_mask(batch["serialized"], valid), batch["count"], manifest, selected,
+        names = reader.record_names(masked(files, valid), masked(batch["record"], valid))
+        out = assemble(masked(batch["serialized"], valid), batch["count"], manifest, selected,
                        fixed_count, names)
         if segmenting.wants_source(config):  # a window's first record names it
             out["extras"]["source_key"] = chunking.source_keys(config, batch["file"], batch["record"][:, 0])
