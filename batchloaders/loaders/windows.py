@@ -26,7 +26,7 @@ from typing import Callable
 import tensorflow as tf
 
 from batchloaders import sources
-from batchloaders.graphs import as_written
+from batchloaders.graphs import as_written, growing
 from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -100,7 +100,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
                                              maxval=tf.constant(max_offset, tf.int64), dtype=tf.int64)
     first_length = draw_lengths(1, key(-1), lo, hi)[0]
     zero = tf.constant(0, tf.int64)
-    initial = (empty, zero, offset, first_length, zero, zero)
+    initial = ({k: growing(v) for k, v in empty.items()}, zero, offset, first_length, zero, zero)
 
     def step(state, element):
         carry, position, start, length, index, total = state
