@@ -25,7 +25,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import sharding, sources
 from batchloaders.graphs import as_written
 from batchloaders.config.model import LoaderConfig
 
@@ -181,9 +181,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
     all_files = list(config.dataset.files)
-    shard = list(range(len(all_files)))
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        shard = shard[input_context.input_pipeline_id::input_context.num_input_pipelines]
+    share = sharding.plan(config, input_context)
+    shard = list(share.files)
 
     # One epoch of files; the epoch is repeated after the window shuffle (below) so epochs never mix.
     # rerandomize_each_iteration gives every epoch new seeds, still reproducible from config.seed.
@@ -204,6 +203,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
         f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
         f"length); expected a smaller min_window or longer files"))
+    # After the guard, which asks whether the data gives any window at all, not this pipeline's share.
+    cuts = sharding.keep_windows(cuts, share)
     cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
     windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)
