@@ -125,6 +125,12 @@ def keep_records(shard: Shard):
     return keep
 
 
+def kept_any(block) -> tf.Tensor:
+    """Whether a block :func:`keep_records` filtered still holds a record: empty blocks are dropped, so that
+    a pass giving this pipeline nothing gives no element at all (see :func:`endless`)."""
+    return tf.size(block["serialized"]) > 0
+
+
 def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
     """Cut elements of ``windows.stream`` with only the windows this pipeline keeps (unchanged unless by record).
 
@@ -140,3 +146,30 @@ def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
         return {**element, "starts": tf.boolean_mask(element["starts"], mine),
                 "lens": tf.boolean_mask(element["lens"], mine)}
     return windows.map(as_written(keep))
+
+
+def endless(repeated: tf.data.Dataset, config: LoaderConfig, shard: Shard) -> tf.data.Dataset:
+    """``repeated`` (the passes repeated forever, epochs null) failing clearly if it ever ends.
+
+    tf.data ends a repeat whose pass gives no element: a pipeline whose share holds nothing (its
+    files are empty; fewer records or windows than pipelines) would otherwise end with Keras's raw
+    "expected an infinite number of elements" FailedPreconditionError. Nothing is added per element.
+    """
+    if config.epochs is not None or shard.rule == NONE:
+        return repeated
+    unit = "record" if config.type == "independent" else "window"
+    if shard.rule == FILE:
+        why = (f"its data file(s) (positions {', '.join(map(str, shard.files))} of {len(config.dataset.files)}) "
+               f"give no {unit}")
+    else:
+        why = f"the data gives fewer {unit}s than input pipelines, or none falls to this one"
+    message = (f"{config.source}: $.args.epochs: input pipeline {shard.pipeline} of {shard.pipelines} got no "
+               f"{unit} from a full pass over its share of the data (sharded by {shard.rule}): {why}, so with "
+               f"epochs null it would give no batch, ever; expected more data, or fewer input pipelines")
+
+    def fail(_):
+        check = tf.debugging.Assert(False, [message], summarize=1)
+        with tf.control_dependencies([check]):
+            return tf.nest.map_structure(lambda spec: tf.zeros([d or 0 for d in spec.shape], spec.dtype),
+                                         repeated.element_spec)
+    return repeated.concatenate(tf.data.Dataset.from_tensors(0).map(as_written(fail)))

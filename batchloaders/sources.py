@@ -92,13 +92,15 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     return files
 
 
-def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Dataset:
+def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset, shard=None) -> tf.data.Dataset:
     """Repeat one whole epoch (file shuffle, reading, element shuffle) so epochs never mix.
 
     Every element appears exactly once per epoch; only the batch that straddles
-    two epochs holds elements of both.
+    two epochs holds elements of both. ``shard`` (a sharding.Shard): a sharded pipeline repeating
+    forever fails clearly if its share holds nothing (sharding.endless).
     """
-    return elements.repeat(config.epochs)
+    repeated = elements.repeat(config.epochs)
+    return sharding.endless(repeated, config, shard) if shard is not None else repeated
 
 
 # Block sizes (and the record-size sample they use) live in block_sizes.py, which imports no TensorFlow.
@@ -143,7 +145,7 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
             return then(out) if then is not None else out
         blocks = reader.blocks(element["file"], element["index"], block, then=numbered)
         if keep is not None:
-            blocks = blocks.map(as_written(keep))
+            blocks = blocks.map(as_written(keep)).filter(as_written(sharding.kept_any))
         if read_ahead:
             return blocks.prefetch(ahead)
         return blocks.unbatch() if unbatch else blocks

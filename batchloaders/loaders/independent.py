@@ -29,7 +29,8 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     drop = config.drop_remainder or config.epochs is None
     manifest, selected = config.dataset.manifest, config.selected
     # Sharded by record, each block keeps this pipeline's records, named one by one (the paths below).
-    keep = sharding.keep_records(sharding.plan(config, input_context))
+    shard = sharding.plan(config, input_context)
+    keep = sharding.keep_records(shard)
 
     def parse(serialized, names):
         values, lengths = parse_batch(serialized, manifest, selected, names=names)
@@ -54,19 +55,19 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             blocks = sources.read_blocks(config, reader, files, compact=True).map(
                 as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                 deterministic=not config.sloppy_interleave)
-        batches = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+        batches = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
         blocks = sources.read_blocks(config, reader, files, keep=keep)
-        records = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+        records = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
     else:
         records = sources.read_blocks(config, reader, files, unbatch=True, keep=keep)
         if config.shuffle:
             records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                       reshuffle_each_iteration=True)
-        records = sources.repeat_epochs(config, records).batch(batch_size, drop_remainder=drop)
+        records = sources.repeat_epochs(config, records, shard).batch(batch_size, drop_remainder=drop)
 
     def decode(records):
         parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))
