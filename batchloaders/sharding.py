@@ -43,9 +43,10 @@ class Shard:
     files: tuple[int, ...]  # positions in config.dataset.files
 
     def records_of(self, file: int, count: int) -> int:
-        """How many of the ``count`` records of file ``file`` this pipeline keeps (every one unless by record)."""
+        """How many of the ``count`` records of file ``file``, one of ``files``, this pipeline keeps
+        (every one unless by record)."""
         if self.rule != RECORD:
-            return count if file in self.files else 0
+            return count
         first = (self.pipeline - file) % self.pipelines  # the first record r with (file + r) % n == pipeline
         return max(0, -(-(count - first) // self.pipelines))
 

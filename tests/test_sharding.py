@@ -193,25 +193,34 @@ def test_per_replica_batch_size_and_a_batch_the_replicas_cannot_share(data, batc
     assert first["id"].numpy().tolist() == [0, 1, 2, 3, 4, 200, 201, 202][:per_replica]
 
 
-@pytest.mark.parametrize("loader,unit", [("independent", "record"), ("continuous_sequence", "window")])
-def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader, unit):
-    """One file of 2 records (continuous: 2 windows) for 3 pipelines: pipeline 2 gets nothing."""
+BY_RECORD = "(sharded by record): the data gives fewer {unit}s than input pipelines, or none falls to this one"
+
+
+@pytest.mark.parametrize("loader,counts,unit,why", [
+    # 1 file of 2 records (continuous: 2 windows of 3 steps) for 3 pipelines: pipeline 2 gets nothing.
+    ("independent", [2], "record", BY_RECORD),
+    ("continuous_sequence", [2], "window", BY_RECORD),
+    # 3 files for 3 pipelines: pipeline 2 reads the empty third.
+    ("independent", [2, 2, 0], "record", "(sharded by file): its data file(s) (positions 2 of 3) give no record"),
+])
+def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader, counts, unit, why):
     if loader == "independent":
         write_manifest(tmp_path, [feature("id", "int64", [], "int")])
-        write_records(tmp_path / "a.tfrecords", [example(id=("int", [r])) for r in range(2)])
+        for f, n in enumerate(counts):
+            write_records(tmp_path / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r])) for r in range(n)])
         cfg = loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=None)
     else:
-        write_continuous(tmp_path, [2], chunk=3)
+        write_continuous(tmp_path, counts, chunk=3)
         cfg = sequence_config(tmp_path, loader, [("y", "y")], inputs=["y"], lo=3, hi=3, epochs=None)
     input_fn = batchloaders.build_input_fn(cfg)
-    assert [b[next(iter(b))].tolist() for b in collect(input_fn(context(3, 1)), 2)] == (
-        [[1, 1], [1, 1]] if loader == "independent" else [[[3, 4, 5]] * 2, [[3, 4, 5]] * 2])
+    assert [b[next(iter(b))].tolist() for b in collect(input_fn(context(3, 1)), 2)] == {
+        (1, "independent"): [[1, 1], [1, 1]], (1, "continuous_sequence"): [[[3, 4, 5]] * 2, [[3, 4, 5]] * 2],
+        (3, "independent"): [[100, 101], [100, 101]]}[len(counts), loader]
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:
         collect(input_fn(context(3, 2)), 2)
     assert (f"<dict>: $.args.epochs: input pipeline 2 of 3 got no {unit} from a full pass over its share of the "
-            f"data (sharded by record): the data gives fewer {unit}s than input pipelines, or none falls to this "
-            "one, so with epochs null it would give no batch, ever; expected more data, or fewer input pipelines"
-            ) in raised.value.message
+            f"data {why.format(unit=unit)}, so with epochs null it would give no batch, ever; expected more data, "
+            "or fewer input pipelines") in raised.value.message
 
 
 @pytest.mark.slow
