@@ -97,7 +97,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         batch_size = sharding.per_replica_batch_size(loader_config, batch_size, input_context, from_params=from_params)
         shard = sharding.plan(loader_config, input_context)  # the loaders plan the same share
         if input_context is not None:
-            sharding.log.info("%s", sharding.describe(loader_config, shard))
+            sharding.log_rule(loader_config, shard)
         reader.refresh()
         zero_tails = base.zero_tails(loader, loader_config)
         finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
@@ -116,7 +116,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
         cardinality = expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
-                                    cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter)
+                                    cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
+                                    segment_counter=segment_counter)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -63,8 +63,7 @@ def plan(config: LoaderConfig, input_context) -> Shard:
     if config.seed is None and random_windows(config):
         raise ConfigError(Problem(config.source, "$.args.seed", (
             f"found null, but the dataset has {files} data file(s) for {pipelines} input pipelines, so each "
-            "pipeline reads every file and keeps every "
-            f"{pipelines}th window, and the windows are drawn at random ({_why_random(config)}): every pipeline "
+            f"pipeline reads every file and keeps 1 window in {pipelines}, and the windows are drawn at random ({_why_random(config)}): every pipeline "
             "must draw the same windows, from one seed; expected a seed (any integer), or at least "
             f"{pipelines} data files (each pipeline then reads its own)")))
     return Shard(RECORD, pipelines, pipeline, tuple(range(files)))
@@ -84,14 +83,20 @@ def _why_random(config: LoaderConfig) -> str:
     return "a random start offset, shuffle being true"
 
 
-def describe(config: LoaderConfig, shard: Shard) -> str:
-    """The line logged once per ``input_fn`` call: the rule chosen and why."""
+def log_rule(config: LoaderConfig, shard: Shard) -> None:
+    """Log :func:`summary` on the ``batchloaders`` logger, at INFO (once per ``input_fn`` call)."""
+    log.info("%s", summary(config, shard))
+
+
+def summary(config: LoaderConfig, shard: Shard) -> str:
+    """The rule chosen for one input pipeline and why, in one line."""
     files, n, i = len(config.dataset.files), shard.pipelines, shard.pipeline
     if shard.rule == NONE:
         return "input pipeline 0 of 1: not sharded, reads every data file"
     if shard.rule == FILE:
+        positions = ", ".join(map(str, shard.files[:5])) + (", ..." if len(shard.files) > 5 else "")
         return (f"input pipeline {i} of {n}: sharded by file ({files} data files >= {n} input pipelines): "
-                f"reads {len(shard.files)} file(s), positions {', '.join(map(str, shard.files))}")
+                f"reads {len(shard.files)} file(s), positions {positions}")
     unit = "record r" if config.type == "independent" else "window w"
     return (f"input pipeline {i} of {n}: sharded by {unit.split()[0]} ({files} data files < {n} input pipelines): "
             f"reads every file and keeps {unit} of file f when (f + {unit[-1]}) % {n} == {i}")

@@ -106,6 +106,8 @@ def test_shares_are_the_rules_disjoint_and_cover_the_data(data, loader, n, caplo
                           "reads 2 file(s), positions 1, 4"),
     ("continuous_sequence", 2, 0, "input pipeline 0 of 2: sharded by file (7 data files >= 2 input pipelines): "
                                   "reads 4 file(s), positions 0, 2, 4, 6"),
+    ("discrete_sequence", 7, 0, "input pipeline 0 of 7: sharded by file (7 data files >= 7 input pipelines): "
+                                "reads 1 file(s), positions 0"),
     ("independent", 8, 3, "input pipeline 3 of 8: sharded by record (7 data files < 8 input pipelines): "
                           "reads every file and keeps record r of file f when (f + r) % 8 == 3"),
     ("discrete_sequence", 8, 7, "input pipeline 7 of 8: sharded by window (7 data files < 8 input pipelines): "
@@ -165,7 +167,7 @@ def test_random_windows_sharded_by_window_need_a_seed(data, loader, args, why):
     assert (problem.file, problem.path) == ("<dict>", "$.args.seed")
     assert problem.message == (
         "found null, but the dataset has 7 data file(s) for 8 input pipelines, so each pipeline reads every file "
-        f"and keeps every 8th window, and the windows are drawn at random ({why}): every pipeline must draw the "
+        f"and keeps 1 window in 8, and the windows are drawn at random ({why}): every pipeline must draw the "
         "same windows, from one seed; expected a seed (any integer), or at least 8 data files (each pipeline then "
         "reads its own)")
 
@@ -243,3 +245,30 @@ def test_mirrored_strategy_over_two_logical_cpus_fits_a_keras_model(tmp_path):
     assert out["odd_batch"] == [["<dict>", "$.args.target_batch_size", (
         "found 5: under tf.distribute the global batch is split evenly among the 2 replicas in sync, and 5 is "
         "not a multiple of 2; expected a multiple of 2 (e.g. 4 or 6)")]]
+
+
+@pytest.mark.parametrize("n,i,rule,files", [
+    (1, 0, "none", (0, 1, 2, 3, 4, 5, 6)),
+    (2, 1, "file", (1, 3, 5)),
+    (7, 6, "file", (6,)),
+    (8, 7, "record", (0, 1, 2, 3, 4, 5, 6)),
+])
+def test_the_plan_of_a_pipeline(data, n, i, rule, files):
+    from batchloaders import sharding
+
+    shard = sharding.plan(batchloaders.build_input_fn(config(data, "independent")).config, context(n, i))
+    assert (shard.rule, shard.pipelines, shard.pipeline, shard.files) == (rule, n, i, files)
+
+
+@pytest.mark.parametrize("file,count,kept", [
+    (0, 5, 1),    # record 3
+    (5, 4, 0),    # its first would be record 6
+    (2, 20, 3),   # records 1, 9, 17
+    (3, 0, 0),
+    (3, 8, 1),    # record 0
+])
+def test_records_a_pipeline_keeps_of_a_file_sharded_by_record(file, count, kept):
+    from batchloaders import sharding
+
+    shard = sharding.Shard(sharding.RECORD, 8, 3, tuple(range(7)))
+    assert shard.records_of(file, count) == kept == sum((file + r) % 8 == 3 for r in range(count))
