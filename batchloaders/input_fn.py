@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, keras_align, packing, segmenting
+from batchloaders import bucketing, chunking, keras_align, packing, segmenting, sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches
@@ -31,20 +31,6 @@ def _packer(kind: str, names: list[str]):
     if kind == "list":
         return lambda tensors: tuple(tensors[n] for n in names)  # tf.data would stack a list
     return lambda tensors: tensors
-
-
-def _shard(config: LoaderConfig, input_context) -> list[int]:
-    """Positions in config.dataset.files this input pipeline reads; ConfigError when it would read none."""
-    files = len(config.dataset.files)
-    if input_context is None or input_context.num_input_pipelines <= 1:
-        return list(range(files))
-    pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
-    if pipelines > files:
-        raise ConfigError(Problem(config.source, config.dataset.json_path, (
-            f"the dataset has {files} data file(s), but the job runs {pipelines} input pipelines and each reads "
-            f"its own share of the files: pipeline(s) {files}..{pipelines - 1} would read no file and give no "
-            f"batch; expected at least {pipelines} data files (split the data into more files)")))
-    return list(range(files))[pipeline::pipelines]
 
 
 def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=None) -> Callable[..., tf.data.Dataset]:
@@ -103,13 +89,15 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
                                       "argument: expected a params dict or a tf.distribute.InputContext"))
         if params is not None and not isinstance(params, Mapping):
             raise ConfigError(Problem("<params>", "$", f"found a {type(params).__name__}: expected a dict"))
+        from_params = "batch_size" in (params or {})
         batch_size = (params or {}).get("batch_size", loader_config.target_batch_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected a positive integer"))
-        if input_context is not None and input_context.num_replicas_in_sync > 1:
-            # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
-            batch_size = input_context.get_per_replica_batch_size(batch_size)
-        shard = _shard(loader_config, input_context)
+        # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
+        batch_size = sharding.per_replica_batch_size(loader_config, batch_size, input_context, from_params=from_params)
+        shard = sharding.plan(loader_config, input_context)  # the loaders plan the same share
+        if input_context is not None:
+            sharding.log_rule(loader_config, shard)
         reader.refresh()
         zero_tails = base.zero_tails(loader, loader_config)
         finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
@@ -126,9 +114,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
             block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
+        cardinality = expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
         return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
-                                    cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter)
+                                    cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
+                                    segment_counter=segment_counter)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

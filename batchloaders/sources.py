@@ -17,6 +17,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from batchloaders import sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.graphs import as_written
 from batchloaders.config.datasets import url_scheme
@@ -74,12 +75,14 @@ def check_remote_files(config: LoaderConfig) -> None:
 def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True) -> tf.data.Dataset:
     """``{"file": name, "index": position in config.dataset.files}``, sharded and shuffled.
 
+    Sharded by file when sharding.plan says so (sharded by record, every pipeline reads every file).
     ``repeat=False`` leaves repeating to ``repeat_epochs``.
     """
     names = list(config.dataset.files)
     files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int32)})
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        files = files.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    shard = sharding.plan(config, input_context)
+    if shard.rule == sharding.FILE:
+        files = files.shard(shard.pipelines, shard.pipeline)
     if config.shuffle:
         files = files.shuffle(config.num_filenames_shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
     if repeat:
@@ -89,13 +92,15 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     return files
 
 
-def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Dataset:
+def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset, shard=None) -> tf.data.Dataset:
     """Repeat one whole epoch (file shuffle, reading, element shuffle) so epochs never mix.
 
     Every element appears exactly once per epoch; only the batch that straddles
-    two epochs holds elements of both.
+    two epochs holds elements of both. ``shard`` (a sharding.Shard): a sharded pipeline repeating
+    forever fails clearly if its share holds nothing (sharding.endless).
     """
-    return elements.repeat(config.epochs)
+    repeated = elements.repeat(config.epochs)
+    return sharding.endless(repeated, config, shard) if shard is not None else repeated
 
 
 # Block sizes (and the record-size sample they use) live in block_sizes.py, which imports no TensorFlow.
@@ -105,7 +110,7 @@ from batchloaders.block_sizes import independent as records_per_block  # noqa: E
 
 
 def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,
-                compact: bool = False, then=None) -> tf.data.Dataset:
+                compact: bool = False, then=None, keep=None) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 
     ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
@@ -115,6 +120,9 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     first record). ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
     reads the file when :func:`reads_ahead` (so several files' blocks are worked on at once), and in the
     same tf.data function call as the end-of-file check (each call costs 60-170 microseconds).
+    ``keep`` (sharding.keep_records) selects records of each numbered block, in a map of its own:
+    inside the check's scan, a block it empties would come out as a [1, 0] element, on whose
+    ``unbatch`` TensorFlow 2.21 crashes (segmentation fault).
 
     Blocks (not single records) of every open file are read ahead, each file in a thread of its own,
     when at most ``READ_AHEAD_FILES`` files are open: handing over a block of up to 1024 records
@@ -136,6 +144,8 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
                        "record": b["first"] + tf.range(count)}
             return then(out) if then is not None else out
         blocks = reader.blocks(element["file"], element["index"], block, then=numbered)
+        if keep is not None:
+            blocks = blocks.map(as_written(keep)).filter(as_written(sharding.kept_any))
         if read_ahead:
             return blocks.prefetch(ahead)
         return blocks.unbatch() if unbatch else blocks

@@ -137,14 +137,24 @@ def test_a_file_changed_since_the_manifest_fails_the_build(tmp_path):
            f"{size - 8:,} bytes (7 records)" in problem.message
 
 
-def test_more_input_pipelines_than_files_is_a_config_error(tmp_path):
+@pytest.mark.parametrize("pipeline,batches", [
+    (0, [[100, 103, 202, 205]]),  # record r of file f when (f + r) % 3 == pipeline (a: f 0, b: f 1)
+    (1, [[101, 104, 200, 203], [206]]),
+    (2, [[102, 201, 204]]),
+])
+def test_more_input_pipelines_than_files_shard_by_record_with_the_cardinality(tmp_path, pipeline, batches):
     import tensorflow as tf
 
     input_fn = batchloaders.build_input_fn(config(dataset(tmp_path)))
-    context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=2, num_replicas_in_sync=1)
-    with pytest.raises(ConfigError) as raised:
-        input_fn(context)
-    assert "the dataset has 2 data file(s), but the job runs 3 input pipelines" in str(raised.value)
+    ds = input_fn(tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline, num_replicas_in_sync=1))
+    assert int(ds.cardinality()) == len(batches)
+    assert [b["x"].numpy()[:, 0].tolist() for b in ds] == batches
+
+
+def test_as_many_files_as_input_pipelines_shard_by_file(tmp_path):
+    import tensorflow as tf
+
+    input_fn = batchloaders.build_input_fn(config(dataset(tmp_path)))
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
     ds = input_fn(context)  # 2 pipelines: pipeline 1 reads b.tfrecords, batches of 4 // 2 = 2
     assert int(ds.cardinality()) == 4

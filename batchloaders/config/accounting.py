@@ -10,6 +10,7 @@ written (cut, appended or replaced): that is reported before training starts.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from batchloaders.errors import Problem
 from batchloaders.config.datasets import url_scheme
@@ -109,9 +110,12 @@ def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check)
             f"true: no batch would come out; expected a smaller target_batch_size, or drop_remainder false"))
 
 
-def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int) -> int | None:
+def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int, *,
+                     share: Callable[[int, int], int] | None = None) -> int | None:
     """Batches one input pipeline reading files ``shard`` gives, when the manifest's counts fix it.
 
+    ``share(file, count)``: how many of a file's ``count`` records the pipeline keeps (sharding by
+    record, see sharding.py); by default every record of the files it reads.
     Only the independent loader has a count fixed by its records (windows are
     drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
     """
@@ -122,5 +126,5 @@ def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int) ->
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
         return None
-    total = config.epochs * sum(counts[i] for i in shard)
+    total = config.epochs * sum(share(i, counts[i]) if share is not None else counts[i] for i in shard)
     return total // batch_size if config.drop_remainder else -(-total // batch_size)

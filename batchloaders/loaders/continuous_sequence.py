@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, chunking, segmenting, sources
+from batchloaders import block_sizes, chunking, segmenting, sharding, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
@@ -79,6 +79,8 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
     keyed = segmenting.wants_source(config)
+    # Sharded by window, a pipeline keeps every nth window: no longer back to back.
+    back_to_back = fixed and config.stride is None and sharding.plan(config, input_context).rule != sharding.RECORD
 
     def file_blocks(filename, index):
         def parse(b):
@@ -95,7 +97,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
         if keyed:  # a window is named by the record of its first frame
             extras["source_key"] = chunking.source_keys(config, tf.fill(tf.shape(starts), element["file"]),
                                                         tf.gather(buffer.pop(RECORD), starts))
-        if fixed and config.stride is None:  # back-to-back windows of one size: a slice and a reshape
+        if back_to_back:  # windows of one size: a slice and a reshape
             size = config.min_window
             span = slice(starts[0], starts[0] + tf.size(lens, out_type=tf.int64) * size)
             values = {name: tf.reshape(v[span], [-1, size] + v.shape[1:].as_list()) for name, v in buffer.items()}

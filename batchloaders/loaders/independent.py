@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, segmenting, sources
+from batchloaders import chunking, segmenting, sharding, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.config.model import LoaderConfig
@@ -28,12 +28,15 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     files = sources.file_names(config, input_context, repeat=False)
     drop = config.drop_remainder or config.epochs is None
     manifest, selected = config.dataset.manifest, config.selected
+    # Sharded by record, each block keeps this pipeline's records, named one by one (the paths below).
+    shard = sharding.plan(config, input_context)
+    keep = sharding.keep_records(shard)
 
     def parse(serialized, names):
         values, lengths = parse_batch(serialized, manifest, selected, names=names)
         return {"values": values, "lengths": lengths}
 
-    if sources.reads_in_blocks(config) and not manifest.allow_var_len:
+    if sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
         block = sources.records_per_block(config)
 
@@ -52,19 +55,19 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             blocks = sources.read_blocks(config, reader, files, compact=True).map(
                 as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                 deterministic=not config.sloppy_interleave)
-        batches = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+        batches = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
-        blocks = sources.read_blocks(config, reader, files)
-        records = sources.repeat_epochs(config, blocks).rebatch(batch_size, drop_remainder=drop)
+        blocks = sources.read_blocks(config, reader, files, keep=keep)
+        records = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
     else:
-        records = sources.read_blocks(config, reader, files, unbatch=True)
+        records = sources.read_blocks(config, reader, files, unbatch=True, keep=keep)
         if config.shuffle:
             records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                       reshuffle_each_iteration=True)
-        records = sources.repeat_epochs(config, records).batch(batch_size, drop_remainder=drop)
+        records = sources.repeat_epochs(config, records, shard).batch(batch_size, drop_remainder=drop)
 
     def decode(records):
         parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))

@@ -25,7 +25,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import sources
+from batchloaders import sharding, sources
 from batchloaders.graphs import as_written, growing
 from batchloaders.config.model import LoaderConfig
 
@@ -181,9 +181,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
     all_files = list(config.dataset.files)
-    shard = list(range(len(all_files)))
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        shard = shard[input_context.input_pipeline_id::input_context.num_input_pipelines]
+    share = sharding.plan(config, input_context)
+    shard = list(share.files)
 
     # One epoch of files; the epoch is repeated after the window shuffle (below) so epochs never mix.
     # rerandomize_each_iteration gives every epoch new seeds, still reproducible from config.seed.
@@ -199,11 +198,16 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
     cuts = sources.interleave(config, files, open_file, buffered=ahead)
+    by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
     cuts = guard_empty_passes(cuts, shard, all_files, (
-        f"{config.source}: $.args.min_window: a full pass over the {len(shard)} data file(s) gave no "
+        f"{config.source}: $.args.min_window: "
+        + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
+        + f"a full pass over the {len(shard)} data file(s) gave no "
         f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
         f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
-        f"length); expected a smaller min_window or longer files"))
+        f"length); expected a smaller min_window or longer files" + (", or fewer input pipelines" if by_file else "")))
+    # After the guard, which asks whether the data gives any window at all, not this pipeline's share.
+    cuts = sharding.keep_windows(cuts, share)
     cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
     windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)
@@ -211,10 +215,10 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     if not config.shuffle and lo == hi:
         # Windows of one size come in blocks of one shape: rebatch cuts the same batches from them
         # without handing over every window on its own (unbatch, then padded_batch).
-        return sources.repeat_epochs(config, windows).rebatch(batch_size, drop_remainder=drop)
+        return sources.repeat_epochs(config, windows, share).rebatch(batch_size, drop_remainder=drop)
     windows = windows.unbatch()
     if config.shuffle:
         windows = windows.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
                                   reshuffle_each_iteration=True)
-    windows = sources.repeat_epochs(config, windows)
+    windows = sources.repeat_epochs(config, windows, share)
     return windows.padded_batch(batch_size, drop_remainder=drop)
