@@ -25,7 +25,7 @@ import logging
 import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.graphs import as_written
+from batchloaders.graphs import as_written, masked
 from batchloaders.config.model import LoaderConfig
 
 log = logging.getLogger("batchloaders")
@@ -127,7 +127,7 @@ def keep_records(shard: Shard):
 
     def keep(block):
         owner = (tf.cast(block["file"], tf.int64) + block["record"]) % shard.pipelines
-        return {k: tf.boolean_mask(v, owner == shard.pipeline) for k, v in block.items()}
+        return {k: masked(v, owner == shard.pipeline) for k, v in block.items()}
     return keep
 
 
@@ -149,8 +149,8 @@ def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
         count = tf.size(element["lens"], out_type=tf.int64)
         number = element["windows"] - count + tf.range(count)
         mine = (tf.cast(element["file"], tf.int64) + number) % shard.pipelines == shard.pipeline
-        return {**element, "starts": tf.boolean_mask(element["starts"], mine),
-                "lens": tf.boolean_mask(element["lens"], mine)}
+        return {**element, "starts": masked(element["starts"], mine),
+                "lens": masked(element["lens"], mine)}
     return windows.map(as_written(keep))
 
 
