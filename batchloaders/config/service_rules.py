@@ -1,0 +1,64 @@
+"""The ``service`` block checked beyond its schema: the address, and the options that only work together.
+
+Nothing here connects to the dispatcher: a config naming a fixed address validates anywhere (in CI, on a
+laptop); input_fn checks the dispatcher answers when it builds the dataset (service.py).
+"""
+from __future__ import annotations
+
+import re
+
+from batchloaders.config.model import ServiceConfig
+
+AT = ("args", "service")
+_ADDRESS = re.compile(r"^(?:grpc://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$")
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` is no dispatcher address, or None; the schema's pattern says the same, this adds the
+    port's range (and serves params["service_address"], which no schema sees)."""
+    found = _ADDRESS.match(address) if isinstance(address, str) else None
+    if found is None:
+        return (f"found {address!r}: expected a dispatcher address HOST:PORT or grpc://HOST:PORT (what "
+                "`batchloaders serve --dispatcher` prints), e.g. 'localhost:5050'")
+    if not 1 <= int(found.group("port")) <= 65535:
+        return f"found port {int(found.group('port'))} in {address!r}: expected a port from 1 to 65535"
+    return None
+
+
+def normalized(address: str) -> str:
+    """'host:port' -> 'grpc://host:port' (TensorFlow's servers speak grpc only, and name their targets so)."""
+    return address if address.startswith("grpc://") else f"grpc://{address}"
+
+
+def service_spec(block: dict, epochs, check) -> ServiceConfig | None:
+    """The checked block, or None after reporting through ``check(parts, message)``."""
+    ok = True
+    why = address_problem(block["address"])
+    if why:
+        check(AT + ("address",), why)
+        ok = False
+    consumers, index = block.get("num_consumers"), block.get("consumer_index")
+    if (consumers is None) != (index is None):
+        given, missing = ("num_consumers", "consumer_index") if index is None else ("consumer_index", "num_consumers")
+        check(AT + (given,), f"found {given} without {missing}: expected both (coordinated reads: each trainer "
+                             "reads its turn, consumer_index, of num_consumers) or neither")
+        ok = False
+    elif consumers is not None:
+        if index >= consumers:
+            check(AT + ("consumer_index",), f"found consumer_index {index} with num_consumers {consumers}: expected "
+                                            f"an index from 0 to {consumers - 1}")
+            ok = False
+        if "job_name" not in block:
+            check(AT + ("num_consumers",), "found num_consumers without job_name: expected a job_name (the "
+                                           "trainers take turns reading one shared job, which a name identifies)")
+            ok = False
+        if epochs is not None:
+            check(AT + ("num_consumers",), f"found num_consumers with epochs {epochs}: expected epochs null (in "
+                                           "coordinated reads a trainer whose workers run out of data first "
+                                           "would leave the others waiting for their turn forever)")
+            ok = False
+    if not ok:
+        return None
+    return ServiceConfig(normalized(block["address"]), block.get("processing_mode", "dynamic"), block.get("job_name"),
+                         consumers, index, block.get("max_outstanding_requests"),
+                         block.get("target_workers", "AUTO"), block.get("compression", "AUTO"))

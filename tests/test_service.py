@@ -1,0 +1,270 @@
+"""The tf.data service: the compiled pipeline run by a real dispatcher and two workers on localhost.
+
+Data: three files of Examples; record r of file f holds id = 100*f + r and x = [id, id + 0.5], so every
+example that arrives says which file and record it is. The servers are TensorFlow's own (DispatchServer,
+WorkerServer) in this process, on ports the system chooses; ``serve`` is run as the console script.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from batchloaders import ConfigError, ServiceError, build_input_fn, load_config
+from batchloaders import service
+from conftest import example, feature, loader_config, write_manifest, write_records
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RECORDS = 7
+IDS = [100 * f + r for f in range(3) for r in range(RECORDS)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("service") / "numbered"
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("x", "float32", [2], "float")])
+    for f in range(3):
+        write_records(d / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r]), x=("float", [100 * f + r,
+                                                                                                  100 * f + r + .5]))
+                                                  for r in range(RECORDS)])
+    return d
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """A dispatcher and two workers (dynamic registration); yields the dispatcher's HOST:PORT."""
+    dispatcher = service.start_dispatcher()
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address) for _ in range(2)]
+    yield address
+    for server in workers + [dispatcher]:
+        server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fixed_servers():
+    """A dispatcher knowing its two workers in advance (what file and data sharding need)."""
+    ports = [free_port(), free_port()]
+    dispatcher = service.start_dispatcher(worker_addresses=[f"localhost:{p}" for p in ports])
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address, p, "localhost:%port%") for p in ports]
+    yield address
+    for server in workers + [dispatcher]:
+        server.stop()
+
+
+def config(data, address, **block):
+    return loader_config(data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=3,
+                         service={"address": address, **block})
+
+
+def examples(dataset):
+    """(id, x) of every example of every batch, in arrival order."""
+    out = []
+    for features, targets in dataset.as_numpy_iterator():
+        out += [(int(i), tuple(float(v) for v in x)) for i, x in zip(targets["id"], features["x"])]
+    return out
+
+
+def local(cfg):
+    return build_input_fn({**cfg, "args": {k: v for k, v in cfg["args"].items() if k != "service"}})()
+
+
+def test_dynamic_gives_every_example_exactly_once(data, servers):
+    cfg = config(data, servers, processing_mode="dynamic")
+    got = examples(build_input_fn(cfg)())
+    assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+    assert collections.Counter(got) == collections.Counter(examples(local(cfg)))
+
+
+def test_off_gives_every_example_once_per_worker(data, servers):
+    cfg = config(data, servers, processing_mode="off")
+    got = examples(build_input_fn(cfg)())
+    assert collections.Counter(got) == collections.Counter({(i, (float(i), i + .5)): 2 for i in IDS})
+    assert collections.Counter(got) == collections.Counter(examples(local(cfg)) * 2)
+
+
+@pytest.mark.parametrize("mode", ["file", "data", "file_or_data"])
+def test_static_sharding_gives_every_example_exactly_once(data, fixed_servers, mode):
+    got = examples(build_input_fn(config(data, fixed_servers, processing_mode=mode, job_name=f"static-{mode}"))())
+    assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+
+
+def test_batches_are_made_on_the_workers(data, servers):
+    """The consumer receives whole batches (the workers batch), shaped as the local pipeline's."""
+    cfg = config(data, servers, processing_mode="off", compression="NONE", max_outstanding_requests=2)
+    dataset = build_input_fn(cfg)()
+    assert dataset.element_spec == local(cfg).element_spec
+    sizes = sorted(len(targets["id"]) for _, targets in dataset.as_numpy_iterator())
+    assert sizes == [3] * 14  # 21 examples per worker, in 7 full batches each
+
+
+def test_a_sequence_loader_through_the_service(data, servers):
+    """discrete_sequence windows of 3 whole records: two per file, each exactly once."""
+    cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["id", "x"], loader="discrete_sequence",
+                        min_window=3, max_window=3, target_batch_size=2, service={"address": servers})
+    windows = [tuple(row) for batch in build_input_fn(cfg)().as_numpy_iterator() for row in batch["id"].tolist()]
+    assert sorted(windows) == [(100 * f + r, 100 * f + r + 1, 100 * f + r + 2) for f in range(3) for r in (0, 3)]
+
+
+def test_params_service_address_replaces_the_configs(data, servers):
+    with socket.socket() as closed:  # bound, never listening: nothing answers there
+        closed.bind(("localhost", 0))
+        dead = f"localhost:{closed.getsockname()[1]}"
+        input_fn = build_input_fn(config(data, dead))
+        assert sorted(i for i, _ in examples(input_fn(params={"service_address": servers}))) == IDS
+        with pytest.raises(ServiceError) as raised:
+            input_fn()
+    assert str(raised.value) == (
+        f"<dict>: $.args.service.address: no tf.data service dispatcher answers at grpc://{dead} (Connection "
+        "refused, waited at most 10 s): expected a running dispatcher (`batchloaders serve --dispatcher` prints "
+        "its address; params[\"service_address\"] replaces the config's)")
+
+
+def test_a_bad_params_service_address_is_a_config_error(data, servers):
+    with pytest.raises(ConfigError) as raised:
+        build_input_fn(config(data, servers))(params={"service_address": "dispatcher"})
+    assert str(raised.value) == (
+        "<params>: $.service_address: found 'dispatcher': expected a dispatcher address HOST:PORT or "
+        "grpc://HOST:PORT (what `batchloaders serve --dispatcher` prints), e.g. 'localhost:5050'")
+
+
+def test_validation_never_connects(data):
+    """A fixed address validates wherever nothing listens there; the block is resolved as written."""
+    cfg = config(data, "dispatcher.example.com:5050", job_name="j", num_consumers=2, consumer_index=1)
+    cfg["args"]["epochs"] = None
+    loaded = load_config(cfg)
+    assert loaded.service == service.ServiceConfig("grpc://dispatcher.example.com:5050", "dynamic", "j", 2, 1)
+
+
+def test_reports_are_none_under_the_service(data):
+    """Counters would count in the workers' copies of their tables: input_fn does not pretend they are zero."""
+    cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], on_corrupt="skip_file",
+                        service={"address": "localhost:5050"})
+    assert build_input_fn(cfg).skipped() is None
+
+
+# (the service block, the JSON path of the one problem, its message)
+BAD_BLOCKS = [
+    ({}, "$.args.service", "missing required key 'address'"),
+    ({"address": "localhost"}, "$.args.service.address",
+     "invalid dispatcher address 'localhost'; expected a form like localhost:5050 or "
+     "grpc://dispatcher.example.com:5050"),
+    ({"address": "http://localhost:5050"}, "$.args.service.address",
+     "invalid dispatcher address 'http://localhost:5050'; expected a form like localhost:5050 or "
+     "grpc://dispatcher.example.com:5050"),
+    ({"address": "localhost:0"}, "$.args.service.address",
+     "found port 0 in 'localhost:0': expected a port from 1 to 65535"),
+    ({"address": "localhost:70000"}, "$.args.service.address",
+     "found port 70000 in 'localhost:70000': expected a port from 1 to 65535"),
+    ({"address": "localhost:5050", "processing_mode": "parallel_epochs"}, "$.args.service.processing_mode",
+     "unexpected value 'parallel_epochs'; expected one of: off, dynamic, file, data, file_or_data"),
+    ({"address": "localhost:5050", "target_workers": "local"}, "$.args.service.target_workers",
+     "unexpected value 'local'; expected one of: AUTO, ANY, LOCAL"),
+    ({"address": "localhost:5050", "compression": "gzip"}, "$.args.service.compression",
+     "unexpected value 'gzip'; expected one of: AUTO, NONE, SNAPPY"),
+    ({"address": "localhost:5050", "jobname": "j"}, "$.args.service.jobname",
+     "unknown key 'jobname' (did you mean 'job_name'?); allowed keys: address, processing_mode, job_name, "
+     "num_consumers, consumer_index, max_outstanding_requests, target_workers, compression"),
+    ({"address": "localhost:5050", "max_outstanding_requests": 0}, "$.args.service.max_outstanding_requests",
+     "expected an integer >= 1, found 0"),
+    ({"address": "localhost:5050", "job_name": "j", "consumer_index": 0}, "$.args.service.consumer_index",
+     "found consumer_index without num_consumers: expected both (coordinated reads: each trainer reads its turn, "
+     "consumer_index, of num_consumers) or neither"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2}, "$.args.service.num_consumers",
+     "found num_consumers without consumer_index: expected both (coordinated reads: each trainer reads its turn, "
+     "consumer_index, of num_consumers) or neither"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2, "consumer_index": 2},
+     "$.args.service.consumer_index", "found consumer_index 2 with num_consumers 2: expected an index from 0 to 1"),
+    ({"address": "localhost:5050", "num_consumers": 2, "consumer_index": 0}, "$.args.service.num_consumers",
+     "found num_consumers without job_name: expected a job_name (the trainers take turns reading one shared job, "
+     "which a name identifies)"),
+]
+
+
+@pytest.mark.parametrize("block, path, message", BAD_BLOCKS)
+def test_bad_service_blocks(data, block, path, message):
+    cfg = loader_config(data, [("id", "id")], inputs=["id"], epochs=None, service=block)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert [(p.path, p.message) for p in raised.value.problems] == [(path, message)]
+
+
+def test_coordinated_reads_need_an_endless_stream(data):
+    cfg = config(data, "localhost:5050", job_name="j", num_consumers=2, consumer_index=0)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert str(raised.value) == (
+        "<dict>: $.args.service.num_consumers: found num_consumers with epochs 1: expected epochs null (in "
+        "coordinated reads a trainer whose workers run out of data first would leave the others waiting for "
+        "their turn forever)")
+
+
+# --- batchloaders serve, as the console script ---
+
+def serve(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return subprocess.Popen([sys.executable, "-m", "batchloaders", "serve", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def processes():
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:  # whatever the test did: none is left behind
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+def test_serve_starts_a_dispatcher_and_a_worker_a_client_uses(processes):
+    processes.append(serve("--dispatcher"))
+    dispatcher = processes[0].stdout.readline().strip()
+    assert dispatcher.startswith("localhost:") and int(dispatcher.split(":")[1]) > 0
+    processes.append(serve("--worker", dispatcher))
+    worker = processes[1].stdout.readline().strip()
+    assert worker.startswith("localhost:") and worker != dispatcher
+    ds = tf.data.Dataset.range(5).apply(tf.data.experimental.service.distribute("parallel_epochs", dispatcher))
+    assert sorted(ds.as_numpy_iterator()) == [0, 1, 2, 3, 4]
+    for process, number in zip(processes[::-1], (signal.SIGTERM, signal.SIGINT)):
+        process.send_signal(number)
+        out, err = process.communicate(timeout=30)
+        assert (process.returncode, out, err) == (0, "", "")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--worker", "localhost"], "batchloaders serve: error: found 'localhost': expected a dispatcher address"),
+    (["--worker", "localhost:5050", "--work-dir", "x"],
+     "batchloaders serve: error: --work-dir and --worker-addresses are options of --dispatcher"),
+    (["--dispatcher", "--port", "65536"], "argument --port: found '65536': expected a port from 0 to 65535"),
+])
+def test_serve_usage_errors(processes, args, message):
+    processes.append(serve(*args))
+    out, err = processes[0].communicate(timeout=60)
+    assert (processes[0].returncode, out) == (2, "")
+    assert message in err
+
+
+def test_serve_worker_of_a_dispatcher_that_does_not_answer(processes):
+    with socket.socket() as closed:
+        closed.bind(("localhost", 0))
+        address = f"localhost:{closed.getsockname()[1]}"
+        processes.append(serve("--worker", address))
+        out, err = processes[0].communicate(timeout=60)
+    assert (processes[0].returncode, out) == (1, "")
+    assert err == (f"batchloaders serve: error: no tf.data service dispatcher answers at {address} (Connection "
+                   "refused, waited at most 10 s): expected a running dispatcher (serve --dispatcher)\n")
