@@ -97,10 +97,16 @@ def test_off_gives_every_example_once_per_worker(data, servers):
     assert collections.Counter(got) == collections.Counter(examples(local(cfg)) * 2)
 
 
-@pytest.mark.parametrize("mode", ["file", "data", "file_or_data"])
-def test_static_sharding_gives_every_example_exactly_once(data, fixed_servers, mode):
-    got = examples(build_input_fn(config(data, fixed_servers, processing_mode=mode, job_name=f"static-{mode}"))())
+# Batch sizes say how the work was split: by files, one worker reads files 0 and 2 (14 examples: 3, 3, 3, 3,
+# 2), the other file 1 (7: 3, 3, 1); by data, both make the local 7 batches of 3 and keep every other one.
+@pytest.mark.parametrize("mode, sizes", [("file", [1, 2, 3, 3, 3, 3, 3, 3]), ("data", [3] * 7),
+                                         ("file_or_data", [1, 2, 3, 3, 3, 3, 3, 3])])
+def test_static_sharding_gives_every_example_exactly_once(data, fixed_servers, mode, sizes):
+    dataset = build_input_fn(config(data, fixed_servers, processing_mode=mode, job_name=f"static-{mode}"))()
+    batches = [(features["x"], targets["id"]) for features, targets in dataset.as_numpy_iterator()]
+    got = [(int(i), tuple(float(v) for v in x)) for xs, ids in batches for i, x in zip(ids, xs)]
     assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+    assert sorted(len(ids) for _, ids in batches) == sizes
 
 
 def test_batches_are_made_on_the_workers(data, servers):
