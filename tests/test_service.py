@@ -118,12 +118,43 @@ def test_batches_are_made_on_the_workers(data, servers):
     assert sizes == [3] * 14  # 21 examples per worker, in 7 full batches each
 
 
-def test_a_sequence_loader_through_the_service(data, servers):
-    """discrete_sequence windows of 3 whole records: two per file, each exactly once."""
+@pytest.mark.parametrize("mode", ["dynamic", "data", "file_or_data"])
+def test_a_sequence_loader_through_the_service(request, data, mode):
+    """discrete_sequence windows of 3 whole records: two per file, each exactly once (file_or_data falls
+    back to data: file sharding cannot follow the window making, see test_file_sharding_refuses_...)."""
+    address = request.getfixturevalue("servers" if mode == "dynamic" else "fixed_servers")
     cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["id", "x"], loader="discrete_sequence",
-                        min_window=3, max_window=3, target_batch_size=2, service={"address": servers})
+                        min_window=3, max_window=3, target_batch_size=2,
+                        service={"address": address, "processing_mode": mode, "job_name": f"sequence-{mode}"})
     windows = [tuple(row) for batch in build_input_fn(cfg)().as_numpy_iterator() for row in batch["id"].tolist()]
     assert sorted(windows) == [(100 * f + r, 100 * f + r + 1, 100 * f + r + 2) for f in range(3) for r in (0, 3)]
+
+
+def test_shuffled_file_sharding_gives_every_example_exactly_once(data, fixed_servers):
+    cfg = config(data, fixed_servers, processing_mode="file", job_name="shuffled-file")
+    cfg["args"].update(shuffle=True, num_shuffle_buffer_elements=5, num_filenames_shuffle_buffer=3, num_mix_files=2,
+                       seed=3, num_parallel_reads=2)
+    assert sorted(examples(build_input_fn(cfg)())) == [(i, (float(i), i + .5)) for i in IDS]
+
+
+@pytest.mark.parametrize("what, args", [
+    ("the discrete_sequence loader", dict(loader="discrete_sequence", min_window=3, max_window=3)),
+    ("segmenting", dict(segmenting={"num_unroll": 2})),
+    ("bucketing", dict(bucketing={"by": "x", "boundaries": [2], "batch_sizes": [2, 2]})),
+])
+def test_file_sharding_refuses_what_it_cannot_follow(tmp_path, what, args):
+    """Measured: these pipelines fail on every worker at the first batch ('Did not find a shardable source')."""
+    write_manifest(tmp_path, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(tmp_path / "a.tfrecords", [])
+    cfg = loader_config(tmp_path, [("x", "x")], inputs=["x"], padding=True, epochs=None,
+                        service={"address": "localhost:5050", "processing_mode": "file"}, **args)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert [(p.path, p.message) for p in raised.value.problems] == [("$.args.service.processing_mode", (
+        f"found processing_mode 'file' with {what}: TensorFlow's file sharding cannot trace such a pipeline back "
+        "to its list of data files, and every worker would fail at its first batch ('Did not find a shardable "
+        "source'); expected 'dynamic' (files handed out as the workers ask), 'data', or 'file_or_data' (which "
+        "falls back to data)"))]
 
 
 def test_params_service_address_replaces_the_configs(data, servers):

@@ -294,7 +294,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     if "service" in args and valid(("args", "service")):
         from batchloaders.config.service_rules import service_spec
 
-        service = service_spec(args["service"], value("epochs"), check)
+        service = service_spec(args["service"], value("epochs"), check, loader_type, args)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.config.pack_rules import pack_spec

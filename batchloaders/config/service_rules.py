@@ -30,9 +30,33 @@ def normalized(address: str) -> str:
     return address if address.startswith("grpc://") else f"grpc://{address}"
 
 
-def service_spec(block: dict, epochs, check) -> ServiceConfig | None:
-    """The checked block, or None after reporting through ``check(parts, message)``."""
+def _unfollowed(loader_type: str, args: dict) -> str | None:
+    """What in a config TensorFlow's file sharding cannot trace back to the list of data files, or None.
+
+    ``file`` sharding rewrites the pipeline on each worker to read only its share of the files: it walks
+    from the reading back to the dataset of file names and shards that. It cannot get past the sequence
+    loaders' window making, segmenting's lanes or bucketing's last-block flush (measured with TensorFlow
+    2.21: the worker fails at its first batch with 'Did not find a shardable source'); the independent
+    loader, alone or with packing, chunking or on_corrupt: skip_file, it follows.
+    """
+    if loader_type != "independent":
+        return f"the {loader_type} loader"
+    return next((key for key in ("segmenting", "bucketing") if key in args), None)
+
+
+def service_spec(block: dict, epochs, check, loader_type: str = "independent", args: dict | None = None
+                 ) -> ServiceConfig | None:
+    """The checked block, or None after reporting through ``check(parts, message)``; ``args``: the loader's
+    (what file sharding would have to see through)."""
     ok = True
+    what = _unfollowed(loader_type, args or {}) if block.get("processing_mode") == "file" else None
+    if what:
+        check(AT + ("processing_mode",), (
+            f"found processing_mode 'file' with {what}: TensorFlow's file sharding cannot trace such a pipeline "
+            "back to its list of data files, and every worker would fail at its first batch ('Did not find a "
+            "shardable source'); expected 'dynamic' (files handed out as the workers ask), 'data', or "
+            "'file_or_data' (which falls back to data)"))
+        ok = False
     why = address_problem(block["address"])
     if why:
         check(AT + ("address",), why)
