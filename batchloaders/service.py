@@ -12,6 +12,7 @@ input_fn's reports say None under the service rather than a count of zero.
 """
 from __future__ import annotations
 
+import dataclasses
 import socket
 from typing import Any, Mapping
 
@@ -54,17 +55,13 @@ def unreachable(target: str, seconds: float = CONNECT_SECONDS) -> str | None:
                 f"{seconds:g} s)")
 
 
-def reachable(target: str, config: LoaderConfig, seconds: float = CONNECT_SECONDS) -> None:
-    """Raise ServiceError unless the dispatcher at ``target`` accepts a connection within ``seconds``."""
-    why = unreachable(target, seconds)
+def reachable(target: str, where: Problem) -> None:
+    """Raise ServiceError, at ``where``'s file and path, unless the dispatcher at ``target`` answers."""
+    why = unreachable(target)
     if why:
-        raise ServiceError(Problem(config.source, f"{service_path(config)}.address", (
+        raise ServiceError(dataclasses.replace(where, message=(
             f"{why}: expected a running dispatcher (`batchloaders serve --dispatcher` prints its address; "
             "params[\"service_address\"] replaces the config's)")))
-
-
-def service_path(config: LoaderConfig) -> str:
-    return config.service.json_path if config.service is not None else "$.args.service"
 
 
 def distribute(dataset: tf.data.Dataset, config: LoaderConfig, params: Mapping[str, Any] | None = None
@@ -73,7 +70,9 @@ def distribute(dataset: tf.data.Dataset, config: LoaderConfig, params: Mapping[s
     returned reads its batches from the service's workers."""
     service = config.service
     target = address(service, params)
-    reachable(target, config)
+    overridden = (params or {}).get("service_address") is not None
+    reachable(target, Problem("<params>", "$.service_address", "") if overridden else
+              Problem(config.source, f"{service.json_path}.address", ""))
     policy = getattr(tf.data.experimental.service.ShardingPolicy, _POLICY[service.processing_mode])
     distributed = dataset.apply(tf.data.experimental.service.distribute(
         processing_mode=policy, service=target, job_name=service.job_name,

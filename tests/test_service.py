@@ -165,10 +165,13 @@ def test_params_service_address_replaces_the_configs(data, servers):
         assert sorted(i for i, _ in examples(input_fn(params={"service_address": servers}))) == IDS
         with pytest.raises(ServiceError) as raised:
             input_fn()
-    assert str(raised.value) == (
-        f"<dict>: $.args.service.address: no tf.data service dispatcher answers at grpc://{dead} (Connection "
-        "refused, waited at most 10 s): expected a running dispatcher (`batchloaders serve --dispatcher` prints "
-        "its address; params[\"service_address\"] replaces the config's)")
+        with pytest.raises(ServiceError) as overridden:
+            build_input_fn(config(data, servers))(params={"service_address": dead})
+    why = (f"no tf.data service dispatcher answers at grpc://{dead} (Connection refused, waited at most 10 s): "
+           "expected a running dispatcher (`batchloaders serve --dispatcher` prints its address; "
+           "params[\"service_address\"] replaces the config's)")
+    assert str(raised.value) == f"<dict>: $.args.service.address: {why}"
+    assert str(overridden.value) == f"<params>: $.service_address: {why}"
 
 
 def test_a_bad_params_service_address_is_a_config_error(data, servers):
