@@ -190,11 +190,20 @@ def test_validation_never_connects(data):
     assert loaded.service == service.ServiceConfig("grpc://dispatcher.example.com:5050", "dynamic", "j", 2, 1)
 
 
-def test_reports_are_none_under_the_service(data):
-    """Counters would count in the workers' copies of their tables: input_fn does not pretend they are zero."""
-    cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], on_corrupt="skip_file",
-                        service={"address": "localhost:5050"})
-    assert build_input_fn(cfg).skipped() is None
+@pytest.mark.parametrize("args, report", [
+    (dict(on_corrupt="skip_file"), "skipped"),
+    (dict(chunking={"size": 2}), "chunk_report"),
+    (dict(segmenting={"num_unroll": 2}), "segment_report"),
+])
+def test_reports_are_none_under_the_service(tmp_path, args, report):
+    """Counters would count in the workers' copies of their tables: input_fn does not pretend they are zero
+    (locally the same config reports)."""
+    write_manifest(tmp_path, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(tmp_path / "a.tfrecords", [])
+    cfg = loader_config(tmp_path, [("x", "x")], inputs=["x"], padding=True, **args)
+    assert getattr(build_input_fn(cfg), report)() is not None
+    cfg["args"]["service"] = {"address": "localhost:5050"}
+    assert getattr(build_input_fn(cfg), report)() is None
 
 
 # (the service block, the JSON path of the one problem, its message)
