@@ -317,3 +317,13 @@ def test_serve_worker_of_a_dispatcher_that_does_not_answer(processes):
     assert (processes[0].returncode, out) == (1, "")
     assert err == (f"batchloaders serve: error: no tf.data service dispatcher answers at {address} (Connection "
                    "refused, waited at most 10 s): expected a running dispatcher (serve --dispatcher)\n")
+
+
+def test_serve_dispatcher_with_a_journal(processes, tmp_path):
+    """--work-dir: a fault-tolerant dispatcher writes its journal there; SIGTERM still ends it with 0."""
+    processes.append(serve("--dispatcher", "--work-dir", str(tmp_path / "journal")))
+    address = processes[0].stdout.readline().strip()
+    assert address.startswith("localhost:") and int(address.split(":")[1]) > 0
+    assert (tmp_path / "journal").is_dir()
+    processes[0].send_signal(signal.SIGTERM)
+    assert processes[0].communicate(timeout=30) == ("", "") and processes[0].returncode == 0
