@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 import tensorflow as tf
@@ -238,6 +239,9 @@ BAD_BLOCKS = [
      "consumer_index, of num_consumers) or neither"),
     ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2, "consumer_index": 2},
      "$.args.service.consumer_index", "found consumer_index 2 with num_consumers 2: expected an index from 0 to 1"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2, "consumer_index": 0, "processing_mode": "data"},
+     "$.args.service.num_consumers", "found num_consumers with processing_mode 'data': expected 'off' or 'dynamic' "
+     "(TensorFlow's coordinated reads support no other sharding)"),
     ({"address": "localhost:5050", "num_consumers": 2, "consumer_index": 0}, "$.args.service.num_consumers",
      "found num_consumers without job_name: expected a job_name (the trainers take turns reading one shared job, "
      "which a name identifies)"),
@@ -250,6 +254,32 @@ def test_bad_service_blocks(data, block, path, message):
     with pytest.raises(ConfigError) as raised:
         load_config(cfg)
     assert [(p.path, p.message) for p in raised.value.problems] == [(path, message)]
+
+
+def test_coordinated_reads_take_turns(data, servers):
+    """Two trainers (threads here) of one job, num_consumers 2, mode off: every round is two consecutive batches
+    (2j, 2j + 1) of one worker's stream, consumer 0 taking the first and consumer 1 the second; both workers
+    make the local stream, and each serves its rounds j = 0, 1, ... in order (which worker serves a round is
+    TensorFlow's choice)."""
+    got = {}
+
+    def read(index):
+        cfg = config(data, servers, processing_mode="off", job_name="coordinated", num_consumers=2,
+                     consumer_index=index)
+        cfg["args"]["epochs"] = None
+        got[index] = [targets["id"].tolist() for _, targets in build_input_fn(cfg)().take(4).as_numpy_iterator()]
+
+    threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    ids = IDS * 2  # the local stream (epochs null) in batches of 3: b0 = 0, 1, 2; b1 = 3, 4, 5; b2 = 6, 100, 101 ...
+    pairs = [(ids[6 * j:6 * j + 3], ids[6 * j + 3:6 * j + 6]) for j in range(4)]
+    rounds = [pairs.index(pair) for pair in zip(got[0], got[1])]  # ValueError: a round that is no such pair
+    per_worker = collections.Counter(rounds)
+    assert rounds[0] == 0 and all(per_worker[j - 1] >= n for j, n in per_worker.items() if j) and max(
+        per_worker.values()) <= 2
 
 
 def test_coordinated_reads_need_an_endless_stream(data):

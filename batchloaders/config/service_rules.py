@@ -72,6 +72,11 @@ def service_spec(block: dict, epochs, check, loader_type: str = "independent", a
             check(AT + ("consumer_index",), f"found consumer_index {index} with num_consumers {consumers}: expected "
                                             f"an index from 0 to {consumers - 1}")
             ok = False
+        mode = block.get("processing_mode", "dynamic")
+        if mode not in ("off", "dynamic"):
+            check(AT + ("num_consumers",), f"found num_consumers with processing_mode {mode!r}: expected 'off' or "
+                                           "'dynamic' (TensorFlow's coordinated reads support no other sharding)")
+            ok = False
         if "job_name" not in block:
             check(AT + ("num_consumers",), "found num_consumers without job_name: expected a job_name (the "
                                            "trainers take turns reading one shared job, which a name identifies)")
