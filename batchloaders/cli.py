@@ -26,6 +26,10 @@ problem, path first, and exiting 1 when there is any:
 * ``batchloaders manifest DIR``: writes or updates ``DIR/__manifest__.json`` with every
   file's record count, size and SHA-256, inferring the features when none are declared.
 
+``batchloaders serve --dispatcher`` / ``serve --worker ADDRESS`` start TensorFlow's tf.data service
+servers (for configs with a ``service`` block), print the address they listen on and serve until
+interrupted.
+
 All but validate (without --data) import TensorFlow, inside the command.
 """
 from __future__ import annotations
@@ -288,6 +292,28 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
 
+    serve = commands.add_parser(
+        "serve", help="start a tf.data service dispatcher or worker (for configs with a service block)",
+        description="Start TensorFlow's tf.data service DispatchServer (--dispatcher) or a WorkerServer "
+                    "registered with the dispatcher at ADDRESS (--worker), print the address it listens on "
+                    "(HOST:PORT) on one line, and serve until interrupted (Ctrl-C or SIGTERM: exit 0). Workers "
+                    "run the pipelines trainers register; they read the data files by the configs' paths.")
+    role = serve.add_mutually_exclusive_group(required=True)
+    role.add_argument("--dispatcher", action="store_true", help="start the dispatcher")
+    role.add_argument("--worker", metavar="ADDRESS", help="start a worker of the dispatcher at ADDRESS "
+                                                          "(HOST:PORT, as --dispatcher printed it)")
+    serve.add_argument("--port", type=_port, default=0, metavar="N",
+                       help="the port to listen on (default 0: one the system chooses, printed)")
+    serve.add_argument("--host", default="localhost", metavar="NAME",
+                       help="the name other machines reach this server by, in the printed address and, for a "
+                            "worker, in what it tells the dispatcher (default localhost: one machine)")
+    serve.add_argument("--work-dir", metavar="DIR",
+                       help="dispatcher: keep a journal in DIR so that a restarted dispatcher recovers its jobs")
+    serve.add_argument("--worker-addresses", metavar="HOST:PORT,...",
+                       help="dispatcher: the fixed list of its workers (each started with --port and --host to "
+                            "match), which processing_mode file, data and file_or_data need")
+    serve.set_defaults(run=_run_serve)
+
     schemas = commands.add_parser(
         "schema", parents=[plugins], help="write the JSON Schemas, with the types of --plugins, for an editor",
         description="Write every schema file (loader config, manifest, and one per registered step and "
@@ -317,6 +343,51 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"found {text!r}: expected a positive {kind.__name__}")
         return value
     return parse
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"found {text!r}: expected a port from 0 to 65535")
+    return int(text)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from batchloaders.config.service_rules import address_problem
+
+    worker_addresses = [a.strip() for a in (args.worker_addresses or "").split(",") if a.strip()]
+    if args.worker is not None and (args.work_dir or worker_addresses):
+        print("batchloaders serve: error: --work-dir and --worker-addresses are options of --dispatcher",
+              file=sys.stderr)
+        return EXIT_USAGE
+    for address in ([args.worker] if args.worker is not None else []) + worker_addresses:
+        why = address_problem(address)
+        if why:
+            print(f"batchloaders serve: error: {why}", file=sys.stderr)
+            return EXIT_USAGE
+    _quiet_tensorflow(args)
+    import signal
+    import threading
+
+    from batchloaders import service
+
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):  # installed first: a signal during start-up still exits 0
+        signal.signal(number, lambda *_: stop.set())
+    if args.dispatcher:
+        server = service.start_dispatcher(args.port, args.work_dir, worker_addresses)
+    else:
+        why = service.unreachable(args.worker)
+        if why:  # a WorkerServer would wait for its dispatcher silently
+            print(f"batchloaders serve: error: {why}: expected a running dispatcher (serve --dispatcher)",
+                  file=sys.stderr)
+            return EXIT_INVALID
+        server = service.start_worker(args.worker, args.port, f"{args.host}:%port%")
+    port = service.bound_address(server).rpartition(":")[2]
+    print(f"{args.host}:{port}", flush=True)
+    while not stop.wait(0.5):  # a timed wait: signal handlers run between the waits
+        pass
+    server.stop()
+    return EXIT_OK
 
 
 def _fail(command: str, error: Exception) -> int:

@@ -54,6 +54,10 @@ class DataError(BatchLoaderError):
     """The records in the data files disagree with the manifest or the config."""
 
 
+class ServiceError(BatchLoaderError):
+    """The tf.data service a config names cannot be used (its dispatcher does not answer)."""
+
+
 # What the pipeline's own checks (integrity.py, parsing.py) and TensorFlow's parse errors say, once
 # the record names the parse calls get ('path: record N') are in them.
 _ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)

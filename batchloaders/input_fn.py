@@ -76,8 +76,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     from batchloaders.integrity import Reader
 
     reader = Reader(loader_config)  # file sizes and counts are read once, here
-    counter = chunking.ChunkCounter() if loader_config.chunking is not None else None
-    segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None else None
+    local = loader_config.service is None  # under the service, counters would count on the workers (service.py)
+    counter = chunking.ChunkCounter() if loader_config.chunking is not None and local else None
+    segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None and local else None
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None) -> tf.data.Dataset:
@@ -114,29 +115,37 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
             block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
         elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
-        cardinality = expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
-        return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
-                                    cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
-                                    segment_counter=segment_counter)
+        # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
+        cardinality = (expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
+                       if loader_config.service is None else None)
+        dataset = base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
+                                       cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
+                                       segment_counter=segment_counter)
+        if loader_config.service is None:
+            return dataset
+        from batchloaders import service
+
+        return service.distribute(dataset, loader_config, params)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 
     def skipped():
-        """What ``on_corrupt: skip_file`` skipped so far (a SkipReport); None under ``on_corrupt: fail``."""
-        return reader.skipped.report() if reader.skipped is not None else None
+        """What ``on_corrupt: skip_file`` skipped so far (a SkipReport); None under ``on_corrupt: fail`` or
+        with a ``service`` block (the workers skip and count)."""
+        return reader.skipped.report() if reader.skipped is not None and local else None
 
     input_fn.skipped = skipped  # type: ignore[attr-defined]
 
     def chunk_report():
         """What chunking did so far (a chunking.ChunkReport: sequences, chunks, dropped last pieces); None
-        without chunking."""
+        without chunking or with a ``service`` block."""
         return counter.report() if counter is not None else None
 
     input_fn.chunk_report = chunk_report  # type: ignore[attr-defined]
 
     def segment_report():
         """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
-        skipped); None without segmenting."""
+        skipped); None without segmenting or with a ``service`` block."""
         return segment_counter.report() if segment_counter is not None else None
 
     input_fn.segment_report = segment_report  # type: ignore[attr-defined]

@@ -69,9 +69,15 @@ def variants(config):
         yield "epochs 1, drop_remainder false", dataclasses.replace(config, epochs=1, drop_remainder=False)
 
 
+def local(path: str):
+    """The config, run in this process: a service block's pipeline is the one its workers run, and its
+    batches have the same element_spec (tests/test_service.py)."""
+    return dataclasses.replace(load_config(path), service=None)
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_signature_equals_the_element_spec(demo_data, path):
-    for what, config in variants(load_config(path)):
+    for what, config in variants(local(path)):
         want = spec_rows(build_input_fn(config)().element_spec)
         assert described_rows(signature(config)) == want, what
 
@@ -99,7 +105,7 @@ def json_plans(demo_data):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_json_signature_files_and_records(json_plans, path):
-    got, config = json_plans[path], load_config(path)
+    got, config = json_plans[path], local(path)
     assert described_rows(got["signature"]) == spec_rows(build_input_fn(config)().element_spec)
     assert [o["name"] for o in got["signature"]] == [o.name for o in signature(config)]
     assert got["files"] == {"count": len(config.dataset.files), "paths": list(config.dataset.files)}

@@ -201,3 +201,26 @@ def test_sentences_segmented_lanes_carry_whole_windows_of_text(corpus):
                 assert len(text) + 1 == int(f["total_length"][lane]) + 1 and any(text in t for t in texts)
                 done += 1
     assert done >= 16
+
+
+def test_chars_service_runs_on_a_dispatcher_and_its_workers(corpus):
+    """The config names localhost:5050, which validates without a dispatcher; input_fn's params give the one
+    running (TensorFlow's servers, in this process, on ports the system chooses)."""
+    from batchloaders import service
+
+    dispatcher = service.start_dispatcher()
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address) for _ in range(2)]
+    try:
+        path = os.path.join(ROOT, "configs", "chars_service.yaml")
+        dataset = build_input_fn(path)(params={"service_address": address})
+        batches = list(dataset.take(3).as_numpy_iterator())
+    finally:
+        for server in workers + [dispatcher]:
+            server.stop()
+    assert load_config(path).service.address == "grpc://localhost:5050"
+    assert len(batches) == 3
+    for features, targets in batches:
+        assert features["context"].shape == (64, 16)
+        for context, nxt in zip(features["context"], targets["next_char"]):
+            assert in_corpus(list(context) + [nxt], corpus)

@@ -190,6 +190,10 @@ EXPECTED_MAXIMA = {
     "chunking.schema.json#/properties/shuffle_buffer": limits.MAX_SHUFFLE_BUFFER,
     "segmenting.schema.json#/properties/num_unroll": 2**20,  # steps of one segment, one batch row's worth
     "segmenting.schema.json#/properties/batch_size": limits.MAX_BATCH_SIZE,
+    # The tf.data service: consumers (trainers) and requests in flight, far beyond any real job.
+    "service.schema.json#/properties/num_consumers": 65536,
+    "service.schema.json#/properties/consumer_index": 65535,
+    "service.schema.json#/properties/max_outstanding_requests": 65536,
 }
 
 

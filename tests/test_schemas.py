@@ -373,7 +373,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 35
+    assert len(SCHEMA_FILES) == 36  # + service.schema.json
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

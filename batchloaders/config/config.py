@@ -290,6 +290,11 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         others = [key for key in ("packing", "bucketing", "chunking") if key in args]
         segmenting = segment_spec(segmenting_block, tensors, seen, inputs + targets, loader_type, manifest, others,
                                   value("target_batch_size", default=0), check, primaries)
+    service = None
+    if "service" in args and valid(("args", "service")):
+        from batchloaders.config.service_rules import service_spec
+
+        service = service_spec(args["service"], value("epochs"), check, loader_type, args)
     packing = None
     if "packing" in args and valid(("args", "packing")):
         from batchloaders.config.pack_rules import pack_spec
@@ -358,7 +363,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing,
-        packing=packing, chunking=chunking, segmenting=segmenting)
+        packing=packing, chunking=chunking, segmenting=segmenting, service=service)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

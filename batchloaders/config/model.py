@@ -208,6 +208,26 @@ class SegmentSpec:
     key_from_manifest: str | None = None  # a manifest feature read only for the key, under the to_name ``key``
 
 
+@dataclasses.dataclass(frozen=True)
+class ServiceConfig:
+    """The ``service`` block, checked (config/service_rules.py): the compiled pipeline runs on the
+    tf.data service's workers (service.py). ``address`` is ``grpc://host:port``; ``processing_mode`` one of
+    SERVICE_MODES; None fields are left to TensorFlow."""
+
+    address: str
+    processing_mode: str = "dynamic"
+    job_name: str | None = None
+    num_consumers: int | None = None
+    consumer_index: int | None = None
+    max_outstanding_requests: int | None = None
+    target_workers: str = "AUTO"
+    compression: str = "AUTO"
+    json_path: str = "$.args.service"
+
+
+SERVICE_MODES = ("off", "dynamic", "file", "data", "file_or_data")
+
+
 def format_shape(shape) -> str:
     """(None, 2) -> '[?, 2]': ? marks an axis whose length varies between examples."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
@@ -268,6 +288,7 @@ class LoaderConfig:
     packing: PackSpec | None = None
     chunking: ChunkSpec | None = None
     segmenting: SegmentSpec | None = None
+    service: ServiceConfig | None = None  # None: the pipeline runs in this process
     model_assumed: bool = False  # no model block: every feature is taken as a model input, none as a target
 
     @property

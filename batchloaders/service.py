@@ -1,0 +1,111 @@
+"""The compiled pipeline run by the tf.data service: ``tf.data.experimental.service.distribute`` with the
+``service`` block's options, and the servers ``batchloaders serve`` starts.
+
+What is registered with the dispatcher is the whole compiled dataset (reading, parsing, steps, padding,
+batching, prefetch): the workers make finished batches and the trainer receives them. Every worker therefore
+batches the examples it reads on its own, so under ``dynamic``, ``file`` and ``data`` each worker's last
+batch of an epoch may be a small one. Anything that counts inside the pipeline (chunking's and
+segmenting's reports, ``on_corrupt: skip_file``'s) counts on the workers, in their copy of its tables:
+input_fn's reports say None under the service rather than a count of zero.
+
+>>> ds = build_input_fn("configs/chars_service.yaml")(params={"service_address": "dispatcher:5050"})
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from batchloaders.config.model import LoaderConfig, ServiceConfig
+from batchloaders.config.service_rules import address_problem, normalized
+from batchloaders.errors import ConfigError, Problem, ServiceError
+
+CONNECT_SECONDS = 10.0  # TensorFlow itself retries registering a dataset forever, silently: see reachable()
+_POLICY = {"off": "OFF", "dynamic": "DYNAMIC", "file": "FILE", "data": "DATA", "file_or_data": "FILE_OR_DATA"}
+
+
+def address(service: ServiceConfig, params: Mapping[str, Any] | None) -> str:
+    """The dispatcher's grpc:// address: ``params["service_address"]`` when given (known only once the job
+    starts), else the config's."""
+    override = (params or {}).get("service_address")
+    if override is None:
+        return service.address
+    why = address_problem(override)
+    if why:
+        raise ConfigError(Problem("<params>", "$.service_address", why))
+    return normalized(override)
+
+
+def unreachable(target: str, seconds: float = CONNECT_SECONDS) -> str | None:
+    """Why nothing accepts a connection at ``target`` (grpc://HOST:PORT or HOST:PORT) within ``seconds``,
+    or None when something does.
+
+    ``distribute`` registers the dataset with the dispatcher when the dataset is made and, when nothing
+    answers, retries for ever with only INFO log lines to show for it (a worker likewise waits for its
+    dispatcher); one TCP connect first turns that hang into an error naming the address.
+    """
+    host, _, port = target.removeprefix("grpc://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            return None
+    except OSError as error:
+        return (f"no tf.data service dispatcher answers at {target} ({error.strerror or error}, waited at most "
+                f"{seconds:g} s)")
+
+
+def reachable(target: str, where: Problem) -> None:
+    """Raise ServiceError, at ``where``'s file and path, unless the dispatcher at ``target`` answers."""
+    why = unreachable(target)
+    if why:
+        raise ServiceError(dataclasses.replace(where, message=(
+            f"{why}: expected a running dispatcher (`batchloaders serve --dispatcher` prints its address; "
+            "params[\"service_address\"] replaces the config's)")))
+
+
+def distribute(dataset: tf.data.Dataset, config: LoaderConfig, params: Mapping[str, Any] | None = None
+               ) -> tf.data.Dataset:
+    """``dataset`` (the whole compiled pipeline) registered with the config's tf.data service; the dataset
+    returned reads its batches from the service's workers."""
+    service = config.service
+    target = address(service, params)
+    overridden = (params or {}).get("service_address") is not None
+    reachable(target, Problem("<params>", "$.service_address", "") if overridden else
+              Problem(config.source, f"{service.json_path}.address", ""))
+    policy = getattr(tf.data.experimental.service.ShardingPolicy, _POLICY[service.processing_mode])
+    distributed = dataset.apply(tf.data.experimental.service.distribute(
+        processing_mode=policy, service=target, job_name=service.job_name,
+        consumer_index=service.consumer_index, num_consumers=service.num_consumers,
+        max_outstanding_requests=service.max_outstanding_requests,
+        compression=None if service.compression == "NONE" else service.compression,
+        target_workers=service.target_workers))
+    if config.epochs is None:  # what the local pipeline tells Keras too: the batches never end
+        distributed = distributed.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    return distributed
+
+
+def start_dispatcher(port: int = 0, work_dir: str | None = None, worker_addresses=None):
+    """A tf.data service ``DispatchServer`` (started); ``work_dir``: where it keeps its journal, so that a
+    restarted dispatcher recovers its jobs (fault-tolerant mode); ``worker_addresses``: the fixed list of
+    workers that the ``file``, ``data`` and ``file_or_data`` modes need."""
+    service = tf.data.experimental.service
+    return service.DispatchServer(service.DispatcherConfig(
+        port=port, work_dir=work_dir, fault_tolerant_mode=work_dir is not None,
+        worker_addresses=list(worker_addresses) if worker_addresses else None))
+
+
+def start_worker(dispatcher: str, port: int = 0, worker_address: str | None = None):
+    """A tf.data service ``WorkerServer`` (started) registered with ``dispatcher`` (HOST:PORT or
+    grpc://HOST:PORT); ``worker_address``: how the dispatcher and trainers reach it (default localhost:PORT)."""
+    service = tf.data.experimental.service
+    return service.WorkerServer(service.WorkerConfig(
+        dispatcher_address=normalized(dispatcher).removeprefix("grpc://"), port=port,
+        worker_address=worker_address))
+
+
+def bound_address(server) -> str:
+    """HOST:PORT a started server listens on (the port the system chose for port 0)."""
+    if hasattr(server, "target"):  # DispatchServer
+        return server.target.removeprefix("grpc://")
+    return server._address  # WorkerServer has no public accessor for it in TensorFlow 2.21

@@ -1,0 +1,359 @@
+"""The tf.data service: the compiled pipeline run by a real dispatcher and two workers on localhost.
+
+Data: three files of Examples; record r of file f holds id = 100*f + r and x = [id, id + 0.5], so every
+example that arrives says which file and record it is. The servers are TensorFlow's own (DispatchServer,
+WorkerServer) in this process, on ports the system chooses; ``serve`` is run as the console script.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+import tensorflow as tf
+
+from batchloaders import ConfigError, ServiceError, build_input_fn, load_config
+from batchloaders import service
+from conftest import example, feature, loader_config, write_manifest, write_records
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RECORDS = 7
+IDS = [100 * f + r for f in range(3) for r in range(RECORDS)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("service") / "numbered"
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("x", "float32", [2], "float")])
+    for f in range(3):
+        write_records(d / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r]), x=("float", [100 * f + r,
+                                                                                                  100 * f + r + .5]))
+                                                  for r in range(RECORDS)])
+    return d
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """A dispatcher and two workers (dynamic registration); yields the dispatcher's HOST:PORT."""
+    dispatcher = service.start_dispatcher()
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address) for _ in range(2)]
+    yield address
+    for server in workers + [dispatcher]:
+        server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fixed_servers():
+    """A dispatcher knowing its two workers in advance (what file and data sharding need)."""
+    ports = [free_port(), free_port()]
+    dispatcher = service.start_dispatcher(worker_addresses=[f"localhost:{p}" for p in ports])
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address, p, "localhost:%port%") for p in ports]
+    yield address
+    for server in workers + [dispatcher]:
+        server.stop()
+
+
+def config(data, address, **block):
+    return loader_config(data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=3,
+                         service={"address": address, **block})
+
+
+def examples(dataset):
+    """(id, x) of every example of every batch, in arrival order."""
+    out = []
+    for features, targets in dataset.as_numpy_iterator():
+        out += [(int(i), tuple(float(v) for v in x)) for i, x in zip(targets["id"], features["x"])]
+    return out
+
+
+def local(cfg):
+    return build_input_fn({**cfg, "args": {k: v for k, v in cfg["args"].items() if k != "service"}})()
+
+
+def test_dynamic_gives_every_example_exactly_once(data, servers):
+    cfg = config(data, servers, processing_mode="dynamic")
+    got = examples(build_input_fn(cfg)())
+    assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+    assert collections.Counter(got) == collections.Counter(examples(local(cfg)))
+
+
+def test_off_gives_every_example_once_per_worker(data, servers):
+    cfg = config(data, servers, processing_mode="off")
+    got = examples(build_input_fn(cfg)())
+    assert collections.Counter(got) == collections.Counter({(i, (float(i), i + .5)): 2 for i in IDS})
+    assert collections.Counter(got) == collections.Counter(examples(local(cfg)) * 2)
+
+
+# Batch sizes say how the work was split: by files, one worker reads files 0 and 2 (14 examples: 3, 3, 3, 3,
+# 2), the other file 1 (7: 3, 3, 1); by data, both make the local 7 batches of 3 and keep every other one.
+@pytest.mark.parametrize("mode, sizes", [("file", [1, 2, 3, 3, 3, 3, 3, 3]), ("data", [3] * 7),
+                                         ("file_or_data", [1, 2, 3, 3, 3, 3, 3, 3])])
+def test_static_sharding_gives_every_example_exactly_once(data, fixed_servers, mode, sizes):
+    dataset = build_input_fn(config(data, fixed_servers, processing_mode=mode, job_name=f"static-{mode}"))()
+    batches = [(features["x"], targets["id"]) for features, targets in dataset.as_numpy_iterator()]
+    got = [(int(i), tuple(float(v) for v in x)) for xs, ids in batches for i, x in zip(ids, xs)]
+    assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+    assert sorted(len(ids) for _, ids in batches) == sizes
+
+
+def test_batches_are_made_on_the_workers(data, servers):
+    """The consumer receives whole batches (the workers batch), shaped as the local pipeline's."""
+    cfg = config(data, servers, processing_mode="off", compression="NONE", max_outstanding_requests=2)
+    dataset = build_input_fn(cfg)()
+    assert dataset.element_spec == local(cfg).element_spec
+    sizes = sorted(len(targets["id"]) for _, targets in dataset.as_numpy_iterator())
+    assert sizes == [3] * 14  # 21 examples per worker, in 7 full batches each
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "data", "file_or_data"])
+def test_a_sequence_loader_through_the_service(request, data, mode):
+    """discrete_sequence windows of 3 whole records: two per file, each exactly once (file_or_data falls
+    back to data: file sharding cannot follow the window making, see test_file_sharding_refuses_...)."""
+    address = request.getfixturevalue("servers" if mode == "dynamic" else "fixed_servers")
+    cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["id", "x"], loader="discrete_sequence",
+                        min_window=3, max_window=3, target_batch_size=2,
+                        service={"address": address, "processing_mode": mode, "job_name": f"sequence-{mode}"})
+    windows = [tuple(row) for batch in build_input_fn(cfg)().as_numpy_iterator() for row in batch["id"].tolist()]
+    assert sorted(windows) == [(100 * f + r, 100 * f + r + 1, 100 * f + r + 2) for f in range(3) for r in (0, 3)]
+
+
+def test_shuffled_file_sharding_gives_every_example_exactly_once(data, fixed_servers):
+    cfg = config(data, fixed_servers, processing_mode="file", job_name="shuffled-file")
+    cfg["args"].update(shuffle=True, num_shuffle_buffer_elements=5, num_filenames_shuffle_buffer=3, num_mix_files=2,
+                       seed=3, num_parallel_reads=2)
+    assert sorted(examples(build_input_fn(cfg)())) == [(i, (float(i), i + .5)) for i in IDS]
+
+
+@pytest.mark.parametrize("what, args", [
+    ("the discrete_sequence loader", dict(loader="discrete_sequence", min_window=3, max_window=3)),
+    ("segmenting", dict(segmenting={"num_unroll": 2})),
+    ("bucketing", dict(bucketing={"by": "x", "boundaries": [2], "batch_sizes": [2, 2]})),
+])
+def test_file_sharding_refuses_what_it_cannot_follow(tmp_path, what, args):
+    """Measured: these pipelines fail on every worker at the first batch ('Did not find a shardable source')."""
+    write_manifest(tmp_path, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(tmp_path / "a.tfrecords", [])
+    cfg = loader_config(tmp_path, [("x", "x")], inputs=["x"], padding=True, epochs=None,
+                        service={"address": "localhost:5050", "processing_mode": "file"}, **args)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert [(p.path, p.message) for p in raised.value.problems] == [("$.args.service.processing_mode", (
+        f"found processing_mode 'file' with {what}: TensorFlow's file sharding cannot trace such a pipeline back "
+        "to its list of data files, and every worker would fail at its first batch ('Did not find a shardable "
+        "source'); expected 'dynamic' (files handed out as the workers ask), 'data', or 'file_or_data' (which "
+        "falls back to data)"))]
+
+
+def test_params_service_address_replaces_the_configs(data, servers):
+    with socket.socket() as closed:  # bound, never listening: nothing answers there
+        closed.bind(("localhost", 0))
+        dead = f"localhost:{closed.getsockname()[1]}"
+        input_fn = build_input_fn(config(data, dead))
+        assert sorted(i for i, _ in examples(input_fn(params={"service_address": servers}))) == IDS
+        with pytest.raises(ServiceError) as raised:
+            input_fn()
+        with pytest.raises(ServiceError) as overridden:
+            build_input_fn(config(data, servers))(params={"service_address": dead})
+    why = (f"no tf.data service dispatcher answers at grpc://{dead} (Connection refused, waited at most 10 s): "
+           "expected a running dispatcher (`batchloaders serve --dispatcher` prints its address; "
+           "params[\"service_address\"] replaces the config's)")
+    assert str(raised.value) == f"<dict>: $.args.service.address: {why}"
+    assert str(overridden.value) == f"<params>: $.service_address: {why}"
+
+
+def test_a_bad_params_service_address_is_a_config_error(data, servers):
+    with pytest.raises(ConfigError) as raised:
+        build_input_fn(config(data, servers))(params={"service_address": "dispatcher"})
+    assert str(raised.value) == (
+        "<params>: $.service_address: found 'dispatcher': expected a dispatcher address HOST:PORT or "
+        "grpc://HOST:PORT (what `batchloaders serve --dispatcher` prints), e.g. 'localhost:5050'")
+
+
+def test_validation_never_connects(data):
+    """A fixed address validates wherever nothing listens there; the block is resolved as written."""
+    cfg = config(data, "dispatcher.example.com:5050", job_name="j", num_consumers=2, consumer_index=1)
+    cfg["args"]["epochs"] = None
+    loaded = load_config(cfg)
+    assert loaded.service == service.ServiceConfig("grpc://dispatcher.example.com:5050", "dynamic", "j", 2, 1)
+
+
+@pytest.mark.parametrize("args, report", [
+    (dict(on_corrupt="skip_file"), "skipped"),
+    (dict(chunking={"size": 2}), "chunk_report"),
+    (dict(segmenting={"num_unroll": 2}), "segment_report"),
+])
+def test_reports_are_none_under_the_service(tmp_path, args, report):
+    """Counters would count in the workers' copies of their tables: input_fn does not pretend they are zero
+    (locally the same config reports)."""
+    write_manifest(tmp_path, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(tmp_path / "a.tfrecords", [])
+    cfg = loader_config(tmp_path, [("x", "x")], inputs=["x"], padding=True, **args)
+    assert getattr(build_input_fn(cfg), report)() is not None
+    cfg["args"]["service"] = {"address": "localhost:5050"}
+    assert getattr(build_input_fn(cfg), report)() is None
+
+
+# (the service block, the JSON path of the one problem, its message)
+BAD_BLOCKS = [
+    ({}, "$.args.service", "missing required key 'address'"),
+    ({"address": "localhost"}, "$.args.service.address",
+     "invalid dispatcher address 'localhost'; expected a form like localhost:5050 or "
+     "grpc://dispatcher.example.com:5050"),
+    ({"address": "http://localhost:5050"}, "$.args.service.address",
+     "invalid dispatcher address 'http://localhost:5050'; expected a form like localhost:5050 or "
+     "grpc://dispatcher.example.com:5050"),
+    ({"address": "localhost:0"}, "$.args.service.address",
+     "found port 0 in 'localhost:0': expected a port from 1 to 65535"),
+    ({"address": "localhost:70000"}, "$.args.service.address",
+     "found port 70000 in 'localhost:70000': expected a port from 1 to 65535"),
+    ({"address": "localhost:5050", "processing_mode": "parallel_epochs"}, "$.args.service.processing_mode",
+     "unexpected value 'parallel_epochs'; expected one of: off, dynamic, file, data, file_or_data"),
+    ({"address": "localhost:5050", "target_workers": "local"}, "$.args.service.target_workers",
+     "unexpected value 'local'; expected one of: AUTO, ANY, LOCAL"),
+    ({"address": "localhost:5050", "compression": "gzip"}, "$.args.service.compression",
+     "unexpected value 'gzip'; expected one of: AUTO, NONE, SNAPPY"),
+    ({"address": "localhost:5050", "jobname": "j"}, "$.args.service.jobname",
+     "unknown key 'jobname' (did you mean 'job_name'?); allowed keys: address, processing_mode, job_name, "
+     "num_consumers, consumer_index, max_outstanding_requests, target_workers, compression"),
+    ({"address": "localhost:5050", "max_outstanding_requests": 0}, "$.args.service.max_outstanding_requests",
+     "expected an integer >= 1, found 0"),
+    ({"address": "localhost:5050", "job_name": "j", "consumer_index": 0}, "$.args.service.consumer_index",
+     "found consumer_index without num_consumers: expected both (coordinated reads: each trainer reads its turn, "
+     "consumer_index, of num_consumers) or neither"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2}, "$.args.service.num_consumers",
+     "found num_consumers without consumer_index: expected both (coordinated reads: each trainer reads its turn, "
+     "consumer_index, of num_consumers) or neither"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2, "consumer_index": 2},
+     "$.args.service.consumer_index", "found consumer_index 2 with num_consumers 2: expected an index from 0 to 1"),
+    ({"address": "localhost:5050", "job_name": "j", "num_consumers": 2, "consumer_index": 0, "processing_mode": "data"},
+     "$.args.service.num_consumers", "found num_consumers with processing_mode 'data': expected 'off' or 'dynamic' "
+     "(TensorFlow's coordinated reads support no other sharding)"),
+    ({"address": "localhost:5050", "num_consumers": 2, "consumer_index": 0}, "$.args.service.num_consumers",
+     "found num_consumers without job_name: expected a job_name (the trainers take turns reading one shared job, "
+     "which a name identifies)"),
+]
+
+
+@pytest.mark.parametrize("block, path, message", BAD_BLOCKS)
+def test_bad_service_blocks(data, block, path, message):
+    cfg = loader_config(data, [("id", "id")], inputs=["id"], epochs=None, service=block)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert [(p.path, p.message) for p in raised.value.problems] == [(path, message)]
+
+
+def test_coordinated_reads_take_turns(data, servers):
+    """Two trainers (threads here) of one job, num_consumers 2, mode off: every round is two consecutive batches
+    (2j, 2j + 1) of one worker's stream, consumer 0 taking the first and consumer 1 the second; both workers
+    make the local stream, and each serves its rounds j = 0, 1, ... in order (which worker serves a round is
+    TensorFlow's choice)."""
+    got = {}
+
+    def read(index):
+        cfg = config(data, servers, processing_mode="off", job_name="coordinated", num_consumers=2,
+                     consumer_index=index)
+        cfg["args"]["epochs"] = None
+        got[index] = [targets["id"].tolist() for _, targets in build_input_fn(cfg)().take(4).as_numpy_iterator()]
+
+    threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    ids = IDS * 2  # the local stream (epochs null) in batches of 3: b0 = 0, 1, 2; b1 = 3, 4, 5; b2 = 6, 100, 101 ...
+    pairs = [(ids[6 * j:6 * j + 3], ids[6 * j + 3:6 * j + 6]) for j in range(4)]
+    rounds = [pairs.index(pair) for pair in zip(got[0], got[1])]  # ValueError: a round that is no such pair
+    per_worker = collections.Counter(rounds)
+    assert rounds[0] == 0 and all(per_worker[j - 1] >= n for j, n in per_worker.items() if j) and max(
+        per_worker.values()) <= 2
+
+
+def test_coordinated_reads_need_an_endless_stream(data):
+    cfg = config(data, "localhost:5050", job_name="j", num_consumers=2, consumer_index=0)
+    with pytest.raises(ConfigError) as raised:
+        load_config(cfg)
+    assert str(raised.value) == (
+        "<dict>: $.args.service.num_consumers: found num_consumers with epochs 1: expected epochs null (in "
+        "coordinated reads a trainer whose workers run out of data first would leave the others waiting for "
+        "their turn forever)")
+
+
+# --- batchloaders serve, as the console script ---
+
+def serve(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return subprocess.Popen([sys.executable, "-m", "batchloaders", "serve", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def processes():
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:  # whatever the test did: none is left behind
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+def test_serve_starts_a_dispatcher_and_a_worker_a_client_uses(processes):
+    processes.append(serve("--dispatcher"))
+    dispatcher = processes[0].stdout.readline().strip()
+    assert dispatcher.startswith("localhost:") and int(dispatcher.split(":")[1]) > 0
+    processes.append(serve("--worker", dispatcher))
+    worker = processes[1].stdout.readline().strip()
+    assert worker.startswith("localhost:") and worker != dispatcher
+    ds = tf.data.Dataset.range(5).apply(tf.data.experimental.service.distribute("parallel_epochs", dispatcher))
+    assert sorted(ds.as_numpy_iterator()) == [0, 1, 2, 3, 4]
+    for process, number in zip(processes[::-1], (signal.SIGTERM, signal.SIGINT)):
+        process.send_signal(number)
+        out, err = process.communicate(timeout=30)
+        assert (process.returncode, out, err) == (0, "", "")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--worker", "localhost"], "batchloaders serve: error: found 'localhost': expected a dispatcher address"),
+    (["--worker", "localhost:5050", "--work-dir", "x"],
+     "batchloaders serve: error: --work-dir and --worker-addresses are options of --dispatcher"),
+    (["--dispatcher", "--port", "65536"], "argument --port: found '65536': expected a port from 0 to 65535"),
+])
+def test_serve_usage_errors(processes, args, message):
+    processes.append(serve(*args))
+    out, err = processes[0].communicate(timeout=60)
+    assert (processes[0].returncode, out) == (2, "")
+    assert message in err
+
+
+def test_serve_worker_of_a_dispatcher_that_does_not_answer(processes):
+    with socket.socket() as closed:
+        closed.bind(("localhost", 0))
+        address = f"localhost:{closed.getsockname()[1]}"
+        processes.append(serve("--worker", address))
+        out, err = processes[0].communicate(timeout=60)
+    assert (processes[0].returncode, out) == (1, "")
+    assert err == (f"batchloaders serve: error: no tf.data service dispatcher answers at {address} (Connection "
+                   "refused, waited at most 10 s): expected a running dispatcher (serve --dispatcher)\n")
+
+
+def test_serve_dispatcher_with_a_journal(processes, tmp_path):
+    """--work-dir: a fault-tolerant dispatcher writes its journal there; SIGTERM still ends it with 0."""
+    processes.append(serve("--dispatcher", "--work-dir", str(tmp_path / "journal")))
+    address = processes[0].stdout.readline().strip()
+    assert address.startswith("localhost:") and int(address.split(":")[1]) > 0
+    assert (tmp_path / "journal").is_dir()
+    processes[0].send_signal(signal.SIGTERM)
+    assert processes[0].communicate(timeout=30) == ("", "") and processes[0].returncode == 0
