@@ -364,24 +364,33 @@ def _run_serve(args: argparse.Namespace) -> int:
         if why:
             print(f"batchloaders serve: error: {why}", file=sys.stderr)
             return EXIT_USAGE
-    _quiet_tensorflow(args)
+    # The dispatcher's worker list holds bare HOST:PORT (workers register without the protocol).
+    worker_addresses = [a[len("grpc://"):] if a.startswith("grpc://") else a for a in worker_addresses]
     import signal
     import threading
 
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):  # before TensorFlow's import: a signal during start-up exits 0
+        signal.signal(number, lambda *_: stop.set())
+    _quiet_tensorflow(args)
     from batchloaders import service
 
-    stop = threading.Event()
-    for number in (signal.SIGINT, signal.SIGTERM):  # installed first: a signal during start-up still exits 0
-        signal.signal(number, lambda *_: stop.set())
-    if args.dispatcher:
-        server = service.start_dispatcher(args.port, args.work_dir, worker_addresses)
-    else:
-        why = service.unreachable(args.worker)
-        if why:  # a WorkerServer would wait for its dispatcher silently
-            print(f"batchloaders serve: error: {why}: expected a running dispatcher (serve --dispatcher)",
-                  file=sys.stderr)
-            return EXIT_INVALID
-        server = service.start_worker(args.worker, args.port, f"{args.host}:%port%")
+    if stop.is_set():
+        return EXIT_OK
+    try:
+        if args.dispatcher:
+            server = service.start_dispatcher(args.port, args.work_dir, worker_addresses)
+        else:
+            why = service.unreachable(args.worker)
+            if why:  # a WorkerServer would wait for its dispatcher silently
+                print(f"batchloaders serve: error: {why}: expected a running dispatcher (serve --dispatcher)",
+                      file=sys.stderr)
+                return EXIT_INVALID
+            server = service.start_worker(args.worker, args.port, f"{args.host}:%port%")
+    except RuntimeError as error:  # TensorFlow's: e.g. "Could not start gRPC server" (the port is taken)
+        print(f"batchloaders serve: error: the server did not start on port {args.port}: {error}".splitlines()[0],
+              file=sys.stderr)
+        return EXIT_INVALID
     port = service.bound_address(server).rpartition(":")[2]
     print(f"{args.host}:{port}", flush=True)
     while not stop.wait(0.5):  # a timed wait: signal handlers run between the waits

@@ -94,6 +94,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         batch_size = (params or {}).get("batch_size", loader_config.target_batch_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected a positive integer"))
+        if (params or {}).get("service_address") is not None and loader_config.service is None:
+            raise ConfigError(Problem("<params>", "$.service_address", (
+                f"found {params['service_address']!r}, but {loader_config.source} has no service block "
+                "($.args.service): the pipeline would run here, not on the service; expected a service block, "
+                "or no service_address")))
         # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
         batch_size = sharding.per_replica_batch_size(loader_config, batch_size, input_context, from_params=from_params)
         shard = sharding.plan(loader_config, input_context)  # the loaders plan the same share
@@ -118,7 +123,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
         cardinality = (expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
                        if loader_config.service is None else None)
-        dataset = base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
+        dataset = base.compile_dataset(sharding.per_replica_buckets(loader_config, input_context), elements,
+                                       batch_size, pack_inputs, pack_targets, decode,
                                        cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
                                        segment_counter=segment_counter)
         if loader_config.service is None:

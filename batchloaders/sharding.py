@@ -55,7 +55,10 @@ def plan(config: LoaderConfig, input_context) -> Shard:
     """The share of the input pipeline ``input_context`` names (see the module docstring); ConfigError
     when record sharding a sequence loader whose windows are random and ``seed`` is null."""
     files = len(config.dataset.files)
-    if input_context is None or input_context.num_input_pipelines <= 1:
+    if input_context is None or input_context.num_input_pipelines <= 1 or config.service is not None:
+        # Under a tf.data service the service splits the data among its workers, and trainers that
+        # share one job (job_name) get disjoint batches: sharding here too would shard each worker's
+        # part again, by position in what that worker was handed (files lost and repeated, measured).
         return Shard(NONE, 1, 0, tuple(range(files)))
     pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
     if files >= pipelines:
@@ -67,6 +70,14 @@ def plan(config: LoaderConfig, input_context) -> Shard:
             "must draw the same windows, from one seed; expected a seed (any integer), or at least "
             f"{pipelines} data files (each pipeline then reads its own)")))
     return Shard(RECORD, pipelines, pipeline, tuple(range(files)))
+
+
+def files_handed_out(config: LoaderConfig) -> bool:
+    """Whether a tf.data service in ``dynamic`` mode hands the file names out to its workers one at a time.
+    They are then not shuffled: TensorFlow 2.21 gives every file to every worker when a shuffle of the
+    names comes before an interleave of more than one file (measured: each record once per worker).
+    The records are still shuffled in the shuffle buffer."""
+    return config.service is not None and config.service.processing_mode == "dynamic"
 
 
 def random_windows(config: LoaderConfig) -> bool:
@@ -91,6 +102,9 @@ def log_rule(config: LoaderConfig, shard: Shard) -> None:
 def summary(config: LoaderConfig, shard: Shard) -> str:
     """The rule chosen for one input pipeline and why, in one line."""
     files, n, i = len(config.dataset.files), shard.pipelines, shard.pipeline
+    if shard.rule == NONE and config.service is not None:
+        return ("not sharded by input pipeline: the tf.data service splits the data among its workers "
+                "(trainers sharing a job_name get disjoint batches)")
     if shard.rule == NONE:
         return "input pipeline 0 of 1: not sharded, reads every data file"
     if shard.rule == FILE:
@@ -117,6 +131,25 @@ def per_replica_batch_size(config: LoaderConfig, batch_size: int, input_context,
             f"replicas in sync, and {batch_size} is not a multiple of {replicas}; expected a multiple of "
             f"{replicas} (e.g. {nearest})")))
     return input_context.get_per_replica_batch_size(batch_size)
+
+
+def per_replica_buckets(config: LoaderConfig, input_context) -> LoaderConfig:
+    """``config`` with each bucket's batch size split among the replicas in sync, as the global batch is;
+    ConfigError when a ``batch_sizes`` entry does not split evenly. Budgets (``max_tokens``) are split
+    rounding down (at least 1 example), so that the global batch stays within the budget."""
+    replicas = input_context.num_replicas_in_sync if input_context is not None else 1
+    spec = config.bucketing
+    if replicas <= 1 or spec is None:
+        return config
+    if spec.max_tokens is None:
+        for k, size in enumerate(spec.batch_sizes):
+            if size % replicas:
+                raise ConfigError(Problem(config.source, f"{spec.json_path}.batch_sizes[{k}]", (
+                    f"found {size}: under tf.distribute every bucket's batch is split evenly among the {replicas} "
+                    f"replicas in sync, and {size} is not a multiple of {replicas}; expected multiples of "
+                    f"{replicas}")))
+    sizes = tuple(max(1, size // replicas) for size in spec.batch_sizes)
+    return dataclasses.replace(config, bucketing=dataclasses.replace(spec, batch_sizes=sizes))
 
 
 def keep_records(shard: Shard):

@@ -83,7 +83,7 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     shard = sharding.plan(config, input_context)
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
-    if config.shuffle:
+    if config.shuffle and not sharding.files_handed_out(config):
         files = files.shuffle(config.num_filenames_shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
     if repeat:
         files = files.repeat(config.epochs)

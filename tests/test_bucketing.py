@@ -201,3 +201,26 @@ def test_pad_to_boundary_needs_a_padded_tensor(tokens):
     with pytest.raises(ConfigError, match=r"\$\.args\.bucketing\.pad_to_boundary\[0\]: tensor 'tokens' has batching "
                                           r"'ragged': only padded tensors are padded to a bucket boundary"):
         load_config(cfg)
+
+
+def test_under_tf_distribute_each_buckets_batch_is_split_among_the_replicas(tokens):
+    """batch_sizes are global, as target_batch_size is: 2 replicas in sync make batches of half each size."""
+    cfg = config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": [6, 4, 4, 2]})
+    dataset = build_input_fn(cfg)(tf.distribute.InputContext(1, 0, 2))
+    sizes, seen = collections.Counter(), []
+    for x, ids in ((f["tokens"], t["id"]) for f, t in dataset.as_numpy_iterator()):
+        (bucket,) = {bucket_of(n) for n in check_rows(x, ids)}
+        assert len(ids) <= [3, 2, 2, 1][bucket]
+        sizes[(bucket, len(ids))] += 1
+        seen.extend(ids.tolist())
+    assert sorted(seen) == [100 * f + r for f in range(3) for r in range(20)]
+    assert {size for (bucket, size) in sizes if bucket == 0} >= {3}  # full batches of bucket 0 hold 6 / 2
+
+
+def test_a_bucket_batch_the_replicas_cannot_share_is_a_config_error(tokens):
+    cfg = config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": [6, 3, 4, 2]})
+    with pytest.raises(ConfigError) as caught:
+        build_input_fn(cfg)(tf.distribute.InputContext(1, 0, 2))
+    problem = caught.value.problems[0]
+    assert problem.path == "$.args.bucketing.batch_sizes[1]"
+    assert "found 3" in problem.message and "not a multiple of 2" in problem.message

@@ -357,3 +357,50 @@ def test_serve_dispatcher_with_a_journal(processes, tmp_path):
     assert (tmp_path / "journal").is_dir()
     processes[0].send_signal(signal.SIGTERM)
     assert processes[0].communicate(timeout=30) == ("", "") and processes[0].returncode == 0
+
+
+@pytest.mark.parametrize("mix", [2, 3])
+def test_dynamic_shuffled_gives_every_example_exactly_once(data, servers, mix):
+    """Shuffled names before an interleave of several files gave every record once per worker (TF 2.21):
+    under dynamic the names are handed out unshuffled and the records shuffled in the buffer."""
+    cfg = config(data, servers, processing_mode="dynamic")
+    cfg["args"].update(shuffle=True, num_mix_files=mix, num_shuffle_buffer_elements=8, num_filenames_shuffle_buffer=3,
+                       seed=3, epochs=2)
+    got = examples(build_input_fn(cfg)())
+    assert collections.Counter(got) == collections.Counter({(i, (float(i), i + .5)): 2 for i in IDS})
+
+
+def test_under_the_service_input_pipelines_share_a_job_instead_of_sharding(data, servers, caplog):
+    """Two input pipelines with one job_name: not sharded by the loader (that shards each worker's part again,
+    losing and repeating files); together they get every example once."""
+    cfg = config(data, servers, processing_mode="dynamic", job_name="two-trainers")
+    input_fn = build_input_fn(cfg)
+    got = []
+    with caplog.at_level("INFO", logger="batchloaders"):
+        for pipeline in range(2):
+            got += examples(input_fn(tf.distribute.InputContext(2, pipeline, 1)))
+    assert sorted(got) == [(i, (float(i), i + .5)) for i in IDS]
+    assert [r.getMessage() for r in caplog.records] == [
+        "not sharded by input pipeline: the tf.data service splits the data among its workers (trainers sharing "
+        "a job_name get disjoint batches)"] * 2
+
+
+def test_a_service_address_without_a_service_block_is_a_config_error(data):
+    cfg = loader_config(data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=3)
+    with pytest.raises(ConfigError) as caught:
+        build_input_fn(cfg)(params={"service_address": "localhost:5050"})
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.path) == ("<params>", "$.service_address")
+    assert "has no service block" in problem.message and "'localhost:5050'" in problem.message
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("localhost", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "batchloaders", "serve", "--dispatcher", "--port", str(port)],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]  # one line, no traceback
+    assert done.stderr.startswith(f"batchloaders serve: error: the server did not start on port {port}")
