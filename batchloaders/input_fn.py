@@ -104,6 +104,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         shard = sharding.plan(loader_config, input_context)  # the loaders plan the same share
         if input_context is not None:
             sharding.log_rule(loader_config, shard)
+            sharding.check_share(loader_config, shard)
         reader.refresh()
         zero_tails = base.zero_tails(loader, loader_config)
         finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)

@@ -187,6 +187,30 @@ def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
     return windows.map(as_written(keep))
 
 
+def _empty_share(config: LoaderConfig, shard: Shard) -> str:
+    unit = "record" if config.type == "independent" else "window"
+    if shard.rule == FILE:
+        why = (f"its data file(s) (positions {', '.join(map(str, shard.files))} of {len(config.dataset.files)}) "
+               f"give no {unit}")
+    else:
+        why = f"the data gives fewer {unit}s than input pipelines, or none falls to this one"
+    return (f"input pipeline {shard.pipeline} of {shard.pipelines} got no {unit} from a full pass over its share "
+            f"of the data (sharded by {shard.rule}): {why}, so with epochs null it would give no batch, ever; "
+            "expected more data, or fewer input pipelines")
+
+
+def check_share(config: LoaderConfig, shard: Shard) -> None:
+    """ConfigError now, before anything runs, when the manifest's record counts show that an independent
+    pipeline's share is empty and epochs is null (:func:`endless` catches the rest while running)."""
+    if config.epochs is not None or shard.rule == NONE or config.type != "independent":
+        return
+    from batchloaders.config.accounting import record_counts
+
+    counts = record_counts(config.dataset.manifest, config.dataset.files)
+    if counts is not None and not any(shard.records_of(i, counts[i]) for i in shard.files):
+        raise ConfigError(Problem(config.source, "$.args.epochs", _empty_share(config, shard)))
+
+
 def endless(repeated: tf.data.Dataset, config: LoaderConfig, shard: Shard) -> tf.data.Dataset:
     """``repeated`` (the passes repeated forever, epochs null) failing clearly if it ever ends.
 
@@ -196,15 +220,7 @@ def endless(repeated: tf.data.Dataset, config: LoaderConfig, shard: Shard) -> tf
     """
     if config.epochs is not None or shard.rule == NONE:
         return repeated
-    unit = "record" if config.type == "independent" else "window"
-    if shard.rule == FILE:
-        why = (f"its data file(s) (positions {', '.join(map(str, shard.files))} of {len(config.dataset.files)}) "
-               f"give no {unit}")
-    else:
-        why = f"the data gives fewer {unit}s than input pipelines, or none falls to this one"
-    message = (f"{config.source}: $.args.epochs: input pipeline {shard.pipeline} of {shard.pipelines} got no "
-               f"{unit} from a full pass over its share of the data (sharded by {shard.rule}): {why}, so with "
-               f"epochs null it would give no batch, ever; expected more data, or fewer input pipelines")
+    message = f"{config.source}: $.args.epochs: {_empty_share(config, shard)}"
 
     def fail(_):
         check = tf.debugging.Assert(False, [message], summarize=1)

@@ -198,18 +198,29 @@ def test_per_replica_batch_size_and_a_batch_the_replicas_cannot_share(data, batc
 BY_RECORD = "(sharded by record): the data gives fewer {unit}s than input pipelines, or none falls to this one"
 
 
-@pytest.mark.parametrize("loader,counts,unit,why", [
+BY_FILE = "(sharded by file): its data file(s) (positions 2 of 3) give no record"
+
+
+@pytest.mark.parametrize("loader,counts,unit,why,listed", [
     # 1 file of 2 records (continuous: 2 windows of 3 steps) for 3 pipelines: pipeline 2 gets nothing.
-    ("independent", [2], "record", BY_RECORD),
-    ("continuous_sequence", [2], "window", BY_RECORD),
+    ("independent", [2], "record", BY_RECORD, False),
+    ("independent", [2], "record", BY_RECORD, True),  # the manifest lists the record counts
+    ("continuous_sequence", [2], "window", BY_RECORD, False),
     # 3 files for 3 pipelines: pipeline 2 reads the empty third.
-    ("independent", [2, 2, 0], "record", "(sharded by file): its data file(s) (positions 2 of 3) give no record"),
+    ("independent", [2, 2, 0], "record", BY_FILE, False),
+    ("independent", [2, 2, 0], "record", BY_FILE, True),
 ])
-def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader, counts, unit, why):
+def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader, counts, unit, why, listed):
     if loader == "independent":
-        write_manifest(tmp_path, [feature("id", "int64", [], "int")])
+        path = write_manifest(tmp_path, [feature("id", "int64", [], "int")])
         for f, n in enumerate(counts):
             write_records(tmp_path / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r])) for r in range(n)])
+        if listed:  # the manifest's record counts
+            with open(path) as f:
+                manifest = json.load(f)
+            manifest["files"] = [{"name": f"part-{f}.tfrecords", "num_records": n} for f, n in enumerate(counts)]
+            with open(path, "w") as f:
+                json.dump(manifest, f)
         cfg = loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=None)
     else:
         write_continuous(tmp_path, counts, chunk=3)
@@ -218,11 +229,18 @@ def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader,
     assert [b[next(iter(b))].tolist() for b in collect(input_fn(context(3, 1)), 2)] == {
         (1, "independent"): [[1, 1], [1, 1]], (1, "continuous_sequence"): [[[3, 4, 5]] * 2, [[3, 4, 5]] * 2],
         (3, "independent"): [[100, 101], [100, 101]]}[len(counts), loader]
-    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+    expected = (f"input pipeline 2 of 3 got no {unit} from a full pass over its share of the data "
+                f"{why.format(unit=unit)}, so with epochs null it would give no batch, ever; expected more data, "
+                "or fewer input pipelines")
+    if listed:  # the manifest's record counts tell before anything runs
+        with pytest.raises(ConfigError) as caught:
+            input_fn(context(3, 2))
+        problem = caught.value.problems[0]
+        assert (problem.file, problem.path, problem.message) == ("<dict>", "$.args.epochs", expected)
+        return
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:  # known only once read (windows: drawn)
         collect(input_fn(context(3, 2)), 2)
-    assert (f"<dict>: $.args.epochs: input pipeline 2 of 3 got no {unit} from a full pass over its share of the "
-            f"data {why.format(unit=unit)}, so with epochs null it would give no batch, ever; expected more data, "
-            "or fewer input pipelines") in raised.value.message
+    assert f"<dict>: $.args.epochs: {expected}" in raised.value.message
 
 
 @pytest.mark.slow
