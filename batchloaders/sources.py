@@ -222,9 +222,15 @@ def options(config: LoaderConfig) -> tf.data.Options:
     the config leaves nothing to tune (every parallelism and the prefetch given as numbers,
     reads parallel only for remote files): its per-element bookkeeping cost about 17% of an
     epoch of the independent loader. ``Dataset.with_options`` on the result overrides both.
+
+    A checkpoint of the iterator ignores state outside it: the end-of-file check reads a damaged
+    file's tail again and probes files in nested datasets that keep nothing between calls, which
+    tf.data otherwise refuses to save ("DatasetToSingleElement is stateful"); the counters of
+    skip_file, chunking and segmenting are tables outside the iterator by design.
     """
     out = tf.data.Options()
     out.experimental_optimization.apply_default_optimizations = False
+    out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     tuned = (config.num_parallel_parses is None or config.num_prefetch is None
              or (config.num_parallel_reads is None and reads_wait_on_io(config)))
     if not tuned:
