@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, keras_align, packing, segmenting
+from batchloaders import bucketing, chunking, determinism, keras_align, packing, segmenting
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches
@@ -111,24 +111,30 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             batch_size = input_context.get_per_replica_batch_size(batch_size)
         shard = _shard(loader_config, input_context)
         reader.refresh()
-        zero_tails = base.zero_tails(loader, loader_config)
-        finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
-                  if base.example_wise(loader_config) else None)
+        run_config = dataclasses.replace(loader_config, seed=determinism.seed_of(loader_config.seed, params))
+        zero_tails = base.zero_tails(loader, run_config)
+        finish = (base.finisher(run_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
+                  if base.example_wise(run_config) else None)
         # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
         # that the examples waiting in the buckets are copied once per many examples, not per batch.
-        source_config, block = loader_config, batch_size
-        if loader_config.bucketing is not None or loader_config.packing is not None:
-            source_config = dataclasses.replace(loader_config, drop_remainder=False)
-            block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
-        elif loader_config.chunking is not None or loader_config.segmenting is not None:
+        source_config, block = run_config, batch_size
+        if run_config.bucketing is not None or run_config.packing is not None:
+            source_config = dataclasses.replace(run_config, drop_remainder=False)
+            block = max(batch_size, bucketing.BLOCK if run_config.bucketing else packing.BLOCK)
+        elif run_config.chunking is not None or run_config.segmenting is not None:
             # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
             # repeats the epochs.
-            source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
-        elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
-        return base.compile_dataset(loader_config, elements, batch_size, pack_inputs, pack_targets, decode,
-                                    cardinality=expected_batches(loader_config, shard, batch_size),
-                                    zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter)
+            source_config = dataclasses.replace(run_config, drop_remainder=False, epochs=1)
+            block = chunking.BLOCK if run_config.chunking is not None else segmenting.BLOCK
+
+        def build():
+            elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
+            return base.compile_dataset(run_config, elements, batch_size, pack_inputs, pack_targets, decode,
+                                        zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter,
+                                        finished=False)
+        # Built per iterator (determinism.py): every iterator, every call, the same batches for a seed.
+        return base.finish_pipeline(run_config, determinism.per_iterator(build),
+                                    expected_batches(loader_config, shard, batch_size))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -309,9 +309,3 @@ class SegmentCounter(chunking.ChunkCounter):
         found = dict(zip((k.decode() for k in names.numpy()), counts.numpy()))
         return SegmentReport(*(int(found.get(k, 0)) for k in self.KEYS))
 
-
-def options() -> tf.data.Options:
-    """The counter's table is state outside the iterator: let a checkpoint of the iterator leave it out."""
-    out = tf.data.Options()
-    out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return out

@@ -215,6 +215,11 @@ def options(config: LoaderConfig) -> tf.data.Options:
     """
     out = tf.data.Options()
     out.experimental_optimization.apply_default_optimizations = False
+    # An iterator checkpoint would otherwise fail on the pipeline's stateful ops, none of which holds
+    # state the iterator must carry: the end-of-file checks' re-read of a damaged tail and open probe
+    # (integrity.py: a Dataset.reduce run whole within one call) and the report counters' lookup tables
+    # (skipped files, chunks, segments), which live outside the iterator by design (README, Scaling out).
+    out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     tuned = (config.num_parallel_parses is None or config.num_prefetch is None
              or (config.num_parallel_reads is None and reads_wait_on_io(config)))
     if not tuned:

@@ -194,13 +194,15 @@ def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs
 
 def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None) -> tf.data.Dataset:
+                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None,
+                    finished: bool = True) -> tf.data.Dataset:
     """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
     ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks).
     With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
     the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
-    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences."""
+    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences.
+    ``finished`` False leaves out what :func:`finish_pipeline` adds (the caller adds it around a wrapper)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     ds = batches
     if config.bucketing is not None:
@@ -263,6 +265,13 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                     deterministic=not config.sloppy_interleave)
+    return finish_pipeline(config, ds, cardinality) if finished else ds
+
+
+def finish_pipeline(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None) -> tf.data.Dataset:
+    """The known cardinality, the last prefetch and the pipeline's options (see :func:`compile_dataset`)."""
+    if any(block is not None for block in (config.bucketing, config.packing, config.chunking, config.segmenting)):
+        cardinality = None  # how many batches these regroup the examples into is known only at the end
     if config.epochs is None:
         # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
         ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
@@ -273,7 +282,4 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
-    ds = ds.with_options(sources.options(config))
-    # Only the independent loader's pipeline checkpoints (the sequence loaders' hold a stateful reduction,
-    # which IGNORE would drop silently, restoring other windows): there the counter table may be left out.
-    return ds.with_options(segmenting.options()) if segment_counter is not None and config.type == "independent" else ds
+    return ds.with_options(sources.options(config))
