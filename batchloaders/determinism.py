@@ -1,13 +1,17 @@
-"""Same seed, same batches: from every ``input_fn()`` call and every iterator of its dataset.
+"""Same seed, same batches: from every ``input_fn()`` call, every iterator, and after a restore.
 
-tf.data's seeded shuffles (``reshuffle_each_iteration``) and ``Dataset.random(rerandomize_each_iteration)``
-draw each epoch's seeds from a seed generator made with the dataset and shared by all its iterators, so
-a second iterator of one dataset would continue where the first left off. Building the pipeline inside
-a ``flat_map`` makes those generators part of each iterator: every iterator starts from the config's
-seed, its later epochs are still reshuffled, and the generators' positions go into its checkpoint.
+Every random choice takes its seed from :func:`seed`: a stateless function of the run's base seed, the
+epoch and what the draw is for (file order, a shuffle buffer, one file's windows). tf.data's own
+per-epoch reseeding (``reshuffle_each_iteration``, ``Dataset.random(rerandomize_each_iteration)``) draws
+from a seed generator shared by every iterator of a dataset whose position a restored iterator does not
+get back: a restore before an epoch boundary gave the next epoch another order. Here each epoch's
+pipeline is built for its epoch number (:func:`repeat_epochs`), inside a pipeline built per iterator
+(:func:`per_iterator`) for its base seed: the config's seed, or without one a seed drawn once per
+iterator by ``Dataset.random`` and kept in the iterator's checkpoint (flat_map saves its element).
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any, Callable, Mapping
 
@@ -18,9 +22,65 @@ from batchloaders.errors import ConfigError, Problem
 MAX_SEED = 2**63 - 1
 
 
-def per_iterator(build: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
-    """The dataset ``build()`` returns, built anew (random state included) for every iterator."""
-    return tf.data.Dataset.range(1).flat_map(lambda _: build())
+# What a draw is for: the second half of its stateless seed (with the file's index for WINDOWS).
+FILES, EXAMPLES, WINDOWS, CHUNKS = 1, 2, 3, 4
+_scope: dict = {}  # "base", "epoch": tensors of the pipeline being built (see per_iterator, repeat_epochs)
+
+
+@contextlib.contextmanager
+def _using(**values):
+    saved = dict(_scope)
+    _scope.update(values)
+    try:
+        yield
+    finally:
+        _scope.clear()
+        _scope.update(saved)
+
+
+def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None) -> tf.data.Dataset:
+    """The dataset ``build()`` returns, built anew for every iterator, its draws from ``seed`` (None: a seed
+    drawn per ``input_fn()`` call, kept in the iterator's checkpoint)."""
+    bases = (tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)) if seed is not None
+             else tf.data.Dataset.random().take(1))
+
+    def one(base):
+        with _using(base=base, epoch=tf.constant(0, tf.int64)):
+            return build()
+    return bases.flat_map(one)
+
+
+def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+    """``make()`` once per epoch (``epochs`` None: without end), each built for its epoch's draws.
+
+    Inside another epoch loop (chunking and segmenting repeat a source of one epoch) the source is
+    that loop's epoch: ``make()`` as it is."""
+    if _scope.get("nested"):
+        if epochs != 1:
+            raise ValueError(f"an epoch loop inside another repeats {epochs} epochs: expected 1")
+        return make()
+
+    def one(epoch):
+        with _using(epoch=epoch, nested=True):
+            return make()
+    counts = tf.data.Dataset.range(epochs) if epochs is not None else tf.data.Dataset.counter()
+    return counts.flat_map(one)
+
+
+def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
+    """The int64 seed of one draw of the current epoch, or None (TensorFlow's own random seed) for a
+    dataset built outside :func:`per_iterator` from a config without a seed."""
+    base = _scope.get("base")
+    if base is None:
+        if config_seed is None:
+            return None
+        base = tf.constant(config_seed, tf.int64)
+    epoch = tf.cast(_scope.get("epoch", 0), tf.int64)
+    per_epoch = tf.random.stateless_uniform([], seed=tf.stack([base, epoch]), minval=None, maxval=None,
+                                            dtype=tf.int64)
+    what = tf.constant(purpose << 40, tf.int64) + (0 if index is None else tf.cast(index, tf.int64))
+    return tf.random.stateless_uniform([], seed=tf.stack([per_epoch, what]), minval=None, maxval=None,
+                                       dtype=tf.int64)
 
 
 def seed_of(config_seed: int | None, params: Mapping[str, Any] | None) -> int | None:

@@ -127,13 +127,16 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             source_config = dataclasses.replace(run_config, drop_remainder=False, epochs=1)
             block = chunking.BLOCK if run_config.chunking is not None else segmenting.BLOCK
 
+        def source():
+            return base.source(loader, source_config, input_context, block, reader, finish)
+
         def build():
-            elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
-            return base.compile_dataset(run_config, elements, batch_size, pack_inputs, pack_targets, decode,
+            return base.compile_dataset(run_config, source, batch_size, pack_inputs, pack_targets,
                                         zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter,
                                         finished=False)
-        # Built per iterator (determinism.py): every iterator, every call, the same batches for a seed.
-        return base.finish_pipeline(run_config, determinism.per_iterator(build),
+        # Built per iterator, every draw from the seed, epoch and purpose (determinism.py): the same batches
+        # from every call and iterator for a seed, and after a restore.
+        return base.finish_pipeline(run_config, determinism.per_iterator(build, run_config.seed),
                                     expected_batches(loader_config, shard, batch_size))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from batchloaders import determinism
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.graphs import as_written
 from batchloaders.config.datasets import url_scheme
@@ -80,8 +81,9 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int32)})
     if input_context is not None and input_context.num_input_pipelines > 1:
         files = files.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if config.shuffle:
-        files = files.shuffle(config.num_filenames_shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+    if config.shuffle:  # each epoch's order from its own seed (determinism.py)
+        files = files.shuffle(config.num_filenames_shuffle_buffer,
+                              seed=determinism.seed(config.seed, determinism.FILES), reshuffle_each_iteration=False)
     if repeat:
         files = files.repeat(config.epochs)
     if config.num_interleave_in_buffer_elements > 1:
@@ -89,13 +91,14 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     return files
 
 
-def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset) -> tf.data.Dataset:
-    """Repeat one whole epoch (file shuffle, reading, element shuffle) so epochs never mix.
+def repeat_epochs(config: LoaderConfig, make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+    """One whole epoch (file shuffle, reading, element shuffle) ``make()`` per epoch, so epochs never mix
+    and each epoch's draws come from its number (determinism.py).
 
     Every element appears exactly once per epoch; only the batch that straddles
     two epochs holds elements of both.
     """
-    return elements.repeat(config.epochs)
+    return determinism.repeat_epochs(config.epochs, make)
 
 
 # Block sizes (and the record-size sample they use) live in block_sizes.py, which imports no TensorFlow.
