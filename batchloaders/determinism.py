@@ -38,6 +38,14 @@ def _using(**values):
         _scope.update(saved)
 
 
+def _without_global_seed() -> None:
+    """In the dataset function being traced: leave TensorFlow's global seed (tf.random.set_seed,
+    keras.utils.set_random_seed) out of ``Dataset.shuffle``'s seeds, which are all ours; with it a
+    shuffle's seed pair is (global seed, ours), and a global seed of 0 made Python compare our seed
+    tensor with 0 (random_seed.get_seed), which fails while tracing."""
+    tf.compat.v1.get_default_graph().seed = None
+
+
 def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None) -> tf.data.Dataset:
     """The dataset ``build()`` returns, built anew for every iterator, its draws from ``seed`` (None: a seed
     drawn per ``input_fn()`` call, kept in the iterator's checkpoint)."""
@@ -45,6 +53,7 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None) -> tf.d
              else tf.data.Dataset.random().take(1))
 
     def one(base):
+        _without_global_seed()
         with _using(base=base, epoch=tf.constant(0, tf.int64)):
             return build()
     return bases.flat_map(one)
@@ -61,6 +70,7 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf
         return make()
 
     def one(epoch):
+        _without_global_seed()
         with _using(epoch=epoch, nested=True):
             return make()
     counts = tf.data.Dataset.range(epochs) if epochs is not None else tf.data.Dataset.counter()
@@ -72,8 +82,8 @@ def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
     dataset built outside :func:`per_iterator` from a config without a seed."""
     base = _scope.get("base")
     if base is None:
-        if config_seed is None:
-            return None
+        if config_seed is None:  # (a file's windows need a seed tensor: a fresh one, as TensorFlow's would be)
+            return None if index is None else tf.random.uniform([], maxval=MAX_SEED, dtype=tf.int64)
         base = tf.constant(config_seed, tf.int64)
     epoch = tf.cast(_scope.get("epoch", 0), tf.int64)
     per_epoch = tf.random.stateless_uniform([], seed=tf.stack([base, epoch]), minval=None, maxval=None,

@@ -82,6 +82,10 @@ class ResumableIterator(tf.Module):
         mode = mode if mode is not None else config.resume
         if mode not in MODES:
             raise ConfigError(Problem("<ResumableIterator>", "$.mode", f"found {mode!r}: expected one of {MODES}"))
+        if mode == "replay" and config.sloppy_interleave:
+            raise ConfigError(Problem(config.source, "$.args.resume", (
+                "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
+                "needs them in the same order every run; expected sloppy_interleave false, or resume state")))
         params = dict(params or {})
         batch_size = params.get("batch_size", config.target_batch_size)
         seed = determinism.seed_of(config.seed, params)

@@ -220,7 +220,7 @@ def reading_args(shuffle, num_mix_files, num_parallel_reads, num_parallel_parses
     return args
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**40), shuffle=st.booleans(), **READING)
 def test_every_record_once_per_epoch(data, seed, shuffle, **reading):
     args = reading_args(shuffle, **reading)
@@ -244,7 +244,7 @@ def discrete_windows(batches) -> list[tuple]:
     return out
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(seed=st.sampled_from([0, 1, 2**40]), shuffle=st.booleans(), **READING)
 def test_every_drawn_window_once_per_epoch_whatever_the_reading(data, seed, shuffle, **reading):
     """The windows drawn are a function of seed, epoch and file (not of reading order, parallelism or
