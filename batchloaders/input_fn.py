@@ -111,32 +111,32 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             batch_size = input_context.get_per_replica_batch_size(batch_size)
         shard = _shard(loader_config, input_context)
         reader.refresh()
-        run_config = dataclasses.replace(loader_config, seed=determinism.seed_of(loader_config.seed, params))
-        zero_tails = base.zero_tails(loader, run_config)
-        finish = (base.finisher(run_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
-                  if base.example_wise(run_config) else None)
+        zero_tails = base.zero_tails(loader, loader_config)
+        finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
+                  if base.example_wise(loader_config) else None)
         # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
         # that the examples waiting in the buckets are copied once per many examples, not per batch.
-        source_config, block = run_config, batch_size
-        if run_config.bucketing is not None or run_config.packing is not None:
-            source_config = dataclasses.replace(run_config, drop_remainder=False)
-            block = max(batch_size, bucketing.BLOCK if run_config.bucketing else packing.BLOCK)
-        elif run_config.chunking is not None or run_config.segmenting is not None:
+        source_config, block = loader_config, batch_size
+        if loader_config.bucketing is not None or loader_config.packing is not None:
+            source_config = dataclasses.replace(loader_config, drop_remainder=False)
+            block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
+        elif loader_config.chunking is not None or loader_config.segmenting is not None:
             # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
             # repeats the epochs.
-            source_config = dataclasses.replace(run_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK if run_config.chunking is not None else segmenting.BLOCK
+            source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
+            block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
 
         def source():
             return base.source(loader, source_config, input_context, block, reader, finish)
 
         def build():
-            return base.compile_dataset(run_config, source, batch_size, pack_inputs, pack_targets,
+            return base.compile_dataset(loader_config, source, batch_size, pack_inputs, pack_targets,
                                         zero_tails=zero_tails, chunk_counter=counter, segment_counter=segment_counter,
                                         finished=False)
-        # Built per iterator, every draw from the seed, epoch and purpose (determinism.py): the same batches
-        # from every call and iterator for a seed, and after a restore.
-        return base.finish_pipeline(run_config, determinism.per_iterator(build, run_config.seed),
+        # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
+        # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
+        seed = determinism.seed_of(loader_config.seed, params)
+        return base.finish_pipeline(loader_config, determinism.per_iterator(build, seed),
                                     expected_batches(loader_config, shard, batch_size))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
