@@ -34,6 +34,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 
-__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem", "ResumableIterator", "ResumeError", "StateSaver",
+__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
+           "ResumableIterator", "ResumeError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary", "register_step",
            "load_config", "load_manifest", "__version__"]

@@ -6,8 +6,8 @@ per-epoch reseeding (``reshuffle_each_iteration``, ``Dataset.random(rerandomize_
 from a seed generator shared by every iterator of a dataset whose position a restored iterator does not
 get back: a restore before an epoch boundary gave the next epoch another order. Here each epoch's
 pipeline is built for its epoch number (:func:`repeat_epochs`), inside a pipeline built per iterator
-(:func:`per_iterator`) for its base seed: the config's seed, or without one a seed drawn once per
-iterator by ``Dataset.random`` and kept in the iterator's checkpoint (flat_map saves its element).
+(:func:`per_iterator`) for its base seed: the config's seed, or without one a seed ``Dataset.random``
+draws once per ``input_fn()`` call, kept in the iterator's checkpoint (flat_map saves its element).
 """
 from __future__ import annotations
 

@@ -137,7 +137,8 @@ class ResumableIterator(tf.Module):
         wanted = determinism.seed_of(self._input_fn.config.seed, self._params)
         if self._fixed_seed and seed != wanted:
             raise ResumeError(Problem("<checkpoint>", "$.iterator.seed", (
-                f"the checkpoint was saved with seed {seed}, this pipeline's seed is {wanted}: expected the same seed")))
+                f"the checkpoint was saved with seed {seed}, this pipeline's seed is {wanted}: expected the same "
+                "seed")))
         consumed = int(self._consumed.numpy())
         dataset = self._input_fn(self._input_context, params={**self._params, "seed": seed})
         if self.mode == "replay":

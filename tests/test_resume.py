@@ -149,6 +149,20 @@ def test_a_resumable_iterator_in_state_mode_restores_too_and_a_config_without_se
     assert head  # (the seed was drawn by the first iterator and kept in its checkpoint)
 
 
+def test_without_a_seed_each_call_draws_its_own_and_a_state_restore_keeps_it(data, tmp_path):
+    input_fn = batchloaders.build_input_fn(config(data, "independent", shuffle=True, seed=None))
+    dataset = input_fn()
+    first = [flat(b) for b in collect(dataset)]
+    assert [flat(b) for b in collect(dataset)] == first  # the iterators of one dataset share its seed
+    assert [flat(b) for b in collect(input_fn())] != first
+    iterator = iter(dataset)
+    next(iterator)
+    path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+    restored = iter(input_fn())  # another call, another seed: the checkpoint's comes back
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert [flat(b) for b in restored] == first[1:]
+
+
 @pytest.mark.parametrize("change,named", [
     ({"target_batch_size": 2}, "target_batch_size"),
     ({"num_shuffle_buffer_elements": 5}, "num_shuffle_buffer_elements"),
