@@ -73,8 +73,17 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf
         _without_global_seed()
         with _using(epoch=epoch, nested=True):
             return make()
-    counts = tf.data.Dataset.range(epochs) if epochs is not None else tf.data.Dataset.counter()
-    return counts.flat_map(one)
+    if epochs is not None:
+        return tf.data.Dataset.range(epochs).flat_map(one)
+
+    def goes_on(epoch):
+        # Data giving nothing would make endless epochs spin forever (Dataset.repeat ends after an empty
+        # pass): before epoch 1, look again for epoch 0's first element (once per iterator; a shuffled
+        # pipeline fills its buffer for it). Later epochs read the same files.
+        def epoch_0_gave_any():
+            return one(tf.constant(0, tf.int64)).take(1).reduce(tf.constant(False), lambda _, __: tf.constant(True))
+        return tf.cond(tf.equal(epoch, 1), epoch_0_gave_any, lambda: tf.constant(True))
+    return tf.data.Dataset.counter().take_while(goes_on).flat_map(one)
 
 
 def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:

@@ -274,3 +274,15 @@ def test_every_drawn_window_once_per_epoch_whatever_the_reading(data, seed, shuf
     assert len(set(got)) == len(got)
     for (f, r0, k), (g, s0, _) in zip(got, got[1:]):
         assert f != g or r0 + k <= s0
+
+
+def test_endless_epochs_of_no_data_end_in_an_error_not_a_spin(tmp_path):
+    """Epochs are a flat_map over an endless count (each built for its number): one that gives nothing
+    must stop it, as Dataset.repeat stops after an empty pass."""
+    write_manifest(tmp_path, [feature("id", "int64", [], "int")])
+    write_records(tmp_path / "part-0.tfrecords", [])
+    for shuffle in (False, True):
+        input_fn = batchloaders.build_input_fn(loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=None,
+                                                             **(SHUFFLE if shuffle else {})))
+        with pytest.raises(tf.errors.FailedPreconditionError, match="infinite number of elements but contained only"):
+            next(iter(input_fn()))
