@@ -52,11 +52,34 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None) -> tf.d
     bases = (tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)) if seed is not None
              else tf.data.Dataset.random().take(1))
 
+    raised = []
+
     def one(base):
         _without_global_seed()
         with _using(base=base, epoch=tf.constant(0, tf.int64)):
-            return build()
-    return bases.flat_map(one)
+            try:
+                return build()
+            except Exception as error:  # a ConfigError of a step or plugin, not autograph's wrapper of it
+                raised.append(error)
+                raise
+    try:
+        return bases.flat_map(one)
+    except Exception:
+        if raised:
+            raise _original(raised[0]) from None
+        raise
+
+
+def _original(error: BaseException) -> BaseException:
+    """The first of our own errors (BatchLoaderError, PluginError) in ``error``'s chain, else ``error``."""
+    from batchloaders.errors import BatchLoaderError
+
+    seen = error
+    while seen is not None:
+        if isinstance(seen, BatchLoaderError) or type(seen).__module__.startswith("batchloaders"):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return error
 
 
 def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
