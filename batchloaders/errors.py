@@ -58,6 +58,10 @@ class ServiceError(BatchLoaderError):
     """The tf.data service a config names cannot be used (its dispatcher does not answer)."""
 
 
+class ResumeError(BatchLoaderError):
+    """A checkpoint of the position in the data does not fit the pipeline it is restored into."""
+
+
 # What the pipeline's own checks (integrity.py, parsing.py) and TensorFlow's parse errors say, once
 # the record names the parse calls get ('path: record N') are in them.
 _ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)

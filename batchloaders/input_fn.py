@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, keras_align, packing, segmenting, sharding
+from batchloaders import bucketing, chunking, determinism, keras_align, packing, segmenting, sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches
@@ -99,40 +99,51 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
                 f"found {params['service_address']!r}, but {loader_config.source} has no service block "
                 "($.args.service): the pipeline would run here, not on the service; expected a service block, "
                 "or no service_address")))
+        # The run's seed: params' when given, else the config's (determinism.seed_of). Record sharding draws
+        # every pipeline's windows from it (sharding.plan), so the whole call is built with it.
+        seed = determinism.seed_of(loader_config.seed, params)
+        call_config = loader_config if seed == loader_config.seed else dataclasses.replace(loader_config, seed=seed)
         # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
-        batch_size = sharding.per_replica_batch_size(loader_config, batch_size, input_context, from_params=from_params)
-        shard = sharding.plan(loader_config, input_context)  # the loaders plan the same share
+        batch_size = sharding.per_replica_batch_size(call_config, batch_size, input_context, from_params=from_params)
+        shard = sharding.plan(call_config, input_context)  # the loaders plan the same share
         if input_context is not None:
-            sharding.log_rule(loader_config, shard)
-            sharding.check_share(loader_config, shard)
+            sharding.log_rule(call_config, shard)
+            sharding.check_share(call_config, shard)
         reader.refresh()
-        zero_tails = base.zero_tails(loader, loader_config)
-        finish = (base.finisher(loader_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
-                  if base.example_wise(loader_config) else None)
+        zero_tails = base.zero_tails(loader, call_config)
+        finish = (base.finisher(call_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
+                  if base.example_wise(call_config) else None)
         # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
         # that the examples waiting in the buckets are copied once per many examples, not per batch.
-        source_config, block = loader_config, batch_size
-        if loader_config.bucketing is not None or loader_config.packing is not None:
-            source_config = dataclasses.replace(loader_config, drop_remainder=False)
-            block = max(batch_size, bucketing.BLOCK if loader_config.bucketing else packing.BLOCK)
-        elif loader_config.chunking is not None or loader_config.segmenting is not None:
+        source_config, block = call_config, batch_size
+        if call_config.bucketing is not None or call_config.packing is not None:
+            source_config = dataclasses.replace(call_config, drop_remainder=False)
+            block = max(batch_size, bucketing.BLOCK if call_config.bucketing else packing.BLOCK)
+        elif call_config.chunking is not None or call_config.segmenting is not None:
             # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
             # repeats the epochs.
-            source_config = dataclasses.replace(loader_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK if loader_config.chunking is not None else segmenting.BLOCK
-        elements, decode = base.source(loader, source_config, input_context, block, reader, finish)
+            source_config = dataclasses.replace(call_config, drop_remainder=False, epochs=1)
+            block = chunking.BLOCK if call_config.chunking is not None else segmenting.BLOCK
+
+        def source():
+            return base.source(loader, source_config, input_context, block, reader, finish)
+
+        def build():
+            return base.compile_dataset(sharding.per_replica_buckets(call_config, input_context), source, batch_size,
+                                        pack_inputs, pack_targets, zero_tails=zero_tails, chunk_counter=counter,
+                                        segment_counter=segment_counter, finished=False)
         # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
-        cardinality = (expected_batches(loader_config, shard.files, batch_size, share=shard.records_of)
-                       if loader_config.service is None else None)
-        dataset = base.compile_dataset(sharding.per_replica_buckets(loader_config, input_context), elements,
-                                       batch_size, pack_inputs, pack_targets, decode,
-                                       cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
-                                       segment_counter=segment_counter)
-        if loader_config.service is None:
+        cardinality = (expected_batches(call_config, shard.files, batch_size, share=shard.records_of)
+                       if call_config.service is None else None)
+        # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
+        # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
+        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed), cardinality)
+        if call_config.service is None:
             return dataset
         from batchloaders import service
 
-        return service.distribute(dataset, loader_config, params)
+        # The finished pipeline (prefetch and options included) is what the workers run.
+        return service.distribute(dataset, call_config, params)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -31,10 +31,11 @@ fingerprints, in the scan state; an epoch-end marker resets them).
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import chunking
+from batchloaders import chunking, determinism
 from batchloaders.graphs import as_written, masked
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
@@ -250,16 +251,20 @@ def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.D
     return ds.scan(initial, step).unbatch()
 
 
-def stream(blocks: tf.data.Dataset, config: LoaderConfig, lanes: int, counter=None) -> tf.data.Dataset:
-    """Elements of :func:`segment_block` for one epoch -> every epoch's batches, in lanes; ``counter`` (a
-    :class:`SegmentCounter`) counts the blocks' sequences, segments and skipped sequences."""
-    if counter is not None:
-        blocks = blocks.map(as_written(counter.add))  # one thread: the counts add up race-free
-    else:
-        blocks = blocks.map(as_written(lambda element: {k: v for k, v in element.items() if k != TALLY}))
-    ds = blocks.concatenate(marker(blocks.element_spec, EPOCH_END)).repeat(config.epochs)
+def stream(blocks: Callable[[], tf.data.Dataset], config: LoaderConfig, lanes: int, counter=None) -> tf.data.Dataset:
+    """Elements of :func:`segment_block` (``blocks()``: one epoch's, called once per epoch) -> every epoch's
+    batches, in lanes; ``counter`` (a :class:`SegmentCounter`) counts the blocks' sequences, segments and
+    skipped sequences."""
+    def epoch():
+        ds = blocks()
+        if counter is not None:
+            ds = ds.map(as_written(counter.add))  # one thread: the counts add up race-free
+        else:
+            ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != TALLY}))
+        return ds.concatenate(marker(ds.element_spec, EPOCH_END))
+    ds = determinism.repeat_epochs(config.epochs, epoch)
     if config.epochs is not None:
-        ds = ds.concatenate(marker(blocks.element_spec, LAST))
+        ds = ds.concatenate(marker(ds.element_spec, LAST))
     return schedule(ds, config, lanes)
 
 
@@ -309,9 +314,3 @@ class SegmentCounter(chunking.ChunkCounter):
         found = dict(zip((k.decode() for k in names.numpy()), counts.numpy()))
         return SegmentReport(*(int(found.get(k, 0)) for k in self.KEYS))
 
-
-def options() -> tf.data.Options:
-    """The counter's table is state outside the iterator: let a checkpoint of the iterator leave it out."""
-    out = tf.data.Options()
-    out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    return out

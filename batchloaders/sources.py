@@ -17,7 +17,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import sharding
+from batchloaders import determinism, sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.graphs import as_written
 from batchloaders.config.datasets import url_scheme
@@ -83,8 +83,9 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     shard = sharding.plan(config, input_context)
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
-    if config.shuffle and not sharding.files_handed_out(config):
-        files = files.shuffle(config.num_filenames_shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+    if config.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed (determinism.py)
+        files = files.shuffle(config.num_filenames_shuffle_buffer,
+                              seed=determinism.seed(config.seed, determinism.FILES), reshuffle_each_iteration=False)
     if repeat:
         files = files.repeat(config.epochs)
     if config.num_interleave_in_buffer_elements > 1:
@@ -92,14 +93,17 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     return files
 
 
-def repeat_epochs(config: LoaderConfig, elements: tf.data.Dataset, shard=None) -> tf.data.Dataset:
-    """Repeat one whole epoch (file shuffle, reading, element shuffle) so epochs never mix.
+def repeat_epochs(config: LoaderConfig, make: Callable[[], tf.data.Dataset], shard=None) -> tf.data.Dataset:
+    """One whole epoch (file shuffle, reading, element shuffle) ``make()`` per epoch, so epochs never mix
+    and each epoch's draws come from its number (determinism.py).
 
     Every element appears exactly once per epoch; only the batch that straddles
     two epochs holds elements of both. ``shard`` (a sharding.Shard): a sharded pipeline repeating
     forever fails clearly if its share holds nothing (sharding.endless).
     """
-    repeated = elements.repeat(config.epochs)
+    # An empty endless pass ends determinism's epochs (see determinism.repeat_epochs); sharded, the
+    # pipeline then fails naming its share rather than with Keras's raw cardinality error.
+    repeated = determinism.repeat_epochs(config.epochs, make)
     return sharding.endless(repeated, config, shard) if shard is not None else repeated
 
 

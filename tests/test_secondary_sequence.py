@@ -52,7 +52,7 @@ def discrete_batches(tmp_path, extra, **args):
     features = [secondary("n_rid", "length", "rid")] + extra
     config = sequence_config(tmp_path, "discrete_sequence", [("frames", "frames"), ("words", "words"), ("rid", "rid")],
                              inputs=["frames", "words", "rid"] + [s["to_name"] for s in features], lo=1, hi=4,
-                             seed=6, target_batch_size=3, **args, secondary_features=features)
+                             seed=1, target_batch_size=3, **args, secondary_features=features)
     return collect(batchloaders.build_input_fn(config)())
 
 

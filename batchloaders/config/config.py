@@ -362,8 +362,9 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         primary_features=tuple(primary), secondary_features=tuple(secondary), processing_steps=tuple(steps),
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
-        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"), tensors=dict(tensors), bucketing=bucketing,
-        packing=packing, chunking=chunking, segmenting=segmenting, service=service)
+        seed=args.get("seed"), resume=args.get("resume", "state"), on_corrupt=args.get("on_corrupt", "fail"),
+        tensors=dict(tensors), bucketing=bucketing, packing=packing, chunking=chunking, segmenting=segmenting,
+        service=service)
 
 
 def secondary_measures(secondary, to_name: str) -> str | None:

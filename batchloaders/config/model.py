@@ -281,6 +281,7 @@ class LoaderConfig:
     max_window: int | None = None
     stride: int | None = None
     seed: int | None = None
+    resume: str = "state"  # or "replay": what batchloaders.ResumableIterator checkpoints
     on_corrupt: str = "fail"  # or "skip_file"
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, builtin_types, chunking, packing, segmenting, sources
+from batchloaders import bucketing, builtin_types, chunking, determinism, packing, segmenting, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
@@ -192,17 +192,22 @@ def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs
     return run
 
 
-def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: int,
-                    pack_inputs=_same, pack_targets=_same, decode=_same, cardinality: int | None = None,
-                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None) -> tf.data.Dataset:
-    """The model's batches; ``cardinality``: the number of batches, when the manifest's counts fix it;
+def compile_dataset(config: LoaderConfig, source, batch_size: int,
+                    pack_inputs=_same, pack_targets=_same, cardinality: int | None = None,
+                    zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None,
+                    finished: bool = True) -> tf.data.Dataset:
+    """The model's batches; ``source()``: the loader's (batches, decode) (see :func:`source`);
+    ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
     ``decode`` None: ``batches`` are already the model's (the loader ran :func:`finisher` on blocks).
     With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
-    the chunk shuffle, so that epochs never mix) and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
-    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences."""
+    the chunk shuffle, so that epochs never mix: ``source()`` is called once per epoch, for its draws)
+    and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
+    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences.
+    ``finished`` False leaves out what :func:`finish_pipeline` adds (the caller adds it around a wrapper)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
-    ds = batches
+    per_epoch = config.chunking is not None or config.segmenting is not None
+    ds, decode = (None, None) if per_epoch else source()
     if config.bucketing is not None:
         # Transform blocks, regroup their examples by bucket (bucketing.py), then pad each batch.
         flush = config.epochs is not None and not config.drop_remainder
@@ -235,27 +240,37 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         # Transform blocks and cut their examples into chunks (chunking.py); shuffle and batch the chunks.
         parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                         deterministic=not config.sloppy_interleave)
-        ds = ds.map(as_written(_chunks(config, decode, zero_tails)), **parallel)
-        if chunk_counter is not None:
-            ds = ds.map(as_written(chunk_counter.add))  # one thread: the counts add up race-free
-        else:
-            ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
+
+        def epoch_of_chunks():
+            elements, decode_ = source()
+            ds = elements.map(as_written(_chunks(config, decode_, zero_tails)), **parallel)
+            if chunk_counter is not None:
+                ds = ds.map(as_written(chunk_counter.add))  # one thread: the counts add up race-free
+            else:
+                ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
+            if config.epochs is None:
+                ds = chunking.guard_empty_pass(ds, config)
+            if config.chunking.shuffle_buffer is not None:
+                ds = ds.unbatch().shuffle(config.chunking.shuffle_buffer,
+                                          seed=determinism.seed(config.seed, determinism.CHUNKS))
+            return ds
         drop = config.drop_remainder or config.epochs is None
-        if config.epochs is None:
-            ds = chunking.guard_empty_pass(ds, config)
+        ds = determinism.repeat_epochs(config.epochs, epoch_of_chunks)
         if config.chunking.shuffle_buffer is not None:
-            ds = ds.unbatch().shuffle(config.chunking.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
-            ds = sources.repeat_epochs(config, ds).batch(batch_size, drop_remainder=drop)
+            ds = ds.batch(batch_size, drop_remainder=drop)
         else:
-            ds = sources.repeat_epochs(config, ds).rebatch(batch_size, drop_remainder=drop)
+            ds = ds.rebatch(batch_size, drop_remainder=drop)
         ds = ds.map(as_written(_chunk_batches(config, static_batch, pack_inputs, pack_targets)), **parallel)
         cardinality = None  # how many chunks the examples give is known only once cut
     elif config.segmenting is not None:
         # Transform blocks and cut their sequences into segments, then give them lanes (segmenting.py).
         parallel = dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                         deterministic=not config.sloppy_interleave)
-        ds = ds.map(as_written(_segments(config, decode, zero_tails)), **parallel)
-        ds = segmenting.stream(ds, config, batch_size, segment_counter)
+
+        def epoch_of_segments():
+            elements, decode_ = source()
+            return elements.map(as_written(_segments(config, decode_, zero_tails)), **parallel)
+        ds = segmenting.stream(epoch_of_segments, config, batch_size, segment_counter)
         static = None if config.segmenting.allow_small_batch else batch_size
         ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets)), **parallel)
         cardinality = None  # how many batches the lanes take is known only once scheduled
@@ -263,6 +278,13 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),
                     num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                     deterministic=not config.sloppy_interleave)
+    return finish_pipeline(config, ds, cardinality) if finished else ds
+
+
+def finish_pipeline(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None) -> tf.data.Dataset:
+    """The known cardinality, the last prefetch and the pipeline's options (see :func:`compile_dataset`)."""
+    if any(block is not None for block in (config.bucketing, config.packing, config.chunking, config.segmenting)):
+        cardinality = None  # how many batches these regroup the examples into is known only at the end
     if config.epochs is None:
         # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
         ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
@@ -273,7 +295,4 @@ def compile_dataset(config: LoaderConfig, batches: tf.data.Dataset, batch_size: 
         ds = ds.prefetch(AUTOTUNE)
     elif config.num_prefetch > 0:
         ds = ds.prefetch(config.num_prefetch)
-    ds = ds.with_options(sources.options(config))
-    # Only the independent loader's pipeline checkpoints (the sequence loaders' hold a stateful reduction,
-    # which IGNORE would drop silently, restoring other windows): there the counter table may be left out.
-    return ds.with_options(segmenting.options()) if segment_counter is not None and config.type == "independent" else ds
+    return ds.with_options(sources.options(config))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import chunking, segmenting, sharding, sources
+from batchloaders import chunking, determinism, segmenting, sharding, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written
 from batchloaders.config.model import LoaderConfig
@@ -25,12 +25,14 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     there too, and the batches need no map stage of their own. Otherwise the compiler runs the parse
     in the same map as secondary features, steps and padding: one map stage per batch.
     """
-    files = sources.file_names(config, input_context, repeat=False)
     drop = config.drop_remainder or config.epochs is None
     manifest, selected = config.dataset.manifest, config.selected
     # Sharded by record, each block keeps this pipeline's records, named one by one (the paths below).
     shard = sharding.plan(config, input_context)
     keep = sharding.keep_records(shard)
+
+    def files():
+        return sources.file_names(config, input_context, repeat=False)
 
     def parse(serialized, names):
         values, lengths = parse_batch(serialized, manifest, selected, names=names)
@@ -47,27 +49,31 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
                 records = b["first"] + tf.range(tf.cast(count, tf.int64))
                 parsed["extras"] = {"source_key": chunking.source_keys(config, tf.fill([count], b["file"]), records)}
             return finish(parsed) if finish is not None else parsed
-        if sources.parses_where_read(config):
-            # Parsed in the thread that reads the file, in the call that checks it: as many blocks
-            # are parsed at once as files are open, with no function call of their own.
-            blocks = sources.read_blocks(config, reader, files, compact=True, then=per_block)
-        else:
-            blocks = sources.read_blocks(config, reader, files, compact=True).map(
+
+        def epoch_of_blocks():
+            if sources.parses_where_read(config):
+                # Parsed in the thread that reads the file, in the call that checks it: as many blocks
+                # are parsed at once as files are open, with no function call of their own.
+                return sources.read_blocks(config, reader, files(), compact=True, then=per_block)
+            return sources.read_blocks(config, reader, files(), compact=True).map(
                 as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                 deterministic=not config.sloppy_interleave)
-        batches = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
+        batches = sources.repeat_epochs(config, epoch_of_blocks, shard).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
-        blocks = sources.read_blocks(config, reader, files, keep=keep)
-        records = sources.repeat_epochs(config, blocks, shard).rebatch(batch_size, drop_remainder=drop)
+        records = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),
+                                        shard).rebatch(batch_size, drop_remainder=drop)
     else:
-        records = sources.read_blocks(config, reader, files, unbatch=True, keep=keep)
-        if config.shuffle:
-            records = records.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
-                                      reshuffle_each_iteration=True)
-        records = sources.repeat_epochs(config, records, shard).batch(batch_size, drop_remainder=drop)
+        def epoch_of_records():
+            records = sources.read_blocks(config, reader, files(), unbatch=True, keep=keep)
+            if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
+                records = records.shuffle(config.num_shuffle_buffer_elements,
+                                          seed=determinism.seed(config.seed, determinism.EXAMPLES),
+                                          reshuffle_each_iteration=False)
+            return records
+        records = sources.repeat_epochs(config, epoch_of_records, shard).batch(batch_size, drop_remainder=drop)
 
     def decode(records):
         parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))

@@ -14,10 +14,11 @@ clipped to the file's length and moved back to fit, so every file of at least
 min_window units gives a window in every epoch, whatever the draws; a file
 shorter than min_window gives none.
 
-Randomness: every opening of a file (every epoch) gets its own seed from
-``Dataset.random(seed=config.seed)``; window lengths and the start offset are
-stateless draws from that seed and the block number, so a config seed makes
-the whole stream reproducible and a null seed makes every run different.
+Randomness: every opening of a file (every epoch) gets its own seed, a stateless
+function of the run's seed, the epoch and the file's index (determinism.py);
+window lengths and the start offset are stateless draws from that seed and the
+block number, so a config seed makes the whole stream reproducible, also after
+a restore, and a null seed makes every run different.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import sharding, sources
+from batchloaders import determinism, sharding, sources
 from batchloaders.graphs import as_written, growing
 from batchloaders.config.model import LoaderConfig
 
@@ -184,41 +185,47 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     share = sharding.plan(config, input_context)
     shard = list(share.files)
 
-    # One epoch of files; the epoch is repeated after the window shuffle (below) so epochs never mix.
-    # rerandomize_each_iteration gives every epoch new seeds, still reproducible from config.seed.
-    seeds = tf.data.Dataset.random(seed=config.seed, rerandomize_each_iteration=True)
-    files = tf.data.Dataset.zip((sources.file_names(config, input_context, repeat=False), seeds))
-    files = files.map(as_written(lambda name, seed: {**name, "seed": seed}))
-
     ahead = sources.reads_ahead(config)
 
     def open_file(element):
-        cuts = stream(file_blocks(element["file"], element["index"]), element["seed"], lo, hi, stride,
+        # Every file of every epoch has its own seed for its window lengths and offset (determinism.py).
+        seed = determinism.seed(config.seed, determinism.WINDOWS, element["index"])
+        cuts = stream(file_blocks(element["file"], element["index"]), seed, lo, hi, stride,
                       max_offset if config.shuffle else 0, file=element["index"])
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
-    cuts = sources.interleave(config, files, open_file, buffered=ahead)
     by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
-    cuts = guard_empty_passes(cuts, shard, all_files, (
-        f"{config.source}: $.args.min_window: "
-        + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
-        + f"a full pass over the {len(shard)} data file(s) gave no "
-        f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
-        f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
-        f"length); expected a smaller min_window or longer files" + (", or fewer input pipelines" if by_file else "")))
-    # After the guard, which asks whether the data gives any window at all, not this pipeline's share.
-    cuts = sharding.keep_windows(cuts, share)
-    cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
-    windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                       deterministic=not config.sloppy_interleave)
+
+    def epoch():
+        # One epoch of files, cut and shuffled; the epochs are repeated after the window shuffle so they never mix.
+        cuts = sources.interleave(config, sources.file_names(config, input_context, repeat=False), open_file,
+                                  buffered=ahead)
+        cuts = guard_empty_passes(cuts, shard, all_files, (
+            f"{config.source}: $.args.min_window: "
+            + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
+            + f"a full pass over the {len(shard)} data file(s) gave no "
+            f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
+            f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
+            f"length); expected a smaller min_window or longer files"
+            + (", or fewer input pipelines" if by_file else "")))
+        # After the guard, which asks whether the data gives any window at all, not this pipeline's share.
+        cuts = sharding.keep_windows(cuts, share)
+        cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
+        windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                           deterministic=not config.sloppy_interleave)
+        if not config.shuffle and lo == hi:
+            return windows
+        windows = windows.unbatch()
+        if config.shuffle:
+            windows = windows.shuffle(config.num_shuffle_buffer_elements,
+                                      seed=determinism.seed(config.seed, determinism.EXAMPLES),
+                                      reshuffle_each_iteration=False)
+        return windows
+
     drop = config.drop_remainder or config.epochs is None
+    windows = sources.repeat_epochs(config, epoch, share)
     if not config.shuffle and lo == hi:
         # Windows of one size come in blocks of one shape: rebatch cuts the same batches from them
         # without handing over every window on its own (unbatch, then padded_batch).
-        return sources.repeat_epochs(config, windows, share).rebatch(batch_size, drop_remainder=drop)
-    windows = windows.unbatch()
-    if config.shuffle:
-        windows = windows.shuffle(config.num_shuffle_buffer_elements, seed=config.seed,
-                                  reshuffle_each_iteration=True)
-    windows = sources.repeat_epochs(config, windows, share)
+        return windows.rebatch(batch_size, drop_remainder=drop)
     return windows.padded_batch(batch_size, drop_remainder=drop)

@@ -1,0 +1,288 @@
+"""Deterministic order and resuming (README, Scaling out): checkpoints of every loader's iterator, both modes.
+
+Tested the way tf.data tests its own checkpointing: a run saves at break points spread evenly over two
+epochs plus seeded random ones, the iterator unused and exhausted included; each checkpoint restored into a
+freshly built pipeline must give exactly the rest of the uninterrupted run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings, strategies as st
+
+import batchloaders
+from batchloaders import ResumableIterator, ResumeError
+from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
+from seqdata import sequence_config, write_continuous, write_discrete
+
+RECORDS = [5, 0, 9, 3]  # records per file: uneven, one empty
+SHUFFLE = dict(shuffle=True, num_shuffle_buffer_elements=6, num_filenames_shuffle_buffer=3, num_mix_files=2)
+
+
+def write_independent(d: pathlib.Path) -> None:
+    """Record r of file f: context id = 1000f + r, feature list v of 1 + r % 3 steps, each = id."""
+    write_manifest(d, [feature("id", "int64", [], "int", False), feature("v", "int64", [], "int", True)],
+                   allow_var_len=True)
+    for f, n in enumerate(RECORDS):
+        write_records(d / f"part-{f}.tfrecords", [sequence_example(
+            {"id": ("int", [1000 * f + r])}, {"v": ("int", [[1000 * f + r]] * (1 + r % 3))}) for r in range(n)])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    write_independent(root / "independent")
+    write_continuous(root / "continuous", [3, 0, 5, 2], chunk=4)
+    write_discrete(root / "discrete", [[(2, 1)] * 4, [], [(1, 2)] * 7, [(3, 1)] * 2])
+    return root
+
+
+IDS = sorted(1000 * f + r for f, n in enumerate(RECORDS) for r in range(n))
+CONTINUOUS = [("x", "x"), ("y", "y")]
+DISCRETE = [("rid", "rid"), ("pair", "pair")]
+
+
+def config(data, loader, *, shuffle=False, padding=False, seed=7, epochs=2, **args):
+    extra = {**(SHUFFLE if shuffle else {}), "seed": seed, "epochs": epochs, "target_batch_size": 3, **args}
+    if loader == "independent":
+        primary = [("id", "id"), ("v", "v")] if padding else [("id", "id")]
+        return loader_config(data / "independent", primary, inputs=[t for _, t in primary], padding=padding,
+                             **extra)
+    if loader == "continuous_sequence":
+        lo, hi = (3, 6) if padding else (4, 4)
+        return sequence_config(data / "continuous", loader, CONTINUOUS, inputs=["x", "y"], lo=lo, hi=hi,
+                               padding=padding, **extra)
+    lo, hi = (1, 3) if padding else (2, 2)
+    return sequence_config(data / "discrete", loader, DISCRETE, inputs=["rid", "pair"], lo=lo, hi=hi,
+                           padding=padding, **extra)
+
+
+ROWS = [("independent", False, False), ("independent", True, False), ("independent", False, True),
+        ("independent", True, True), ("continuous_sequence", False, False), ("continuous_sequence", True, True),
+        ("discrete_sequence", False, True), ("discrete_sequence", True, False)]
+
+
+def flat(batch) -> tuple:
+    """A batch as comparable bytes: every tensor's name, dtype, shape and values."""
+    return tuple((k, str(v.dtype), v.shape, v.tobytes()) for k, v in sorted(batch.items()) for v in [np.asarray(v)])
+
+
+def break_points(n: int, seed: int) -> list[int]:
+    """0 (unused), n (exhausted), two evenly spaced ones and a seeded random one."""
+    return sorted({0, n, n // 3, 2 * n // 3, random.Random(seed).randrange(n + 1)})
+
+
+def check_epochs(loader, batches, shuffle):
+    """Exact values: each epoch of the independent loader holds every record once."""
+    if loader != "independent":
+        return
+    ids = np.concatenate([b["id"] for b in batches]).tolist()
+    assert sorted(ids) == sorted(IDS * 2)
+    first, second = ids[:len(IDS)], ids[len(IDS):]
+    assert sorted(first) == IDS and sorted(second) == IDS
+    assert (first != second) == shuffle  # reshuffled each epoch, and only when shuffling
+    if "v" in batches[0]:
+        for b in batches:
+            for row, i in zip(b["v"], b["id"]):
+                n = 1 + (i % 1000) % 3
+                assert row[:n].tolist() == [i] * n and not row[n:].any()
+
+
+@pytest.mark.parametrize("loader,shuffle,padding", ROWS)
+def test_state_checkpoint_continues_the_uninterrupted_run(data, tmp_path, loader, shuffle, padding):
+    input_fn = batchloaders.build_input_fn(config(data, loader, shuffle=shuffle, padding=padding))
+    reference = collect(input_fn())
+    check_epochs(loader, reference, shuffle)
+    points = break_points(len(reference), len(loader) + shuffle + 2 * padding)
+    iterator, saved = iter(input_fn()), {}
+    for k in range(len(reference) + 1):
+        if k in points:
+            saved[k] = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / f"at{k}"))
+        if k < len(reference):
+            assert flat(next(iterator)) == flat(reference[k])  # a second iterator: the same batches
+    for k, path in saved.items():
+        restored = iter(input_fn())
+        tf.train.Checkpoint(iterator=restored).restore(path).assert_consumed()
+        assert [flat(b) for b in restored] == [flat(b) for b in reference[k:]], f"restored at batch {k}"
+
+
+@pytest.mark.parametrize("loader,shuffle,padding", ROWS)
+def test_replay_checkpoint_continues_as_the_state_one(data, tmp_path, loader, shuffle, padding):
+    input_fn = batchloaders.build_input_fn(config(data, loader, shuffle=shuffle, padding=padding, resume="replay"))
+    reference = [flat(b) for b in collect(input_fn())]
+    rng = random.Random(loader)
+    points = sorted({0, len(reference), rng.randrange(len(reference) + 1)})
+    iterator, saved = ResumableIterator(input_fn), {}
+    for k in range(len(reference) + 1):
+        if k in points:
+            saved[k] = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / f"at{k}"))
+        if k < len(reference):
+            assert flat({n: v.numpy() for n, v in next(iterator).items()}) == reference[k]
+    with pytest.raises(StopIteration):
+        next(iterator)
+    for k, path in saved.items():
+        restored = ResumableIterator(input_fn)
+        tf.train.Checkpoint(iterator=restored).restore(path)
+        assert [flat({n: v.numpy() for n, v in b.items()}) for b in restored] == reference[k:], f"at batch {k}"
+        assert restored.batches_consumed == len(reference)
+        assert os.path.getsize(path + ".data-00000-of-00001") < 4096  # bytes, not a shuffle buffer
+
+
+def test_a_resumable_iterator_in_state_mode_restores_too_and_a_config_without_seed_keeps_its_draws(data, tmp_path):
+    input_fn = batchloaders.build_input_fn(config(data, "discrete_sequence", shuffle=True, padding=True, seed=None))
+    first = ResumableIterator(input_fn)
+    head = [flat({n: v.numpy() for n, v in next(first).items()}) for _ in range(3)]
+    path = tf.train.Checkpoint(iterator=first).save(str(tmp_path / "ckpt"))
+    rest = [flat({n: v.numpy() for n, v in b.items()}) for b in first]
+    restored = ResumableIterator(input_fn)
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert [flat({n: v.numpy() for n, v in b.items()}) for b in restored] == rest
+    assert head  # (the seed was drawn by the first iterator and kept in its checkpoint)
+
+
+def test_without_a_seed_each_call_draws_its_own_and_a_state_restore_keeps_it(data, tmp_path):
+    input_fn = batchloaders.build_input_fn(config(data, "independent", shuffle=True, seed=None))
+    dataset = input_fn()
+    first = [flat(b) for b in collect(dataset)]
+    assert [flat(b) for b in collect(dataset)] == first  # the iterators of one dataset share its seed
+    assert [flat(b) for b in collect(input_fn())] != first
+    iterator = iter(dataset)
+    next(iterator)
+    path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+    restored = iter(input_fn())  # another call, another seed: the checkpoint's comes back
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert [flat(b) for b in restored] == first[1:]
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"target_batch_size": 2}, "target_batch_size"),
+    ({"num_shuffle_buffer_elements": 5}, "num_shuffle_buffer_elements"),
+    ({"seed": 8}, "seed"),
+    ({"resume": "replay"}, "mode"),
+])
+def test_a_checkpoint_of_another_config_is_a_resume_error_naming_what_differs(data, tmp_path, change, named):
+    saving = ResumableIterator(batchloaders.build_input_fn(config(data, "independent", shuffle=True)))
+    next(saving)
+    path = tf.train.Checkpoint(iterator=saving).save(str(tmp_path / "ckpt"))
+    other = ResumableIterator(batchloaders.build_input_fn(config(data, "independent", shuffle=True, **change)))
+    tf.train.Checkpoint(iterator=other).restore(path)
+    with pytest.raises(ResumeError, match=named):
+        next(other)
+
+
+def test_params_seed_overrides_the_config_seed_and_each_seed_gives_its_own_order(data):
+    input_fn = batchloaders.build_input_fn(config(data, "continuous_sequence", shuffle=True, padding=True))
+    ids = {}
+    for seed in (7, 8):
+        ids[seed] = [flat(b) for b in collect(input_fn(params={"seed": seed}))]
+    assert ids[7] == [flat(b) for b in collect(input_fn())]
+    assert ids[7] != ids[8]
+    with pytest.raises(batchloaders.ConfigError, match=r"\$\.seed"):
+        input_fn(params={"seed": -1})
+
+
+SCRIPT = """
+import hashlib, sys
+sys.path.insert(0, {tests!r})
+import batchloaders
+from conftest import collect
+from test_resume import config, flat
+import pathlib
+digest = hashlib.sha256()
+for loader in ("independent", "discrete_sequence"):
+    for batch in collect(batchloaders.build_input_fn(config(pathlib.Path({data!r}), loader, shuffle=True,
+                                                             padding=True))()):
+        digest.update(repr(flat(batch)).encode())
+print(digest.hexdigest())
+"""
+
+
+def test_two_fresh_processes_give_byte_identical_batches(data):
+    script = SCRIPT.format(tests=str(pathlib.Path(__file__).parent), data=str(data))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    runs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env=env, text=True) for _ in range(2)]
+    out = [run.communicate(timeout=120)[0].strip() for run in runs]
+    digest = hashlib.sha256()
+    for loader in ("independent", "discrete_sequence"):
+        for batch in collect(batchloaders.build_input_fn(config(data, loader, shuffle=True, padding=True))()):
+            digest.update(repr(flat(batch)).encode())
+    assert out[0] == out[1] == digest.hexdigest()
+
+
+# Exactly once: property tests over seeds, parallelism and shuffle settings (uneven files, one empty).
+READING = dict(num_mix_files=st.integers(1, 4), num_parallel_reads=st.integers(1, 3),
+               num_parallel_parses=st.sampled_from([1, 2, -1]), buffer=st.integers(1, 12),
+               batch=st.integers(1, 5))
+
+
+def reading_args(shuffle, num_mix_files, num_parallel_reads, num_parallel_parses, buffer, batch):
+    args = dict(num_parallel_reads=num_parallel_reads, num_parallel_parses=num_parallel_parses,
+                target_batch_size=batch)
+    if shuffle:
+        args.update(shuffle=True, num_shuffle_buffer_elements=buffer, num_filenames_shuffle_buffer=buffer,
+                    num_mix_files=num_mix_files)
+    return args
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**40), shuffle=st.booleans(), **READING)
+def test_every_record_once_per_epoch(data, seed, shuffle, **reading):
+    args = reading_args(shuffle, **reading)
+    input_fn = batchloaders.build_input_fn(config(data, "independent", seed=seed, epochs=1, **args))
+    ids = np.concatenate([b["id"] for b in collect(input_fn())]).tolist()
+    assert sorted(ids) == IDS
+
+
+_WINDOWS: dict = {}
+
+
+def discrete_windows(batches) -> list[tuple]:
+    """(file, first record, records) of every window; its records consecutive in one file."""
+    out = []
+    for b in batches:
+        for row in b["rid"]:
+            f, r0 = divmod(int(row[0]), 100)
+            k = int(np.count_nonzero(row[1:] > 0)) + 1  # padding is 0; rid 0 (file 0, record 0) comes first
+            assert row[:k].tolist() == [100 * f + r0 + j for j in range(k)]
+            out.append((f, r0, k))
+    return out
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.sampled_from([0, 1, 2**40]), shuffle=st.booleans(), **READING)
+def test_every_drawn_window_once_per_epoch_whatever_the_reading(data, seed, shuffle, **reading):
+    """The windows drawn are a function of seed, epoch and file (not of reading order, parallelism or
+    buffers): every reading gives each of them once, and a file's windows do not overlap."""
+    key = (seed, shuffle)
+    if key not in _WINDOWS:
+        plain = reading_args(shuffle, 1, 1, 1, 1, 3)
+        _WINDOWS[key] = sorted(discrete_windows(collect(batchloaders.build_input_fn(config(
+            data, "discrete_sequence", padding=True, seed=seed, epochs=1, **plain))())))
+    got = sorted(discrete_windows(collect(batchloaders.build_input_fn(config(
+        data, "discrete_sequence", padding=True, seed=seed, epochs=1, **reading_args(shuffle, **reading)))())))
+    assert got == _WINDOWS[key]
+    assert len(set(got)) == len(got)
+    for (f, r0, k), (g, s0, _) in zip(got, got[1:]):
+        assert f != g or r0 + k <= s0
+
+
+def test_endless_epochs_of_no_data_end_in_an_error_not_a_spin(tmp_path):
+    """Epochs are a flat_map over an endless count (each built for its number): one that gives nothing
+    must stop it, as Dataset.repeat stops after an empty pass."""
+    write_manifest(tmp_path, [feature("id", "int64", [], "int")])
+    write_records(tmp_path / "part-0.tfrecords", [])
+    for shuffle in (False, True):
+        input_fn = batchloaders.build_input_fn(loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=None,
+                                                             **(SHUFFLE if shuffle else {})))
+        with pytest.raises(tf.errors.FailedPreconditionError, match="infinite number of elements but contained only"):
+            next(iter(input_fn()))
