@@ -36,5 +36,5 @@ def __getattr__(name):
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
-           "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary", "register_step",
-           "load_config", "load_manifest", "__version__"]
+           "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
+           "register_step", "load_config", "load_manifest", "__version__"]

@@ -8,6 +8,12 @@ get back: a restore before an epoch boundary gave the next epoch another order. 
 pipeline is built for its epoch number (:func:`repeat_epochs`), inside a pipeline built per iterator
 (:func:`per_iterator`) for its base seed: the config's seed, or without one a seed ``Dataset.random``
 draws once per ``input_fn()`` call, kept in the iterator's checkpoint (flat_map saves its element).
+
+Under a tf.data service (``flat``) the pipeline keeps the shape the service's sharding follows: the
+file names at its source and the epochs a ``Dataset.repeat``, no flat_map over seeds or epoch numbers
+(dynamic mode hands out the elements of the pipeline's source, the file names; file mode traces the
+pipeline back to them). Its shuffles then reshuffle each epoch from the seed as tf.data does: the
+order is the service's anyway, and its iterators are not checkpointed.
 """
 from __future__ import annotations
 
@@ -46,9 +52,13 @@ def _without_global_seed() -> None:
     tf.compat.v1.get_default_graph().seed = None
 
 
-def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None) -> tf.data.Dataset:
+def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False) -> tf.data.Dataset:
     """The dataset ``build()`` returns, built anew for every iterator, its draws from ``seed`` (None: a seed
-    drawn per ``input_fn()`` call, kept in the iterator's checkpoint)."""
+    drawn per ``input_fn()`` call, kept in the iterator's checkpoint). ``flat`` (a tf.data service runs the
+    pipeline): ``build()`` once, its epochs repeated, its draws from ``seed`` as tf.data makes them (see above)."""
+    if flat:
+        with _using(flat=True):
+            return build()
     bases = (tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)) if seed is not None
              else tf.data.Dataset.random().take(1))
 
@@ -91,6 +101,9 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf
         if epochs != 1:
             raise ValueError(f"an epoch loop inside another repeats {epochs} epochs: expected 1")
         return make()
+    if _scope.get("flat"):  # (per_iterator): one epoch's pipeline, repeated; an empty pass ends the repeat
+        with _using(nested=True):
+            return make().repeat(epochs)
 
     def one(epoch):
         _without_global_seed()
@@ -111,7 +124,10 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf
 
 def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
     """The int64 seed of one draw of the current epoch, or None (TensorFlow's own random seed) for a
-    dataset built outside :func:`per_iterator` from a config without a seed."""
+    dataset built outside :func:`per_iterator` from a config without a seed. Flat (see :func:`per_iterator`),
+    a shuffle's seed is the config's, reshuffled each epoch by tf.data (:func:`reshuffles`)."""
+    if _scope.get("flat") and index is None:
+        return config_seed
     base = _scope.get("base")
     if base is None:
         if config_seed is None:  # (a file's windows need a seed tensor: a fresh one, as TensorFlow's would be)
@@ -123,6 +139,12 @@ def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
     what = tf.constant(purpose << 40, tf.int64) + (0 if index is None else tf.cast(index, tf.int64))
     return tf.random.stateless_uniform([], seed=tf.stack([per_epoch, what]), minval=None, maxval=None,
                                        dtype=tf.int64)
+
+
+def reshuffles() -> bool:
+    """``reshuffle_each_iteration`` for a shuffle seeded by :func:`seed`: False (each epoch's shuffle is built
+    with that epoch's seed) but in a flat pipeline (see :func:`per_iterator`), whose shuffles are repeated."""
+    return bool(_scope.get("flat"))
 
 
 def seed_of(config_seed: int | None, params: Mapping[str, Any] | None) -> int | None:

@@ -84,8 +84,8 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
     if config.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed (determinism.py)
-        files = files.shuffle(config.num_filenames_shuffle_buffer,
-                              seed=determinism.seed(config.seed, determinism.FILES), reshuffle_each_iteration=False)
+        files = files.shuffle(config.num_filenames_shuffle_buffer, seed=determinism.seed(config.seed, determinism.FILES),
+                              reshuffle_each_iteration=determinism.reshuffles())
     if repeat:
         files = files.repeat(config.epochs)
     if config.num_interleave_in_buffer_elements > 1:

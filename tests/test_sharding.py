@@ -243,6 +243,33 @@ def test_an_endless_pipeline_with_an_empty_share_fails_clearly(tmp_path, loader,
     assert f"<dict>: $.args.epochs: {expected}" in raised.value.message
 
 
+@pytest.mark.parametrize("loader, seed", [
+    ("independent", None), ("independent", 4),
+    ("continuous_sequence", 4),  # shuffled windows (a random offset) sharded by window need a seed
+])
+def test_an_empty_share_fails_with_shardings_message_through_the_epoch_loop(tmp_path, loader, seed):
+    """Endless epochs are determinism.repeat_epochs' loop (each epoch built for its number), which ends
+    when epoch 0 gives nothing; sharding.endless wraps it, so a shuffled pipeline with an empty share
+    still fails naming the pipeline (not with Keras's raw cardinality error, nor by spinning)."""
+    if loader == "independent":  # 3 files for 3 pipelines: pipeline 2 reads the empty third
+        write_manifest(tmp_path, [feature("id", "int64", [], "int")])
+        for f, n in enumerate([2, 2, 0]):
+            write_records(tmp_path / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r])) for r in range(n)])
+        cfg = loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=None, seed=seed, **SHUFFLED)
+        unit, why = "record", "(sharded by file): its data file(s) (positions 2 of 3) give no record"
+    else:  # 1 file of 2 windows for 3 pipelines, sharded by window: pipeline 2 keeps none
+        write_continuous(tmp_path, [2], chunk=3)
+        cfg = sequence_config(tmp_path, loader, [("y", "y")], inputs=["y"], lo=3, hi=3, epochs=None, seed=seed,
+                              **SHUFFLED)
+        unit, why = "window", BY_RECORD.format(unit="window")
+    input_fn = batchloaders.build_input_fn(cfg)
+    assert len(collect(input_fn(context(3, 0)), 3)) == 3  # a share with data goes on and on
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        collect(input_fn(context(3, 2)), 2)
+    assert (f"<dict>: $.args.epochs: input pipeline 2 of 3 got no {unit} from a full pass over its share of the "
+            f"data {why}") in raised.value.message
+
+
 @pytest.mark.slow
 def test_mirrored_strategy_over_two_logical_cpus_fits_a_keras_model(tmp_path):
     """distribute_datasets_from_function(input_fn) with Keras 3 fit, in a process whose CPU is split in two."""

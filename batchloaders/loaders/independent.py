@@ -71,7 +71,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
                 records = records.shuffle(config.num_shuffle_buffer_elements,
                                           seed=determinism.seed(config.seed, determinism.EXAMPLES),
-                                          reshuffle_each_iteration=False)
+                                          reshuffle_each_iteration=determinism.reshuffles())
             return records
         records = sources.repeat_epochs(config, epoch_of_records, shard).batch(batch_size, drop_remainder=drop)
 

@@ -219,7 +219,7 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         if config.shuffle:
             windows = windows.shuffle(config.num_shuffle_buffer_elements,
                                       seed=determinism.seed(config.seed, determinism.EXAMPLES),
-                                      reshuffle_each_iteration=False)
+                                      reshuffle_each_iteration=determinism.reshuffles())
         return windows
 
     drop = config.drop_remainder or config.epochs is None
