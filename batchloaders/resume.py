@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from batchloaders import determinism
+from batchloaders import determinism, sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 
 MODES = ("state", "replay")
@@ -89,6 +89,10 @@ class ResumableIterator(tf.Module):
         params = dict(params or {})
         batch_size = params.get("batch_size", config.target_batch_size)
         seed = determinism.seed_of(config.seed, params)
+        if seed is None:
+            # The seed drawn below is this process's own: input pipelines sharded by window must all draw
+            # the same windows, from one seed (sharding.plan's ConfigError names it).
+            sharding.plan(config, input_context)
         self._fixed_seed = seed is not None  # a seed given: a checkpoint with another one is an error
         self._input_fn, self._input_context, self._params = input_fn, input_context, params
         self.mode = mode
