@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
@@ -30,18 +31,29 @@ MAX_SEED = 2**63 - 1
 
 # What a draw is for: the second half of its stateless seed (with the file's index for WINDOWS).
 FILES, EXAMPLES, WINDOWS, CHUNKS = 1, 2, 3, 4
-_scope: dict = {}  # "base", "epoch": tensors of the pipeline being built (see per_iterator, repeat_epochs)
+
+
+class _Scope(threading.local):
+    """What the pipeline being built in this thread draws from ("base", "epoch": tensors; "nested", "flat": see
+    per_iterator, repeat_epochs). Per thread: input_fn may build pipelines in several threads at once."""
+
+    def __init__(self):
+        self.values: dict = {}
+
+
+_local = _Scope()
 
 
 @contextlib.contextmanager
 def _using(**values):
-    saved = dict(_scope)
-    _scope.update(values)
+    scope = _local.values
+    saved = dict(scope)
+    scope.update(values)
     try:
         yield
     finally:
-        _scope.clear()
-        _scope.update(saved)
+        scope.clear()
+        scope.update(saved)
 
 
 def _without_global_seed() -> None:
@@ -97,11 +109,11 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf
 
     Inside another epoch loop (chunking and segmenting repeat a source of one epoch) the source is
     that loop's epoch: ``make()`` as it is."""
-    if _scope.get("nested"):
+    if _local.values.get("nested"):
         if epochs != 1:
             raise ValueError(f"an epoch loop inside another repeats {epochs} epochs: expected 1")
         return make()
-    if _scope.get("flat"):  # (per_iterator): one epoch's pipeline, repeated; an empty pass ends the repeat
+    if _local.values.get("flat"):  # (per_iterator): one epoch's pipeline, repeated; an empty pass ends the repeat
         with _using(nested=True):
             return make().repeat(epochs)
 
@@ -126,14 +138,14 @@ def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
     """The int64 seed of one draw of the current epoch, or None (TensorFlow's own random seed) for a
     dataset built outside :func:`per_iterator` from a config without a seed. Flat (see :func:`per_iterator`),
     a shuffle's seed is the config's, reshuffled each epoch by tf.data (:func:`reshuffles`)."""
-    if _scope.get("flat") and index is None:
+    if _local.values.get("flat") and index is None:
         return config_seed
-    base = _scope.get("base")
+    base = _local.values.get("base")
     if base is None:
         if config_seed is None:  # (a file's windows need a seed tensor: a fresh one, as TensorFlow's would be)
             return None if index is None else tf.random.uniform([], maxval=MAX_SEED, dtype=tf.int64)
         base = tf.constant(config_seed, tf.int64)
-    epoch = tf.cast(_scope.get("epoch", 0), tf.int64)
+    epoch = tf.cast(_local.values.get("epoch", 0), tf.int64)
     per_epoch = tf.random.stateless_uniform([], seed=tf.stack([base, epoch]), minval=None, maxval=None,
                                             dtype=tf.int64)
     what = tf.constant(purpose << 40, tf.int64) + (0 if index is None else tf.cast(index, tf.int64))
@@ -144,7 +156,7 @@ def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
 def reshuffles() -> bool:
     """``reshuffle_each_iteration`` for a shuffle seeded by :func:`seed`: False (each epoch's shuffle is built
     with that epoch's seed) but in a flat pipeline (see :func:`per_iterator`), whose shuffles are repeated."""
-    return bool(_scope.get("flat"))
+    return bool(_local.values.get("flat"))
 
 
 def seed_of(config_seed: int | None, params: Mapping[str, Any] | None) -> int | None:
