@@ -20,10 +20,9 @@ def masked(tensor: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.gather_nd(tensor, tf.where(mask))
 
 
-def growing(tensor: tf.Tensor, shape=None) -> tf.Tensor:
-    """``tensor`` as the start of a ``Dataset.scan`` state that grows: its leading axis (or every axis
-    ``shape`` leaves None) statically unknown, so that scan traces its step once, not a second time
-    with the shapes relaxed (~25 ms of every ``input_fn()`` for a large step). Only inside a traced
-    function (a scan built in an interleave's function): an eager tensor's shape is always known."""
-    target = [None] + tensor.shape[1:].as_list() if shape is None else list(shape)
-    return tf.compat.v1.placeholder_with_default(tensor, target)
+def growing(tensor: tf.Tensor) -> tf.Tensor:
+    """``tensor`` as the start of a ``Dataset.scan`` state that grows: its leading axis statically
+    unknown, so that scan traces its step once, not a second time with the shape relaxed (~25 ms of
+    every ``input_fn()`` for a large step). Only inside a traced function (a scan built in an
+    interleave's function): an eager tensor's shape is always known."""
+    return tf.compat.v1.placeholder_with_default(tensor, [None] + tensor.shape[1:].as_list())

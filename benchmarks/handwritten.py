@@ -76,11 +76,12 @@ def parse_speech(serialized):
 
 
 def parse_speech_slices(serialized):
-    """The speech_slices config by hand: n = length, frames[:-1] (pad 0), next = labels[1:] (pad -1)."""
+    """The speech_slices config by hand: frames[:-1] (pad 0), n = its length (the length feature measures
+    its tensor as the steps leave it: README), next = labels[1:] (pad -1)."""
     _, lists, lengths = tf.io.parse_sequence_example(serialized, sequence_features=SPEECH)
-    n = lengths["frames"]
-    width = tf.reduce_max(n) - 1
-    valid = tf.sequence_mask(n - 1, width)
+    n = lengths["frames"] - 1
+    width = tf.reduce_max(n)
+    valid = tf.sequence_mask(n, width)
     frames = tf.where(valid[:, :, None], lists["frames"][:, :width], 0.0)
     following = tf.where(valid, lists["labels"][:, 1:width + 1], tf.constant(-1, tf.int64))
     return {"frames": frames, "n": tf.cast(n, tf.int32)}, {"next": following}
