@@ -138,8 +138,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
         # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
         # Under a tf.data service, flat: the service's sharding follows the pipeline back to its file names.
-        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=not local),
-                                       cardinality)
+        # Flat too when nothing is drawn: every epoch and iterator is the same without rebuilding.
+        flat = not local or not determinism.draws(call_config)
+        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=flat), cardinality)
         if call_config.service is None:
             return dataset
         from batchloaders import service
