@@ -81,8 +81,10 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat
     if flat:
         with _using(flat=True):
             return build()
-    bases = (tf.data.Dataset.from_tensors(tf.constant(seed, tf.int64)) if seed is not None
-             else tf.data.Dataset.random().take(1))
+    if seed is not None:  # every iterator draws from the same seed: nothing to build per iterator
+        with _using(base=tf.constant(seed, tf.int64), epoch=tf.constant(0, tf.int64)):
+            return build()
+    bases = tf.data.Dataset.random().take(1)
 
     raised = []
 

@@ -286,3 +286,18 @@ def test_endless_epochs_of_no_data_end_in_an_error_not_a_spin(tmp_path):
                                                              **(SHUFFLE if shuffle else {})))
         with pytest.raises(tf.errors.FailedPreconditionError, match="infinite number of elements but contained only"):
             next(iter(input_fn()))
+
+
+@pytest.mark.parametrize("loader", ["independent", "continuous_sequence", "discrete_sequence"])
+def test_tensorflows_global_seed_plays_no_part(data, loader):
+    """The shuffles and windows draw from the config's seed alone (README): the same batches with no global
+    seed, with global seed 0 and with another one, and the same as a second call's."""
+    input_fn = batchloaders.build_input_fn(config(data, loader, shuffle=True, padding=True))
+    try:
+        runs = []
+        for global_seed in (None, 0, 5):
+            tf.random.set_seed(global_seed)
+            runs.append([flat(b) for b in input_fn().as_numpy_iterator()])
+    finally:
+        tf.random.set_seed(None)
+    assert len(runs[0]) > 3 and runs[0] == runs[1] == runs[2]
