@@ -74,15 +74,17 @@ def draws(config) -> bool:
     return bool(config.shuffle or random_windows or chunk_shuffle)
 
 
-def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False) -> tf.data.Dataset:
+def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False,
+                 start: tuple[int, int] | None = None) -> tf.data.Dataset:
     """The dataset ``build()`` returns, built anew for every iterator, its draws from ``seed`` (None: a seed
     drawn per ``input_fn()`` call, kept in the iterator's checkpoint). ``flat`` (a tf.data service runs the
-    pipeline): ``build()`` once, its epochs repeated, its draws from ``seed`` as tf.data makes them (see above)."""
+    pipeline): ``build()`` once, its epochs repeated, its draws from ``seed`` as tf.data makes them (see above).
+    ``start``: (epoch, examples of it already consumed): the pipeline begins there (see :func:`repeat_epochs`)."""
     if flat:
-        with _using(flat=True):
+        with _using(flat=True, start=start):
             return build()
     if seed is not None:  # every iterator draws from the same seed: nothing to build per iterator
-        with _using(base=tf.constant(seed, tf.int64), epoch=tf.constant(0, tf.int64)):
+        with _using(base=tf.constant(seed, tf.int64), epoch=tf.constant(0, tf.int64), start=start):
             return build()
     bases = tf.data.Dataset.random().take(1)
 
@@ -90,7 +92,7 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat
 
     def one(base):
         _without_global_seed()
-        with _using(base=base, epoch=tf.constant(0, tf.int64)):
+        with _using(base=base, epoch=tf.constant(0, tf.int64), start=start):
             try:
                 return build()
             except Exception as error:  # a ConfigError of a step or plugin, not autograph's wrapper of it
@@ -116,23 +118,36 @@ def _original(error: BaseException) -> BaseException:
     return error
 
 
-def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset]) -> tf.data.Dataset:
+def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset],
+                  skip: Callable[[tf.data.Dataset, int], tf.data.Dataset] | None = None) -> tf.data.Dataset:
     """``make()`` once per epoch (``epochs`` None: without end), each built for its epoch's draws.
 
     Inside another epoch loop (chunking and segmenting repeat a source of one epoch) the source is
-    that loop's epoch: ``make()`` as it is."""
+    that loop's epoch: ``make()`` as it is. Built to start part-way (:func:`per_iterator`'s ``start``,
+    a replay's restore), the epochs before the start epoch are not made at all and ``skip(dataset, n)``
+    drops the first ``n`` examples of the start epoch's."""
     if _local.values.get("nested"):
         if epochs != 1:
             raise ValueError(f"an epoch loop inside another repeats {epochs} epochs: expected 1")
         return make()
+    start = _local.values.get("start") if skip is not None else None
     if _local.values.get("flat"):  # (per_iterator): one epoch's pipeline, repeated; an empty pass ends the repeat
         with _using(nested=True):
-            return make().repeat(epochs)
+            if start is None:
+                return make().repeat(epochs)
+            first, count = start  # every epoch is the same: the rest of one, then the epochs left
+            return skip(make(), count).concatenate(make().repeat(None if epochs is None else epochs - first - 1))
 
     def one(epoch):
         _without_global_seed()
         with _using(epoch=epoch, nested=True):
             return make()
+    if start is not None:
+        first, count = start
+        rest = (tf.data.Dataset.range(first + 1, epochs) if epochs is not None
+                else tf.data.Dataset.counter(first + 1))  # the data gave batches before: no empty-pass guard
+        return tf.data.Dataset.from_tensors(tf.constant(first, tf.int64)).flat_map(
+            lambda epoch: skip(one(epoch), count)).concatenate(rest.flat_map(one))
     if epochs is not None:
         return tf.data.Dataset.range(epochs).flat_map(one)
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from batchloaders import bucketing, chunking, determinism, keras_align, packing, segmenting, sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
-from batchloaders.config.accounting import expected_batches
+from batchloaders.config.accounting import expected_batches, records_per_epoch
 from batchloaders.config.config import load_config
 from batchloaders.config.model import LoaderConfig
 
@@ -81,8 +81,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None and local else None
 
     def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
-                 config=None) -> tf.data.Dataset:
-        """The dataset of (features, targets) batches; ``mode`` and ``config`` are accepted and unused."""
+                 config=None, skip_batches: int = 0) -> tf.data.Dataset:
+        """The dataset of (features, targets) batches; ``mode`` and ``config`` are accepted and unused.
+
+        ``skip_batches``: leave out the first ``skip_batches`` batches (ResumableIterator's replay). Where
+        the manifest's counts fix an epoch's examples (see accounting.records_per_epoch), the epochs before
+        are not read at all and the examples consumed of the epoch it starts in are skipped before
+        batching; elsewhere the batches are made and dropped."""
         if isinstance(input_context, Mapping):  # Estimator-style input_fn(params)
             params, input_context = input_context, None
         if input_context is not None and not isinstance(input_context, tf.distribute.InputContext):
@@ -94,6 +99,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         batch_size = (params or {}).get("batch_size", loader_config.target_batch_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected a positive integer"))
+        if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:
+            raise ConfigError(Problem("<input_fn>", "$.skip_batches", f"found {skip_batches!r}: expected an integer "
+                                      ">= 0"))
         if (params or {}).get("service_address") is not None and loader_config.service is None:
             raise ConfigError(Problem("<params>", "$.service_address", (
                 f"found {params['service_address']!r}, but {loader_config.source} has no service block "
@@ -140,7 +148,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         # Under a tf.data service, flat: the service's sharding follows the pipeline back to its file names.
         # Flat too when nothing is drawn: every epoch and iterator is the same without rebuilding.
         flat = not local or not determinism.draws(call_config)
-        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=flat), cardinality)
+        start = _start(call_config, shard, batch_size, skip_batches) if skip_batches and local else None
+        if start is not None and cardinality is not None:
+            cardinality -= skip_batches
+        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=flat, start=start),
+                                       cardinality)
+        if skip_batches and start is None:
+            dataset = dataset.skip(skip_batches)
         if call_config.service is None:
             return dataset
         from batchloaders import service
@@ -171,3 +185,15 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
     input_fn.segment_report = segment_report  # type: ignore[attr-defined]
     return input_fn
+
+
+def _start(config, shard, batch_size: int, skip_batches: int) -> tuple[int, int] | None:
+    """(epoch, examples of it consumed) after ``skip_batches`` full batches, when the manifest's counts
+    fix an epoch's examples and batches hold whole examples; else None (the batches are skipped)."""
+    if config.segmenting is not None:
+        return None  # segments, not examples, fill its batches
+    per_epoch = records_per_epoch(config, shard.files, share=shard.records_of)
+    consumed = skip_batches * batch_size
+    if not per_epoch or (config.epochs is not None and consumed >= config.epochs * per_epoch):
+        return None
+    return consumed // per_epoch, consumed % per_epoch

@@ -144,13 +144,14 @@ class ResumableIterator(tf.Module):
                 f"the checkpoint was saved with seed {seed}, this pipeline's seed is {wanted}: expected the same "
                 "seed")))
         consumed = int(self._consumed.numpy())
-        dataset = self._input_fn(self._input_context, params={**self._params, "seed": seed})
+        params = {**self._params, "seed": seed}
         if self.mode == "replay":
-            # The same seed gives the same batches: skip those consumed before the save.
-            self._running.batches = iter(dataset.skip(consumed) if consumed else dataset)
+            # The same seed gives the same batches: skip those consumed before the save (whole epochs unread
+            # where the manifest's counts allow, input_fn's skip_batches).
+            self._running.batches = iter(self._input_fn(self._input_context, params=params, skip_batches=consumed))
         elif self._running.batches is None:
             # Tracked from here on: a restore waiting for this dependency gives it the saved state now.
-            self.iterator = iter(dataset)
+            self.iterator = iter(self._input_fn(self._input_context, params=params))
             self._running.batches = self.iterator
         # (state mode, restored into a running iterator: tf.train.Checkpoint restored its state in place)
         self._position = consumed

@@ -93,17 +93,24 @@ def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True)
     return files
 
 
-def repeat_epochs(config: LoaderConfig, make: Callable[[], tf.data.Dataset], shard=None) -> tf.data.Dataset:
+def repeat_epochs(config: LoaderConfig, make: Callable[[], tf.data.Dataset], shard=None, *,
+                  blocks: bool | None = None) -> tf.data.Dataset:
     """One whole epoch (file shuffle, reading, element shuffle) ``make()`` per epoch, so epochs never mix
     and each epoch's draws come from its number (determinism.py).
 
     Every element appears exactly once per epoch; only the batch that straddles
     two epochs holds elements of both. ``shard`` (a sharding.Shard): a sharded pipeline repeating
-    forever fails clearly if its share holds nothing (sharding.endless).
+    forever fails clearly if its share holds nothing (sharding.endless). ``blocks``: whether ``make()``
+    gives blocks of examples (True) or examples (False), for a pipeline that starts part-way through an
+    epoch (a replay's restore); None: it never does.
     """
+    skip = None
+    if blocks is not None:
+        def skip(dataset, count):  # the rest of an epoch: rebatching after it makes the same batches
+            return dataset.unbatch().skip(count).batch(MAX_RECORDS_PER_BLOCK) if blocks else dataset.skip(count)
     # An empty endless pass ends determinism's epochs (see determinism.repeat_epochs); sharded, the
     # pipeline then fails naming its share rather than with Keras's raw cardinality error.
-    repeated = determinism.repeat_epochs(config.epochs, make)
+    repeated = determinism.repeat_epochs(config.epochs, make, skip)
     return sharding.endless(repeated, config, shard) if shard is not None else repeated
 
 

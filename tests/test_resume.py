@@ -41,6 +41,11 @@ def write_independent(d: pathlib.Path) -> None:
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
     write_independent(root / "independent")
+    write_independent(root / "counted")  # the same, with its files' record counts in the manifest
+    path = root / "counted" / "__manifest__.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"] = [{"name": f"part-{f}.tfrecords", "num_records": n} for f, n in enumerate(RECORDS)]
+    path.write_text(json.dumps(manifest))
     write_continuous(root / "continuous", [3, 0, 5, 2], chunk=4)
     write_discrete(root / "discrete", [[(2, 1)] * 4, [], [(1, 2)] * 7, [(3, 1)] * 2])
     return root
@@ -51,12 +56,12 @@ CONTINUOUS = [("x", "x"), ("y", "y")]
 DISCRETE = [("rid", "rid"), ("pair", "pair")]
 
 
-def config(data, loader, *, shuffle=False, padding=False, seed=7, epochs=2, **args):
+def config(data, loader, *, shuffle=False, padding=False, seed=7, epochs=2, counted=False, **args):
     extra = {**(SHUFFLE if shuffle else {}), "seed": seed, "epochs": epochs, "target_batch_size": 3, **args}
     if loader == "independent":
         primary = [("id", "id"), ("v", "v")] if padding else [("id", "id")]
-        return loader_config(data / "independent", primary, inputs=[t for _, t in primary], padding=padding,
-                             **extra)
+        return loader_config(data / ("counted" if counted else "independent"), primary,
+                             inputs=[t for _, t in primary], padding=padding, **extra)
     if loader == "continuous_sequence":
         lo, hi = (3, 6) if padding else (4, 4)
         return sequence_config(data / "continuous", loader, CONTINUOUS, inputs=["x", "y"], lo=lo, hi=hi,
@@ -301,3 +306,58 @@ def test_tensorflows_global_seed_plays_no_part(data, loader):
     finally:
         tf.random.set_seed(None)
     assert len(runs[0]) > 3 and runs[0] == runs[1] == runs[2]
+
+
+# --- input_fn(skip_batches=N): what a replay restores with ---------------------------------------------------
+
+EPOCH = len(IDS)  # 17 records per epoch; batches of 3 straddle epochs
+
+
+@pytest.mark.parametrize("shuffle,padding,epochs,counted", [
+    (s, p, e, c) for s in (False, True) for p in (False, True) for e in (3, None) for c in (True, False)
+    if c or not p])
+def test_skip_batches_gives_the_rest_of_the_run_from_any_batch(data, shuffle, padding, epochs, counted):
+    """Every reading path of the independent loader (blocks parsed where read, blocks of serialized records,
+    shuffled records), finite and endless, with the manifest's counts (epochs skipped unread) and without
+    (batches made and dropped): the batches after N are those of the whole run after N, at epoch
+    boundaries, inside an epoch and in the last one; with counts, the dataset knows how many are left."""
+    input_fn = batchloaders.build_input_fn(config(data, "independent", shuffle=shuffle, padding=padding,
+                                                  epochs=epochs, counted=counted))
+    whole = [flat(b) for b in input_fn().take(60).as_numpy_iterator()]
+    assert len(whole) == (17 if epochs == 3 else 60)  # 51 records in batches of 3
+    for n in (1, 5, 6, 11, 12, 16):  # batch 5 holds the first epoch's last records and the second's first
+        dataset = input_fn(skip_batches=n)
+        assert [flat(b) for b in dataset.take(60 - n).as_numpy_iterator()] == whole[n:n + 60 - n], f"after {n}"
+        if epochs == 3 and counted:
+            assert int(dataset.cardinality()) == 17 - n
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_skip_batches_leaves_whole_epochs_unread(data, shuffle):
+    """A trillion batches in, the first batch comes at once: the epochs before are not read, not made and
+    dropped (which would not end). Unshuffled, it holds the records that far into the repeated epoch order;
+    shuffled, skipping one batch fewer and taking the second gives it too."""
+    input_fn = batchloaders.build_input_fn(config(data, "independent", shuffle=shuffle, epochs=None, counted=True))
+    far = 10**12
+    batches = list(input_fn(skip_batches=far).take(2).as_numpy_iterator())
+    got = [flat(b) for b in batches]
+    if not shuffle:
+        order = np.concatenate([b["id"] for b in input_fn().take(EPOCH).as_numpy_iterator()])[:EPOCH]
+        assert sorted(order.tolist()) == IDS
+        assert np.concatenate([b["id"] for b in batches]).tolist() == [order[(far * 3 + k) % EPOCH] for k in range(6)]
+    assert got[0] == [flat(b) for b in input_fn(skip_batches=far - 1).take(2).as_numpy_iterator()][1]
+    assert got[1] == [flat(b) for b in input_fn(skip_batches=far + 1).take(1).as_numpy_iterator()][0]
+
+
+def test_skip_batches_of_a_sequence_loader_drops_the_batches_made(data):
+    """Windows are drawn, so their count is not fixed by the manifest: the batches are made and left out."""
+    input_fn = batchloaders.build_input_fn(config(data, "continuous_sequence", shuffle=True, padding=True))
+    whole = [flat(b) for b in input_fn().as_numpy_iterator()]
+    assert [flat(b) for b in input_fn(skip_batches=4).as_numpy_iterator()] == whole[4:]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_skip_batches_must_be_a_count(data, bad):
+    input_fn = batchloaders.build_input_fn(config(data, "independent"))
+    with pytest.raises(batchloaders.ConfigError, match=r"\$\.skip_batches: found .*expected an integer >= 0"):
+        input_fn(skip_batches=bad)

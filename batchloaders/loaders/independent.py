@@ -58,13 +58,13 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             return sources.read_blocks(config, reader, files(), compact=True).map(
                 as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                 deterministic=not config.sloppy_interleave)
-        batches = sources.repeat_epochs(config, epoch_of_blocks, shard).rebatch(batch_size, drop_remainder=drop)
+        batches = sources.repeat_epochs(config, epoch_of_blocks, shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
         records = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),
-                                        shard).rebatch(batch_size, drop_remainder=drop)
+                                        shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
     else:
         def epoch_of_records():
             records = sources.read_blocks(config, reader, files(), unbatch=True, keep=keep)
@@ -73,7 +73,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
                                           seed=determinism.seed(config.seed, determinism.EXAMPLES),
                                           reshuffle_each_iteration=determinism.reshuffles())
             return records
-        records = sources.repeat_epochs(config, epoch_of_records, shard).batch(batch_size, drop_remainder=drop)
+        records = sources.repeat_epochs(config, epoch_of_records, shard, blocks=False).batch(batch_size, drop_remainder=drop)
 
     def decode(records):
         parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))
