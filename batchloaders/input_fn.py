@@ -57,18 +57,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             raise ConfigError(found)
     else:
         loader_config = keras_align.load_for_model(config, description)  # checked against the model too
-    in_kind = "dict"
     if description is not None:
         # Match the model's own structure so that model.fit(input_fn()) just works.
         (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
         pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
-    if description is not None and loader_config.segmenting is not None and in_kind != "dict" and not (
-            set(loader_config.segmenting.names.values()) & set(inputs)):
-        kind = {"single": "a single tensor", "list": "a list"}[in_kind]
-        raise ConfigError(Problem(loader_config.source, "$.args.segmenting", (
-            f"the model takes its inputs as {kind}, so the batches cannot carry the segment counters (is_first, "
-            "slot, ...) a StateSaver needs: expected a model taking a dict of inputs (a keras.Input per name, or a "
-            "subclassed model's call(features)), or the counters among the model's inputs")))
+    counters = keras_align.carried_counters(description, loader_config)  # the features' segment counters
     loader = _loader(loader_config.type)
     from batchloaders.sources import check_remote_files
 
@@ -127,7 +120,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         dataset = base.compile_dataset(sharding.per_replica_buckets(loader_config, input_context), elements,
                                        batch_size, pack_inputs, pack_targets, decode,
                                        cardinality=cardinality, zero_tails=zero_tails, chunk_counter=counter,
-                                       segment_counter=segment_counter)
+                                       segment_counter=segment_counter, counters=counters)
         if loader_config.service is None:
             return dataset
         from batchloaders import service
