@@ -470,6 +470,27 @@ def test_a_functional_model_gets_the_counters_it_names_and_no_other_and_fits_wit
     assert len(history.history["loss"]) == 2
 
 
+def test_a_subclassed_model_gets_every_counter(data):
+    """Keras keeps no inputs of a subclassed model: its call(features) takes what it uses, so it gets them all."""
+    import keras
+
+    class Model(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, features):
+            return self.dense(keras.ops.cast(features["x"], "float32"))
+
+    cfg = config(data, {"num_unroll": 4})
+    model = Model()
+    model(next(iter(build_input_fn(cfg)())))  # built on a batch
+    batch = next(build_input_fn(cfg, model=model)().as_numpy_iterator())
+    assert sorted(batch) == sorted(["x", "id", "key", "sequence", "sequence_count", "length", "total_length",
+                                    "is_first", "is_last", "slot"])
+    assert batch["length"].tolist() == [r[5] for r in reference(sequences(data), 4, 3)[0]]
+
+
 def test_a_model_taking_a_single_tensor_gets_it_alone(data):
     """A functional model's inputs are known: one keras.Input and no counter named, one tensor per batch (was:
     a ConfigError, the counters having no place; a functional model cannot take what it declares no Input for)."""
