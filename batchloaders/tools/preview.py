@@ -225,12 +225,11 @@ def tensor_line(t: Tensor) -> str:
 
 def measured(config: LoaderConfig) -> list[str]:
     """The output tensors whose padding preview measures: bench's padded tensors; with packing, the packed ones;
-    with segmenting, the segmented ones whose every step has a fixed size (the ``length`` counter counts steps)."""
+    with segmenting, the segmented ones."""
     if config.packing is not None:
         return [name for name in config.packing.tensors if name in config.outputs]
     if config.segmenting is not None:
-        return [name for name in config.segmenting.tensors
-                if name in config.outputs and None not in config.tensors[name].shape[1:]]
+        return [name for name in config.segmenting.tensors if name in config.outputs]
     return bench.padded_tensors(config)
 
 
@@ -279,6 +278,7 @@ def segmented_counts(config: LoaderConfig, raw: list) -> list[dict]:
         steps = tensors[spec.names["length"]].numpy()  # preview's dataset is built without a model: all counters
         slots = max(1, steps.size * spec.num_unroll)
         sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
+        # Every step of a segmented tensor has one shape (segmenting's scan keeps rows of one shape).
         counts.append({"padded": sizes,  # each step holds size / (rows x num_unroll) elements
                        "real": {name: int(steps.sum()) * (size // slots) for name, size in sizes.items()}})
     return counts
@@ -305,8 +305,6 @@ def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int)
             padded = sum(c["padded"][name] for c in counts)
             fraction = (padded - real) / padded if padded else 0.0
             lines.append(f"  {name}: {fraction:.4f} ({padded - real} / {padded})")
-        elif config.segmenting is not None and name in config.segmenting.tensors:
-            lines.append(f"  {name}: not measured (an inner axis varies in length; the length counter counts steps)")
         else:
             spec = config.pad_specs.get(name)
             batching = spec.batching if spec is not None and spec.batching != "padded" else None
