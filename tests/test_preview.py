@@ -228,16 +228,17 @@ def test_packed_rows_padding_is_where_segment_ids_is_0(workspace, monkeypatch):
     assert [int((r == 0).sum()) for r in rows] == [4]
 
 
-def test_segmented_padding_is_the_steps_past_each_rows_length(workspace, monkeypatch):
+@pytest.mark.parametrize("prefix", ["", "seg_"])
+def test_segmented_padding_is_the_steps_past_each_rows_length(workspace, monkeypatch, prefix):
     """Records of 1..8 steps in 2 lanes of num_unroll 3: the first 3 batches' rows hold 1, 2 | 3, 3 | 3, 1 real
     steps (sequence 1 then 3 then 5 in lane 0; 2 then 4 in lane 1): 13 of 18 steps."""
     write_config(workspace / "segmented.yaml", "data", primary=["tokens"], inputs=["tokens"], targets=[],
-                 target_batch_size=2, epochs=1, segmenting={"num_unroll": 3})
+                 target_batch_size=2, epochs=1, segmenting={"num_unroll": 3, "prefix": prefix})
     result = cli("preview", "segmented.yaml", "-n", "3", cwd=workspace)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line for line in lines if line.startswith("  input length: ")] == [
-        f"  input length: int32 [2]; first example []: [{n}]" for n in (1, 3, 3)]  # lane 0's rows
+    assert [line for line in lines if line.startswith(f"  input {prefix}length: ")] == [
+        f"  input {prefix}length: int32 [2]; first example []: [{n}]" for n in (1, 3, 3)]  # lane 0's rows
     assert lines[lines.index("padding fraction (padded elements / all elements over the first 3 batches, the real "
                              "steps from each segment's length counter):") + 1:] == [f"  tokens: {5 / 18:.4f} (5 / 18)"]
     pytest.importorskip("matplotlib")  # the plot shows each row's length counter against num_unroll
