@@ -44,6 +44,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     for dict inputs/outputs, tuples for lists, a bare tensor for a single one).
     The model is compared with the config first (names or positions, input
     shapes and dtype kinds: see keras_align.py); a mismatch is a ConfigError.
+    With segmenting, a functional or Sequential model gets the segment counters
+    it has an Input for and no other; a subclassed model, or no model, all.
     All config problems raise ConfigError / ManifestError here, before any
     TensorFlow graph is built.
     """
