@@ -44,6 +44,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     for dict inputs/outputs, tuples for lists, a bare tensor for a single one).
     The model is compared with the config first (names or positions, input
     shapes and dtype kinds: see keras_align.py); a mismatch is a ConfigError.
+    With segmenting, a functional or Sequential model gets the segment counters
+    it has an Input for and no other; a subclassed model, or no model, all.
     All config problems raise ConfigError / ManifestError here, before any
     TensorFlow graph is built.
     """
@@ -57,18 +59,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             raise ConfigError(found)
     else:
         loader_config = keras_align.load_for_model(config, description)  # checked against the model too
-    in_kind = "dict"
     if description is not None:
         # Match the model's own structure so that model.fit(input_fn()) just works.
         (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
         pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
-    if description is not None and loader_config.segmenting is not None and in_kind != "dict" and not (
-            set(loader_config.segmenting.names.values()) & set(inputs)):
-        kind = {"single": "a single tensor", "list": "a list"}[in_kind]
-        raise ConfigError(Problem(loader_config.source, "$.args.segmenting", (
-            f"the model takes its inputs as {kind}, so the batches cannot carry the segment counters (is_first, "
-            "slot, ...) a StateSaver needs: expected a model taking a dict of inputs (a keras.Input per name, or a "
-            "subclassed model's call(features)), or the counters among the model's inputs")))
+    counters = keras_align.carried_counters(description, loader_config)  # the features' segment counters
     loader = _loader(loader_config.type)
     from batchloaders.sources import check_remote_files
 
@@ -139,7 +134,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         def build():
             return base.compile_dataset(sharding.per_replica_buckets(call_config, input_context), source, batch_size,
                                         pack_inputs, pack_targets, zero_tails=zero_tails, chunk_counter=counter,
-                                        segment_counter=segment_counter, finished=False)
+                                        segment_counter=segment_counter, finished=False, counters=counters)
         # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
         cardinality = (expected_batches(call_config, shard.files, batch_size, share=shard.records_of)
                        if call_config.service is None else None)

@@ -23,7 +23,9 @@ What is compared:
 - Outputs against targets by name or count only: whether a target's shape and dtype suit an
   output depends on the loss (sparse labels [B] against logits [B, C]), which the model does not say.
 - A built subclassed model exposes neither names nor shapes in Keras 3: nothing is compared, and
-  the config's ``model`` block names the dicts its ``call`` receives. An unbuilt model (subclassed,
+  the config's ``model`` block names the dicts its ``call`` receives.
+- With segmenting, a model whose inputs are known gets the counters it names and no other
+  (:func:`carried_counters`); a subclassed model gets them all. An unbuilt model (subclassed,
   or a Sequential without an ``Input``) is refused: it would be built on the first batch, whatever
   that batch holds.
 """
@@ -132,6 +134,19 @@ def packing(description: ModelDescription, config: LoaderConfig) -> tuple[tuple[
             return "dict", list(names)
         return side.packing, [p.name for p in side.ports] if side.by_name else list(names)
     return one(description.inputs, config.inputs), one(description.outputs, config.targets)
+
+
+def carried_counters(description: ModelDescription | None, config: LoaderConfig) -> tuple[str, ...]:
+    """The segment counters the features carry besides the model's inputs.
+
+    All of them when nothing says which tensors the model takes (no model, or a subclassed model, whose
+    ``call(features)`` takes what it uses); none for a functional or Sequential model: its inputs are known,
+    the counters it names are among them, and Keras 3 would not drop an extra key quietly (a dict of
+    features is flattened by position, feeding one tensor where another was expected, after a warning).
+    """
+    if config.segmenting is None or (description is not None and description.inputs is not None):
+        return ()
+    return tuple(name for name in config.segmenting.names.values() if name not in config.inputs)
 
 
 _KIND = {"bool": "bool", "string": "string"}

@@ -35,3 +35,21 @@ def test_built_wheel_contains_every_schema_and_validates_from_it(tmp_path):
     probe = subprocess.run([sys.executable, "-c", "import batchloaders.config.schema as s; print(s.__file__)"],
                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
     assert probe.stdout.startswith(str(site))
+
+
+def test_the_editable_install_warns_nothing_and_puts_the_checkout_on_sys_path(tmp_path):
+    """`make setup` runs `pip install -e`, which runs this hook: a package mapped from another folder made
+    setuptools install an import hook and warn ("Editable installation ... Please be careful with folders in
+    your working directory ..."), which pip printed on every install."""
+    code = ("import json, sys, warnings\nfrom setuptools import build_meta\n"
+            "with warnings.catch_warnings(record=True) as caught:\n    warnings.simplefilter('always')\n"
+            "    name = build_meta.build_editable(sys.argv[1])\n"
+            "print(json.dumps([name, [f'{w.category.__name__}: {w.message}' for w in caught]]))")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                            check=True)
+    name, warned = json.loads(result.stdout.splitlines()[-1])
+    assert warned == []
+    wheel = zipfile.ZipFile(tmp_path / name)
+    pth = [n for n in wheel.namelist() if n.endswith(".pth")]
+    assert pth == ["__editable__.batchloaders-0.1.0.pth"]
+    assert wheel.read(pth[0]).decode().split() == [os.path.realpath(ROOT)]

@@ -228,6 +228,49 @@ def test_packed_rows_padding_is_where_segment_ids_is_0(workspace, monkeypatch):
     assert [int((r == 0).sum()) for r in rows] == [4]
 
 
+@pytest.mark.parametrize("prefix", ["", "seg_"])
+def test_segmented_padding_is_the_steps_past_each_rows_length(workspace, monkeypatch, prefix):
+    """Records of 1..8 steps in 2 lanes of num_unroll 3: the first 3 batches' rows hold 1, 2 | 3, 3 | 3, 1 real
+    steps (sequence 1 then 3 then 5 in lane 0; 2 then 4 in lane 1): 13 of 18 steps."""
+    write_config(workspace / "segmented.yaml", "data", primary=["tokens"], inputs=["tokens"], targets=[],
+                 target_batch_size=2, epochs=1, segmenting={"num_unroll": 3, "prefix": prefix})
+    result = cli("preview", "segmented.yaml", "-n", "3", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith(f"  input {prefix}length: ")] == [
+        f"  input {prefix}length: int32 [2]; first example []: [{n}]" for n in (1, 3, 3)]  # lane 0's rows
+    assert lines[lines.index("padding fraction (padded elements / all elements over the first 3 batches, the real "
+                             "steps from each segment's length counter):") + 1:] == [f"  tokens: {5 / 18:.4f} (5 / 18)"]
+    pytest.importorskip("matplotlib")  # the plot shows each row's length counter against num_unroll
+    from batchloaders.tools import preview
+
+    out = io.StringIO()
+    monkeypatch.chdir(workspace)
+    assert preview.run("segmented.yaml", 3, out, plot="segmented.png") == 0
+    assert out.getvalue().splitlines()[-1] == ("plot: segmented.png (tokens: length per example and batch width; "
+                                               "padding fraction per batch)")
+
+
+@pytest.mark.parametrize("small, expected", [
+    # Records of 5, 2 and 7 steps, num_unroll 3, 2 lanes: rows of (3, 2), (2, 3), (padding, 3), (padding, 1) real
+    # steps; with allow_small_batch the 2 padding rows are left out. y is 1 value per step, x 2.
+    (False, ["  y: 0.4167 (10 / 24)", "  x: 0.4167 (20 / 48)"]),
+    (True, ["  y: 0.2222 (4 / 18)", "  x: 0.2222 (8 / 36)"]),
+])
+def test_segmented_padding_counts_every_element_of_a_step_and_leaves_dropped_lanes_out(workspace, monkeypatch, small,
+                                                                                       expected):
+    write_continuous(workspace / "seqs", [[5, 2, 7]], layout="sequence")  # frame p holds y = p, x = [p, -p]
+    write_config(workspace / f"seg{small}.yaml", "seqs", primary=["x", "y"], inputs=["y", "x"], targets=[],
+                 target_batch_size=2, epochs=1, segmenting={"num_unroll": 3, "allow_small_batch": small})
+    result = cli("preview", f"seg{small}.yaml", "-n", "9", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "the dataset ended after 4 batches" in result.stdout
+    assert result.stdout.splitlines()[-2:] == expected
+    monkeypatch.chdir(workspace)  # frame 0 holds y = 0, a real value equal to the padding: values cannot tell
+    zeros = sum(int((b["y"] == 0).sum()) for b in batchloaders.build_input_fn(f"seg{small}.yaml")().as_numpy_iterator())
+    assert zeros == int(expected[0].split("(")[1].split(" /")[0]) + 1
+
+
 @pytest.mark.parametrize("config, message", [
     ("empty.yaml", "empty.yaml: $.args: the dataset yielded no batch (epochs 1, batch size 16, drop_remainder true)"),
     ("nodata.yaml", "nodata.yaml: $.args.epochs: the dataset yielded no batch: epochs is null (repeat forever) but "

@@ -36,8 +36,8 @@ def _schemas_dir():
     try:
         return importlib.resources.files("batchloaders.schemas")
     except ModuleNotFoundError:
-        # A checkout on PYTHONPATH has no batchloaders/schemas: pyproject maps
-        # that package onto the top-level schemas/ folder only when installed.
+        # batchloaders/schemas is a symlink to the top-level schemas/ folder: a
+        # checkout made without symlinks (core.symlinks false) has a plain file there.
         return pathlib.Path(__file__).resolve().parents[2] / "schemas"
 
 

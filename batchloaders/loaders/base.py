@@ -178,16 +178,16 @@ def _segments(config: LoaderConfig, decode, zero_tails: frozenset):
     return run
 
 
-def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, pack_targets):
-    """A batch of segments -> the model's (features, targets); the counters join the features whenever they
-    are a dict, named by the model or not."""
+def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs, pack_targets,
+                     carried: tuple[str, ...]):
+    """A batch of segments -> the model's (features, targets); the ``carried`` counters (the features are then
+    a dict: keras_align.carried_counters) join the features besides those the model names."""
     def run(element):
         values, counters = segmenting.finish(element, config)
         tensors = finalize(Batch({**values, **counters}, {}), config, static_batch)
         features = pack_inputs({n: tensors[n] for n in config.inputs})
-        if isinstance(features, dict):
-            features = {**features, **{n: tf.ensure_shape(v, [static_batch]) for n, v in counters.items()
-                                       if n not in features}}
+        if carried:
+            features = {**features, **{n: tf.ensure_shape(counters[n], [static_batch]) for n in carried}}
         return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
     return run
 
@@ -195,7 +195,7 @@ def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs
 def compile_dataset(config: LoaderConfig, source, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, cardinality: int | None = None,
                     zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None,
-                    finished: bool = True) -> tf.data.Dataset:
+                    finished: bool = True, counters: tuple[str, ...] = ()) -> tf.data.Dataset:
     """The model's batches; ``source()``: the loader's (batches, decode) (see :func:`source`);
     ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
@@ -203,7 +203,9 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
     With chunking, ``batches`` are blocks of one epoch of examples (the epochs are repeated here, after
     the chunk shuffle, so that epochs never mix: ``source()`` is called once per epoch, for its draws)
     and ``chunk_counter`` (a chunking.ChunkCounter) counts them.
-    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences.
+    With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences;
+    ``counters``: the segment counters the features carry besides the model's inputs (decided by
+    keras_align.carried_counters: all of them without a model).
     ``finished`` False leaves out what :func:`finish_pipeline` adds (the caller adds it around a wrapper)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     per_epoch = config.chunking is not None or config.segmenting is not None
@@ -272,7 +274,7 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
             return elements.map(as_written(_segments(config, decode_, zero_tails)), **parallel)
         ds = segmenting.stream(epoch_of_segments, config, batch_size, segment_counter)
         static = None if config.segmenting.allow_small_batch else batch_size
-        ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets)), **parallel)
+        ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets, counters)), **parallel)
         cardinality = None  # how many batches the lanes take is known only once scheduled
     elif decode is not None:
         ds = ds.map(as_written(finisher(config, static_batch, pack_inputs, pack_targets, decode, zero_tails)),

@@ -26,7 +26,9 @@ second pass over the first ``N`` batches. That pass gives the very batches shown
 when the order is fixed (no shuffle, or a seed, and ``sloppy_interleave`` false);
 otherwise the output says that it measured other batches of the same
 distribution. With packing, a packed tensor's padding is where ``segment_ids``
-is 0 in the rows shown; with segmenting it is not measured.
+is 0 in the rows shown; with segmenting, a segmented tensor's padding is every
+step of a row past its ``length`` counter (a padding segment's length is 0), in
+the rows shown.
 
 Every wait for a batch is bounded (``timeout`` seconds): a dataset that spins
 without yielding (``epochs: null`` over data that gives no batch) raises
@@ -34,8 +36,8 @@ without yielding (``epochs: null`` over data that gives no batch) raises
 the command line ends the process with ``os._exit``.
 
 ``plot``: a PNG of the first varying tensor's real lengths per example and padded
-width per batch, and of the padding fraction per batch (needs matplotlib: the
-``plot`` extra).
+width per batch (with segmenting: each row's length counter and num_unroll), and
+of the padding fraction per batch (needs matplotlib: the ``plot`` extra).
 """
 from __future__ import annotations
 
@@ -222,9 +224,12 @@ def tensor_line(t: Tensor) -> str:
 
 
 def measured(config: LoaderConfig) -> list[str]:
-    """The output tensors whose padding preview measures: bench's padded tensors; with packing, the packed ones."""
+    """The output tensors whose padding preview measures: bench's padded tensors; with packing, the packed ones;
+    with segmenting, the segmented ones."""
     if config.packing is not None:
         return [name for name in config.packing.tensors if name in config.outputs]
+    if config.segmenting is not None:
+        return [name for name in config.segmenting.tensors if name in config.outputs]
     return bench.padded_tensors(config)
 
 
@@ -233,7 +238,8 @@ def padding_dataset(config: LoaderConfig) -> tf.data.Dataset:
 
     The measuring datasets are bench's (real elements from the lengths before
     padding). Not for segmenting, whose segments the loader's lengths do not
-    describe, nor packing, measured on the rows shown (:func:`packed_counts`).
+    describe, nor packing: both are measured on the rows shown (:func:`segmented_counts`,
+    :func:`packed_counts`).
     """
     size = config.target_batch_size
     if config.bucketing is not None:
@@ -262,19 +268,33 @@ def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
     return counts
 
 
+def segmented_counts(config: LoaderConfig, raw: list) -> list[dict]:
+    """Real and padded elements per segmented tensor of the rows shown: a row's real steps are its ``length``
+    counter (exactly what segmenting cut, not a guess from values; 0 in a padding segment)."""
+    spec = config.segmenting
+    counts = []
+    for element in raw:
+        tensors = {name: tensor for _, name, tensor in split(config, element)}
+        steps = tensors[spec.names["length"]].numpy()  # preview's dataset is built without a model: all counters
+        slots = max(1, steps.size * spec.num_unroll)
+        sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
+        # Every step of a segmented tensor has one shape (segmenting's scan keeps rows of one shape).
+        counts.append({"padded": sizes,  # each step holds size / (rows x num_unroll) elements
+                       "real": {name: int(steps.sum()) * (size // slots) for name, size in sizes.items()}})
+    return counts
+
+
 def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int) -> list[str]:
     """One line per output tensor: its padding fraction over the batches ``counts`` measured."""
     names = measured(config)
-    if config.segmenting is not None:
-        return ["padding fraction: not measured with segmenting (the loader's lengths describe examples, not the "
-                "segments shown)"]
     if names and counts is None:
         return [f"padding fraction: not measured (packing marks padding in {config.packing.segment_ids!r}, which "
                 "the model does not take)"]
     how = "" if not names else (", the padding where segment_ids is 0" if config.packing is not None else
-                                ", the real elements from the loader's lengths before padding")
+                                ", the real steps from each segment's length counter" if config.segmenting is not None
+                                else ", the real elements from the loader's lengths before padding")
     lines = [f"padding fraction (padded elements / all elements over the first {batches} batches{how}):"]
-    second_pass = names and config.packing is None
+    second_pass = names and config.packing is None and config.segmenting is None
     if second_pass and config.shuffle and config.seed is None:
         lines.append("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)")
     elif second_pass and config.sloppy_interleave:
@@ -340,12 +360,15 @@ def draw(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    varying = [name for name in config.outputs if config.tensors[name].shape[:1] == (None,)]
-    name = varying[0] if varying else None
-    drawn = None
-    if name is not None:
-        by_name = [{n: tensor for _, n, tensor in split(config, e)} for e in raw]
-        drawn = _lengths_and_width(config, name, [t[name] for t in by_name])
+    by_name = [{n: tensor for _, n, tensor in split(config, e)} for e in raw]
+    if config.segmenting is not None:  # a segment's real steps are its length counter; its width num_unroll
+        spec = config.segmenting
+        name = next((n for n in spec.tensors if n in config.outputs), None)
+        drawn = ([t[spec.names["length"]].numpy() for t in by_name], [spec.num_unroll] * len(raw)) if name else None
+    else:
+        varying = [name for name in config.outputs if config.tensors[name].shape[:1] == (None,)]
+        name = varying[0] if varying else None
+        drawn = _lengths_and_width(config, name, [t[name] for t in by_name]) if name is not None else None
     figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(8, 6), sharex=True)
     xs = np.arange(1, len(raw) + 1)
     if drawn is not None:
@@ -363,7 +386,7 @@ def draw(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
                      for c in counts]
         bottom.bar(np.arange(1, len(counts) + 1), fractions, color="tab:gray")
     else:
-        bottom.text(0.5, 0.5, "no padding measured (no padded tensor, or packing/segmenting)", ha="center",
+        bottom.text(0.5, 0.5, "no padding measured (no padded tensor, or packing without segment_ids)", ha="center",
                     va="center", transform=bottom.transAxes)
     bottom.set_xticks(xs)
     bottom.set_ylim(0, 1)
@@ -409,7 +432,9 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     counts = None
     if config.packing is not None:
         counts = packed_counts(config, raw)
-    elif measured(config) and config.segmenting is None:  # a second pass, each batch waited for as the first
+    elif config.segmenting is not None:
+        counts = segmented_counts(config, raw)
+    elif measured(config):  # a second pass, each batch waited for as the first
         counts = [tf.nest.map_structure(int, c)
                   for c in take(padding_dataset(config), len(raw), timeout, config.source)]
     for line in padding_lines(config, counts, len(raw)):
