@@ -125,15 +125,16 @@ def chunk_block(values: dict, lengths: dict, extras: dict, config: LoaderConfig)
     return {"values": out_values, "lengths": out_lengths, "extras": meta, "counts": counted}
 
 
-def guard_empty_pass(chunks: tf.data.Dataset, config: LoaderConfig) -> tf.data.Dataset:
+def guard_empty_pass(chunks: tf.data.Dataset, config: LoaderConfig, share: str = "") -> tf.data.Dataset:
     """``chunks`` (one pass over the data, blocks of chunks) failing at its end when it gave no chunk.
 
     With ``epochs: null`` the pass is repeated forever; a pass without a chunk (every sequence empty,
-    or its only piece shorter than min_size) would make the batching spin without end."""
+    or its only piece shorter than min_size) would make the batching spin without end. ``share``: what
+    to add when the pass is over one input pipeline's share (sharding.share_note)."""
     spec = config.chunking
     message = (f"{config.source}: {spec.json_path}: a whole pass over the data gave no chunk (every sequence is "
                f"empty, or its only piece is shorter than min_size {spec.min_size}), and epochs null would repeat "
-               "that forever: expected sequences of at least min_size steps")
+               f"that forever: expected sequences of at least min_size steps{share}")
     empty = tf.nest.map_structure(lambda s: tf.zeros([0] + [d or 0 for d in s.shape[1:]], s.dtype),
                                   chunks.element_spec)
     flagged = tf.data.Dataset.zip((chunks, tf.data.Dataset.from_tensors(False).repeat())).concatenate(

@@ -134,7 +134,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         def build():
             return base.compile_dataset(sharding.per_replica_buckets(call_config, input_context), source, batch_size,
                                         pack_inputs, pack_targets, zero_tails=zero_tails, chunk_counter=counter,
-                                        segment_counter=segment_counter, finished=False, counters=counters)
+                                        segment_counter=segment_counter, finished=False, counters=counters,
+                                        share=sharding.share_note(call_config, shard))
         # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
         cardinality = (expected_batches(call_config, shard.files, batch_size, share=shard.records_of)
                        if call_config.service is None else None)

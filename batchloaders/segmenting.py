@@ -193,9 +193,10 @@ def _repeated_keys(config: LoaderConfig, seen, keys, counts) -> tuple[list, tf.T
     return [check], tf.sort(tf.concat([seen, prints], 0))
 
 
-def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.Dataset:
+def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int, share: str = "") -> tf.data.Dataset:
     """Elements of :func:`segment_block` (with epoch-end and last markers) -> batches
-    ``{"values", "meta", "slot", "present"}`` of ``lanes`` rows, in order (see the module's docstring)."""
+    ``{"values", "meta", "slot", "present"}`` of ``lanes`` rows, in order (see the module's docstring).
+    ``share``: what to add to the empty-epoch error when this is one input pipeline's share (sharding.share_note)."""
     spec = config.segmenting
     element = ds.element_spec
     keyed = spec.key is not None
@@ -210,7 +211,7 @@ def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.D
         if endless:  # an epoch with no sequence would loop forever without a batch
             checks.append(tf.debugging.Assert(~block[EPOCH_END] | (sequences > 0), [
                 f"{config.source}: {spec.json_path}: an epoch gave no sequence of at least one step (every one "
-                "was empty): expected data, since epochs is null and the lanes would wait forever"]))
+                f"was empty): expected data, since epochs is null and the lanes would wait forever{share}"]))
         with tf.control_dependencies(checks):
             seen = tf.cond(block[EPOCH_END], lambda: tf.zeros([0], tf.int64), lambda: tf.identity(seen))
         sequences = tf.where(block[EPOCH_END], tf.constant(0, tf.int64), sequences)
@@ -251,10 +252,11 @@ def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int) -> tf.data.D
     return ds.scan(initial, step).unbatch()
 
 
-def stream(blocks: Callable[[], tf.data.Dataset], config: LoaderConfig, lanes: int, counter=None) -> tf.data.Dataset:
+def stream(blocks: Callable[[], tf.data.Dataset], config: LoaderConfig, lanes: int, counter=None,
+           share: str = "") -> tf.data.Dataset:
     """Elements of :func:`segment_block` (``blocks()``: one epoch's, called once per epoch) -> every epoch's
     batches, in lanes; ``counter`` (a :class:`SegmentCounter`) counts the blocks' sequences, segments and
-    skipped sequences."""
+    skipped sequences; ``share``: see :func:`schedule`."""
     def epoch():
         ds = blocks()
         if counter is not None:
@@ -265,7 +267,7 @@ def stream(blocks: Callable[[], tf.data.Dataset], config: LoaderConfig, lanes: i
     ds = determinism.repeat_epochs(config.epochs, epoch)
     if config.epochs is not None:
         ds = ds.concatenate(marker(ds.element_spec, LAST))
-    return schedule(ds, config, lanes)
+    return schedule(ds, config, lanes, share)
 
 
 def finish(element: dict, config: LoaderConfig) -> tuple[dict, dict]:

@@ -199,6 +199,17 @@ def _empty_share(config: LoaderConfig, shard: Shard) -> str:
             "expected more data, or fewer input pipelines")
 
 
+def share_note(config: LoaderConfig, shard: Shard) -> str:
+    """What to add to an error about a pass that gave nothing when this pipeline reads only its share (chunking's
+    and segmenting's guards see one pipeline's pass, not the data's): "" unsharded."""
+    if shard.rule == NONE:
+        return ""
+    unit = "record" if config.type == "independent" else "window"
+    return (f"; or the share of this input pipeline held none: input pipeline {shard.pipeline} of {shard.pipelines} reads its "
+            f"share of the data (sharded by {shard.rule}), which may hold no {unit}: expected more data, or fewer "
+            "input pipelines")
+
+
 def check_share(config: LoaderConfig, shard: Shard) -> None:
     """ConfigError now, before anything runs, when the manifest's record counts show that an independent
     pipeline's share is empty and epochs is null (:func:`endless` catches the rest while running)."""

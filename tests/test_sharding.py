@@ -21,7 +21,7 @@ import tensorflow as tf
 
 import batchloaders
 from batchloaders.errors import ConfigError
-from conftest import collect, example, feature, loader_config, write_manifest, write_records
+from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 
 COUNTS = [5, 0, 3, 1, 7, 4, 2]  # records of the 7 files; file 1 is empty
@@ -317,3 +317,25 @@ def test_records_a_pipeline_keeps_of_a_file_sharded_by_record(file, count, kept)
 
     shard = sharding.Shard(sharding.RECORD, 8, 3, tuple(range(7)))
     assert shard.records_of(file, count) == kept == sum((file + r) % 8 == 3 for r in range(count))
+
+
+@pytest.mark.parametrize("block,path,what", [
+    ({"chunking": {"size": 2}}, "$.args.chunking", "a whole pass over the data gave no chunk"),
+    ({"segmenting": {"num_unroll": 2}}, "$.args.segmenting", "an epoch gave no sequence of at least one step"),
+])
+def test_chunking_and_segmenting_say_an_empty_pass_may_be_the_pipelines_empty_share(tmp_path, block, path, what):
+    """Their guards see one pipeline's pass, not the data's: one record of 6 steps for 2 pipelines (sharded by
+    record) leaves pipeline 1 nothing, and its error says so besides the data's own reasons; pipeline 0 gets it."""
+    write_manifest(tmp_path, [feature("v", "int64", [], "int", True)], allow_var_len=True)
+    write_records(tmp_path / "part-0.tfrecords", [sequence_example({}, {"v": ("int", [[s] for s in range(1, 7)])})])
+    input_fn = batchloaders.build_input_fn(loader_config(tmp_path, [("v", "v")], inputs=["v"], epochs=None,
+                                                         target_batch_size=2, padding=True, **block))
+    first = collect(input_fn(context(2, 0)), 1)[0]["v"].tolist()
+    # chunking: the first two chunks; segmenting: lane 0 has epoch 0's sequence, lane 1 epoch 1's copy
+    assert first == ([[1, 2], [3, 4]] if "chunking" in block else [[1, 2], [1, 2]])
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        collect(input_fn(context(2, 1)), 1)
+    assert f"<dict>: {path}: {what}" in raised.value.message
+    assert ("; or the share of this input pipeline held none: input pipeline 1 of 2 reads its share of the data "
+            "(sharded by record), which may hold no record: expected more data, or fewer input pipelines"
+            ) in raised.value.message

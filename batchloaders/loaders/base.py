@@ -195,7 +195,7 @@ def _segment_batches(config: LoaderConfig, static_batch: int | None, pack_inputs
 def compile_dataset(config: LoaderConfig, source, batch_size: int,
                     pack_inputs=_same, pack_targets=_same, cardinality: int | None = None,
                     zero_tails: frozenset = frozenset(), chunk_counter=None, segment_counter=None,
-                    finished: bool = True, counters: tuple[str, ...] = ()) -> tf.data.Dataset:
+                    finished: bool = True, counters: tuple[str, ...] = (), share: str = "") -> tf.data.Dataset:
     """The model's batches; ``source()``: the loader's (batches, decode) (see :func:`source`);
     ``cardinality``: the number of batches, when the manifest's counts fix it;
     ``zero_tails``: tensors the loader gives padded with zeros to the batch's longest (see Batch);
@@ -206,6 +206,7 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
     With segmenting, likewise (segmenting.py repeats the epochs), ``segment_counter`` counting the sequences;
     ``counters``: the segment counters the features carry besides the model's inputs (decided by
     keras_align.carried_counters: all of them without a model).
+    ``share``: what the guards against an empty pass add when it is one input pipeline's share (sharding.share_note).
     ``finished`` False leaves out what :func:`finish_pipeline` adds (the caller adds it around a wrapper)."""
     static_batch = batch_size if (config.drop_remainder or config.epochs is None) else None
     per_epoch = config.chunking is not None or config.segmenting is not None
@@ -251,7 +252,7 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
             else:
                 ds = ds.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
             if config.epochs is None:
-                ds = chunking.guard_empty_pass(ds, config)
+                ds = chunking.guard_empty_pass(ds, config, share)
             if config.chunking.shuffle_buffer is not None:
                 ds = ds.unbatch().shuffle(config.chunking.shuffle_buffer,
                                           seed=determinism.seed(config.seed, determinism.CHUNKS))
@@ -272,7 +273,7 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
         def epoch_of_segments():
             elements, decode_ = source()
             return elements.map(as_written(_segments(config, decode_, zero_tails)), **parallel)
-        ds = segmenting.stream(epoch_of_segments, config, batch_size, segment_counter)
+        ds = segmenting.stream(epoch_of_segments, config, batch_size, segment_counter, share)
         static = None if config.segmenting.allow_small_batch else batch_size
         ds = ds.map(as_written(_segment_batches(config, static, pack_inputs, pack_targets, counters)), **parallel)
         cardinality = None  # how many batches the lanes take is known only once scheduled
