@@ -82,6 +82,11 @@ class ResumableIterator(tf.Module):
         mode = mode if mode is not None else config.resume
         if mode not in MODES:
             raise ConfigError(Problem("<ResumableIterator>", "$.mode", f"found {mode!r}: expected one of {MODES}"))
+        if config.service is not None:
+            raise ConfigError(Problem(config.source, "$.args.service", (
+                "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
+                "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
+                "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
         if mode == "replay" and config.sloppy_interleave:
             raise ConfigError(Problem(config.source, "$.args.resume", (
                 "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "

@@ -405,3 +405,17 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
     assert "Traceback" not in done.stderr  # gRPC's own log line may come first (it logs from C++)
     assert done.stderr.strip().splitlines()[-1].startswith(
         f"batchloaders serve: error: the server did not start on port {port}")
+
+
+@pytest.mark.parametrize("mode", ["state", "replay"])
+def test_a_resumable_iterator_over_the_service_is_a_config_error(data, mode):
+    """The workers' answering order is no run's to repeat, and the service's iterators cannot be saved: a replay
+    would skip other batches than those consumed. Refused before anything connects."""
+    from batchloaders import ResumableIterator
+
+    input_fn = build_input_fn(config(data, "dispatcher.example.com:5050"))
+    with pytest.raises(ConfigError) as raised:
+        ResumableIterator(input_fn, mode=mode)
+    problem = raised.value.problems[0]
+    assert (problem.path, problem.message.split(":")[0]) == (
+        "$.args.service", "ResumableIterator over a pipeline that runs on a tf.data service")
