@@ -93,6 +93,27 @@ def throughput(dataset, batches: int = 60) -> tuple[float, int]:
     return count / (time.perf_counter() - start), count
 
 
+def dataset_of(path: str):
+    """(input_fn, its dataset) of the config at ``path``. A config with a ``service`` block reads through an
+    in-process tf.data service (a dispatcher and a worker on ports the system chooses), as README's service
+    example does: its address names a dispatcher a user starts, which the demo cannot assume."""
+    from batchloaders import build_input_fn
+
+    input_fn = build_input_fn(path)
+    if input_fn.config.service is None:
+        return input_fn, input_fn()
+    from batchloaders.service import bound_address, start_dispatcher, start_worker
+
+    dispatcher = start_dispatcher(0)
+    address = bound_address(dispatcher)
+    _servers.extend([dispatcher, start_worker(address, 0)])  # serving until the process ends
+    print(f"   (an in-process tf.data service at {address} instead of {input_fn.config.service.address})")
+    return input_fn, input_fn(params={"service_address": address})
+
+
+_servers: list = []
+
+
 def main() -> int:
     from batchloaders.quiet import import_tensorflow
 
@@ -110,19 +131,15 @@ def main() -> int:
         return 1
 
     import keras
-    import tensorflow as tf
-
-    from batchloaders import build_input_fn
 
     keras.utils.set_random_seed(0)
     for path in configs:
         name = os.path.basename(path)
         print(f"\n== {name}")
-        input_fn = build_input_fn(path)
+        input_fn, dataset = dataset_of(path)
         config = input_fn.config
         print(f"   loader: {config.type}, batch size {config.target_batch_size}, "
               f"{len(config.dataset.files)} data files")
-        dataset = input_fn()
         for i, part in enumerate(("features", "targets")):
             for key, spec in dataset.element_spec[i].items():
                 print(f"   {part}[{key!r}]: {spec.dtype.name} {spec.shape.as_list()}")

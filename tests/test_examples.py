@@ -57,6 +57,24 @@ def test_chars_examples_are_context_and_following_character(corpus):
             assert in_corpus(list(context) + [nxt], corpus)
 
 
+def test_the_demo_reads_the_service_config_through_a_service_of_its_own(corpus, capsys):
+    """make demo builds every example config: chars_service.yaml names a dispatcher at localhost:5050 that
+    nobody started (the demo stopped there with a ServiceError), so the demo starts one in-process and
+    reads the config's batches through it: examples of the corpus, as the local config gives."""
+    from batchloaders import demo
+
+    input_fn, dataset = demo.dataset_of(os.path.join(ROOT, "configs", "chars_service.yaml"))
+    assert input_fn.config.service.address == "grpc://localhost:5050"
+    assert "an in-process tf.data service at localhost:" in capsys.readouterr().out
+    for features, targets in dataset.take(2).as_numpy_iterator():
+        assert features["context"].shape == (64, 16)
+        for context, nxt in zip(features["context"], targets["next_char"]):
+            assert in_corpus(list(context) + [nxt], corpus)
+    local_fn, local = demo.dataset_of(os.path.join(ROOT, "configs", "chars_independent.yaml"))  # no service
+    first, expected = next(local.as_numpy_iterator()), next(local_fn().as_numpy_iterator())
+    np.testing.assert_array_equal(first[0]["context"], expected[0]["context"])
+
+
 def test_stream_windows_are_text_and_the_same_text_shifted_by_one(corpus):
     _, batches = windows_of(os.path.join(ROOT, "configs", "stream_continuous.yaml"), corpus)
     for features, targets in batches:
