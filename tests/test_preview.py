@@ -237,8 +237,8 @@ def test_segmented_padding_is_the_steps_past_each_rows_length(workspace, monkeyp
     result = cli("preview", "segmented.yaml", "-n", "3", cwd=workspace)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line for line in lines if line.startswith(f"  input {prefix}length: ")] == [
-        f"  input {prefix}length: int32 [2]; first example []: [{n}]" for n in (1, 3, 3)]  # lane 0's rows
+    assert [line for line in lines if line.startswith(f"  input (counter) {prefix}length: ")] == [
+        f"  input (counter) {prefix}length: int32 [2]; first example []: [{n}]" for n in (1, 3, 3)]  # lane 0's rows
     assert lines[lines.index("padding fraction (padded elements / all elements over the first 3 batches, the real "
                              "steps from each segment's length counter):") + 1:] == [f"  tokens: {5 / 18:.4f} (5 / 18)"]
     pytest.importorskip("matplotlib")  # the plot shows each row's length counter against num_unroll

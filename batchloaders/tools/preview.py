@@ -159,9 +159,10 @@ def split(config: LoaderConfig, element) -> list[tuple[str, str, Any]]:
     """(role, name, tensor) of every output tensor of one element: (inputs, targets) or inputs alone."""
     parts = element if isinstance(element, tuple) and len(element) == 2 else (element,)
     out = []
+    counters = set(config.segmenting.names.values()) - set(config.inputs) if config.segmenting is not None else set()
     for role, names, part in zip(("input", "target"), (config.inputs, config.targets), parts):
-        if isinstance(part, dict):
-            out.extend((role, name, tensor) for name, tensor in part.items())
+        if isinstance(part, dict):  # a segment counter the model does not name: as describe labels it
+            out.extend((f"{role} (counter)" if name in counters else role, name, tensor) for name, tensor in part.items())
         elif isinstance(part, (tuple, list)):
             out.extend((role, name, tensor) for name, tensor in zip(names, part))
         else:
