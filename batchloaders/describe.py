@@ -165,7 +165,8 @@ def interleave_line(config: LoaderConfig) -> str:
         return "autotuned" if value is None else str(value)
 
     order = "sloppy (files in whatever order is ready)" if config.sloppy_interleave else "deterministic"
-    return (f"interleave: {order}; buffered per open file: {config.num_interleave_out_buffer_elements} records; "
+    buffered = config.num_interleave_out_buffer_elements
+    return (f"interleave: {order}; buffered per open file: {buffered} record{'' if buffered == 1 else 's'}; "
             f"file names ahead: {config.num_interleave_in_buffer_elements}; read buffer per file: "
             f"{config.num_read_buffer_bytes:,} bytes; parallel reads: {auto(config.num_parallel_reads)}; parallel "
             f"parses: {auto(config.num_parallel_parses)}; batches prefetched: {auto(config.num_prefetch)}")

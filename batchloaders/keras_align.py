@@ -197,9 +197,10 @@ def _input_problems(port: Port, name: str, label: str, config: LoaderConfig) -> 
     info, batching = config.tensors[name], _batching(config, name)
     have, want = dtype_kind(info.dtype), dtype_kind(port.dtype)
     if have != want:
+        counter = config.segmenting is not None and name in config.segmenting.names.values()
+        fix = "" if counter else f", or add a cast step to {name!r}"  # steps act on features, not on counters
         out.append(f"tensor {name!r} is {info.dtype} ({have}), but {label} takes {port.dtype} ({want}): expected "
-                   f"the same kind of dtype (give the keras.Input dtype={info.dtype!r}, or add a cast step to "
-                   f"{name!r})")
+                   f"the same kind of dtype (give the keras.Input dtype={info.dtype!r}{fix})")
     for flag, policy, what in ((port.ragged, "ragged", "a tf.RaggedTensor"),
                                (port.sparse, "sparse", "a tf.SparseTensor")):
         if flag and batching != policy:

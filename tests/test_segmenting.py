@@ -502,3 +502,25 @@ def test_a_model_taking_a_single_tensor_gets_it_alone(data):
     features, targets = next(build_input_fn(cfg, model=model)().as_numpy_iterator())
     first = reference(sequences(data), 4, 3)[0]
     assert features.tolist() == [r[9] for r in first] and targets.tolist() == [r[2] for r in first]
+
+
+@pytest.mark.parametrize("name,dtype,want,kinds", [
+    ("is_first", "float32", "bool", "(bool), but the model input 'is_first' takes float32 (float)"),
+    ("x", "float32", "int64", "(int), but the model input 'x' takes float32 (float)"),
+])
+def test_a_counter_of_the_wrong_dtype_kind_is_told_to_fix_the_input_not_to_cast(data, name, dtype, want, kinds):
+    """A cast step acts on features, not on segmenting's counters: the error offers it for x, not for is_first."""
+    import keras
+
+    inputs = {"x": keras.Input((4,), dtype="float32" if name == "x" else "int64", name="x"),
+              "is_first": keras.Input((), dtype=dtype if name == "is_first" else "bool", name="is_first")}
+    out = keras.layers.Dense(1, name="id")(keras.layers.Concatenate()([
+        keras.ops.cast(inputs["x"], "float32"), keras.ops.cast(inputs["is_first"], "float32")[:, None]]))
+    cfg = config(data, {"num_unroll": 4})
+    cfg.pop("model")
+    with pytest.raises(ConfigError) as raised:
+        build_input_fn(cfg, model=keras.Model(inputs, {"id": out}))
+    message = str(raised.value)
+    assert f"tensor {name!r} is {want} {kinds}: expected the same kind of dtype (give the keras.Input dtype={want!r}" \
+        in message
+    assert (f"or add a cast step to {name!r}" in message) == (name == "x")
