@@ -68,8 +68,8 @@ class ResumableIterator(tf.Module):
 
     ``mode``: ``"state"`` or ``"replay"`` (default: the config's ``resume``). A config without a seed
     gets one drawn here, which the checkpoint keeps, so a restore goes on with the same draws.
-    Restore into a ResumableIterator that has not given a batch yet: the checkpoint's position applies
-    at the first batch.
+    The checkpoint's position applies at the next batch, checked then, also in one that has given batches
+    (in ``state`` mode, only a checkpoint of the seed its pipeline draws from).
     """
 
     def __init__(self, input_fn, input_context=None, *, params: Mapping[str, Any] | None = None,
@@ -115,7 +115,7 @@ class ResumableIterator(tf.Module):
         return self
 
     def __next__(self):
-        if self._running.batches is None or int(self._consumed.numpy()) != self._position:
+        if self._running.batches is None or self._restored():
             self._start()
         batch = next(self._running.batches)
         self._position += 1
@@ -125,6 +125,13 @@ class ResumableIterator(tf.Module):
     @property
     def batches_consumed(self) -> int:
         return int(self._consumed.numpy())
+
+    def _restored(self) -> bool:
+        """Whether a checkpoint was restored since the running pipeline started: the count, the seed or the
+        fingerprint differ from its own (a restore of another config with the same count changes only these)."""
+        running = self._running
+        return (int(self._consumed.numpy()) != self._position or int(self._seed.numpy()) != running.seed
+                or self._fingerprint.numpy() != running.fingerprint)
 
     def _check(self) -> None:
         saved = json.loads(self._fingerprint.numpy().decode())
@@ -148,6 +155,11 @@ class ResumableIterator(tf.Module):
             raise ResumeError(Problem("<checkpoint>", "$.iterator.seed", (
                 f"the checkpoint was saved with seed {seed}, this pipeline's seed is {wanted}: expected the same "
                 "seed")))
+        if self.mode == "state" and self._running.batches is not None and seed != self._running.seed:
+            raise ResumeError(Problem("<checkpoint>", "$.iterator.seed", (
+                f"the checkpoint was saved with seed {seed}, restored into a ResumableIterator that has already given "
+                f"batches drawn from seed {self._running.seed}: its pipeline cannot take the saved state; expected a "
+                "restore into a ResumableIterator that has given no batch yet")))
         consumed = int(self._consumed.numpy())
         params = {**self._params, "seed": seed}
         if self.mode == "replay":
@@ -160,9 +172,12 @@ class ResumableIterator(tf.Module):
             self._running.batches = self.iterator
         # (state mode, restored into a running iterator: tf.train.Checkpoint restored its state in place)
         self._position = consumed
+        self._running.seed, self._running.fingerprint = seed, self._fingerprint.numpy()
 
 
 class _Running:
     """The iterator giving the batches, out of tf.Module's reach (it tracks every trackable attribute)."""
 
     batches = None
+    seed = None  # what the running pipeline draws from, and the fingerprint it was checked against
+    fingerprint = None

@@ -361,3 +361,28 @@ def test_skip_batches_must_be_a_count(data, bad):
     input_fn = batchloaders.build_input_fn(config(data, "independent"))
     with pytest.raises(batchloaders.ConfigError, match=r"\$\.skip_batches: found .*expected an integer >= 0"):
         input_fn(skip_batches=bad)
+
+
+@pytest.mark.parametrize("mode", ["state", "replay"])
+def test_a_restore_into_a_running_iterator_is_checked_too(data, tmp_path, mode):
+    """Restored into a ResumableIterator that has given batches: another config's checkpoint at the same count is
+    a ResumeError at the next batch (it went on silently: the count alone decided whether to look), and the same
+    config's goes on from the saved position."""
+    input_fn = batchloaders.build_input_fn(config(data, "independent", shuffle=True, resume=mode))
+    reference = [flat(b) for b in collect(input_fn())]
+    saving = ResumableIterator(input_fn)
+    for _ in range(2):
+        next(saving)
+    path = tf.train.Checkpoint(iterator=saving).save(str(tmp_path / "two"))
+    other = ResumableIterator(batchloaders.build_input_fn(config(data, "independent", shuffle=True, resume=mode,
+                                                                 target_batch_size=2)))
+    for _ in range(2):
+        next(other)
+    tf.train.Checkpoint(iterator=other).restore(path)
+    with pytest.raises(ResumeError, match=r"\$\.iterator: the checkpoint was saved by a pipeline whose batch_size"):
+        next(other)
+    same = ResumableIterator(input_fn)  # state: the running tf.data iterator takes the saved state in place
+    for _ in range(5):
+        next(same)
+    tf.train.Checkpoint(iterator=same).restore(path)
+    assert [flat({n: v.numpy() for n, v in b.items()}) for b in same] == reference[2:]
