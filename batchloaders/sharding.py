@@ -194,9 +194,10 @@ def _empty_share(config: LoaderConfig, shard: Shard) -> str:
                f"give no {unit}")
     else:
         why = f"the data gives fewer {unit}s than input pipelines, or none falls to this one"
+    never = ("so with epochs null it would give no batch, ever" if config.epochs is None else
+             "so it would give no batch while the other input pipelines give theirs")
     return (f"input pipeline {shard.pipeline} of {shard.pipelines} got no {unit} from a full pass over its share "
-            f"of the data (sharded by {shard.rule}): {why}, so with epochs null it would give no batch, ever; "
-            "expected more data, or fewer input pipelines")
+            f"of the data (sharded by {shard.rule}): {why}, {never}; expected more data, or fewer input pipelines")
 
 
 def share_note(config: LoaderConfig, shard: Shard) -> str:
@@ -212,8 +213,9 @@ def share_note(config: LoaderConfig, shard: Shard) -> str:
 
 def check_share(config: LoaderConfig, shard: Shard) -> None:
     """ConfigError now, before anything runs, when the manifest's record counts show that an independent
-    pipeline's share is empty and epochs is null (:func:`endless` catches the rest while running)."""
-    if config.epochs is not None or shard.rule == NONE or config.type != "independent":
+    pipeline's share is empty (:func:`endless` catches the rest while running, with epochs null). With finite
+    epochs too: a pipeline with nothing to give would leave the other workers' replicas waiting for it."""
+    if shard.rule == NONE or config.type != "independent":
         return
     from batchloaders.config.accounting import record_counts
 

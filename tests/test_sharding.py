@@ -339,3 +339,25 @@ def test_chunking_and_segmenting_say_an_empty_pass_may_be_the_pipelines_empty_sh
     assert ("; or the share of this input pipeline held none: input pipeline 1 of 2 reads its share of the data "
             "(sharded by record), which may hold no record: expected more data, or fewer input pipelines"
             ) in raised.value.message
+
+
+def test_an_empty_share_with_finite_epochs_is_a_config_error_when_the_manifest_shows_it(tmp_path):
+    """3 files for 3 pipelines, the third empty: pipeline 2 would end at once while the others give batches
+    (it gave an empty dataset without a word); pipelines 0 and 1 read their files."""
+    path = write_manifest(tmp_path, [feature("id", "int64", [], "int")])
+    for f, n in enumerate([2, 2, 0]):
+        write_records(tmp_path / f"part-{f}.tfrecords", [example(id=("int", [100 * f + r])) for r in range(n)])
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest["files"] = [{"name": f"part-{f}.tfrecords", "num_records": n} for f, n in enumerate([2, 2, 0])]
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    input_fn = batchloaders.build_input_fn(loader_config(tmp_path, [("id", "id")], inputs=["id"], epochs=2))
+    assert [b["id"].tolist() for b in collect(input_fn(context(3, 1)))] == [[100, 101], [100, 101]]
+    with pytest.raises(ConfigError) as caught:
+        input_fn(context(3, 2))
+    problem = caught.value.problems[0]
+    assert (problem.path, problem.message) == ("$.args.epochs", (
+        "input pipeline 2 of 3 got no record from a full pass over its share of the data (sharded by file): its "
+        "data file(s) (positions 2 of 3) give no record, so it would give no batch while the other input pipelines "
+        "give theirs; expected more data, or fewer input pipelines"))
