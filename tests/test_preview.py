@@ -273,9 +273,8 @@ def test_segmented_padding_counts_every_element_of_a_step_and_leaves_dropped_lan
 
 @pytest.mark.parametrize("config, message", [
     ("empty.yaml", "empty.yaml: $.args: the dataset yielded no batch (epochs 1, batch size 16, drop_remainder true)"),
-    ("nodata.yaml", "nodata.yaml: $.args.epochs: a full pass over the 1 data file(s) gave no record (every file is "
-                    "empty, or every record was skipped), so with epochs null it would give no batch, ever; "
-                    "expected data"),
+    ("nodata.yaml", "nodata.yaml: $.args.epochs: the dataset yielded no batch: epochs is null (repeat forever) but "
+                    "a whole pass over the data gave no element"),
     ("short.yaml", "short.yaml: $.args.min_window: a full pass over the 2 data file(s) gave no window: every file "
                    "is shorter than min_window = 50 steps"),
 ])
