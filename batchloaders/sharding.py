@@ -231,15 +231,9 @@ def endless(repeated: tf.data.Dataset, config: LoaderConfig, shard: Shard) -> tf
     files are empty; fewer records or windows than pipelines) would otherwise end with Keras's raw
     "expected an infinite number of elements" FailedPreconditionError. Nothing is added per element.
     """
-    if config.epochs is not None:
+    if config.epochs is not None or shard.rule == NONE:
         return repeated
-    if shard.rule == NONE:  # unsharded: the data itself gave nothing
-        unit = "record" if config.type == "independent" else "window"
-        why = (f"a full pass over the {len(config.dataset.files)} data file(s) gave no {unit} (every file is empty, or "
-               f"every record was skipped), so with epochs null it would give no batch, ever; expected data")
-    else:
-        why = _empty_share(config, shard)
-    message = f"{config.source}: $.args.epochs: {why}"
+    message = f"{config.source}: $.args.epochs: {_empty_share(config, shard)}"
 
     def fail(_):
         check = tf.debugging.Assert(False, [message], summarize=1)
