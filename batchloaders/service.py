@@ -95,13 +95,19 @@ def start_dispatcher(port: int = 0, work_dir: str | None = None, worker_addresse
         worker_addresses=list(worker_addresses) if worker_addresses else None))
 
 
-def start_worker(dispatcher: str, port: int = 0, worker_address: str | None = None):
+def start_worker(dispatcher: str, port: int = 0, worker_address: str | None = None, *,
+                 heartbeat_ms: int | None = None):
     """A tf.data service ``WorkerServer`` (started) registered with ``dispatcher`` (HOST:PORT or
-    grpc://HOST:PORT); ``worker_address``: how the dispatcher and trainers reach it (default localhost:PORT)."""
+    grpc://HOST:PORT); ``worker_address``: how the dispatcher and trainers reach it (default localhost:PORT).
+
+    ``heartbeat_ms``: how often it reports to the dispatcher (TensorFlow's default 30 s). Deleting a
+    stopped worker waits for its heartbeat thread to wake, up to that long.
+    """
     service = tf.data.experimental.service
+    extra = {} if heartbeat_ms is None else {"heartbeat_interval_ms": heartbeat_ms}
     return service.WorkerServer(service.WorkerConfig(
         dispatcher_address=normalized(dispatcher).removeprefix("grpc://"), port=port,
-        worker_address=worker_address))
+        worker_address=worker_address, **extra))
 
 
 def bound_address(server) -> str:

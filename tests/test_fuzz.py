@@ -44,9 +44,9 @@ VALIDATE_SECONDS = 5.0  # load_config / load_manifest of one case: more is stuck
 BUILD_SECONDS = 20.0
 WORKER_MEMORY_BYTES = 4 * 2**30  # resident memory per worker: more is a runaway allocation, and the case fails
 
-N_CONFIG = int(1500 * SCALE)  # examples (of WORKERS cases each) of mutated configs
+N_CONFIG = int(1000 * SCALE)  # examples (of WORKERS cases each) of mutated configs
 N_MANIFEST = int(500 * SCALE)
-N_BUILD = int(220 * SCALE)
+N_BUILD = int(120 * SCALE)
 N_MANIFEST_BUILD = int(60 * SCALE)
 ACCEPTED = {"ok", "batchloader_error", "data_error"}
 

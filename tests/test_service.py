@@ -38,12 +38,17 @@ def data(tmp_path_factory):
     return d
 
 
+# Deleting a worker waits for its heartbeat thread to wake: with TensorFlow's 30 s interval the
+# module's teardown took 15-60 s.
+HEARTBEAT_MS = 200
+
+
 @pytest.fixture(scope="module")
 def servers():
     """A dispatcher and two workers (dynamic registration); yields the dispatcher's HOST:PORT."""
     dispatcher = service.start_dispatcher()
     address = service.bound_address(dispatcher)
-    workers = [service.start_worker(address) for _ in range(2)]
+    workers = [service.start_worker(address, heartbeat_ms=HEARTBEAT_MS) for _ in range(2)]
     yield address
     for server in workers + [dispatcher]:
         server.stop()
@@ -61,7 +66,7 @@ def fixed_servers():
     ports = [free_port(), free_port()]
     dispatcher = service.start_dispatcher(worker_addresses=[f"localhost:{p}" for p in ports])
     address = service.bound_address(dispatcher)
-    workers = [service.start_worker(address, p, "localhost:%port%") for p in ports]
+    workers = [service.start_worker(address, p, "localhost:%port%", heartbeat_ms=HEARTBEAT_MS) for p in ports]
     yield address
     for server in workers + [dispatcher]:
         server.stop()
