@@ -67,6 +67,12 @@ class ResumeError(BatchLoaderError):
 _ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|$)", re.S)
 # A record is named 'path: record N', or 'path: record F+j' (the j-th of a block whose first is F).
 _PARSE_NAME = re.compile(r"Name: (?P<file>.*?): record (?P<record>\d+(?:\+\d+)?), (?P<text>.*?)(?: \[Op:|\n|$)", re.S)
+# A block named as a whole (naming.BlockNames): 'path: records F..L'; parse_example then gives the
+# record's place in it, or (a missing feature) nothing, and the block is read again to find it.
+_PARSE_BLOCK = re.compile(r"Name: (?P<file>.*?): records (?P<first>\d+)\.\.(?P<last>\d+), "
+                          r"(?P<text>.*?)(?: \[Op:|\n|$)", re.S)
+_INDEX = re.compile(r"^Key: [^,]*, Index: (?P<index>\d+)\.")
+_MISSING = re.compile(r"^Feature: (?P<feature>.*?) \(data type: [^)]*\) is required but could not be found")
 MARKER = "batchloaders data error"  # begins the message of every damaged-file error integrity.py raises
 _DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+(?:\+\d+)?): (?P<text>.*)$", re.S)
 
@@ -126,6 +132,33 @@ def data_error_from(error: BaseException) -> "DataError | None":
         text = " ".join(found.group("text").split())
         return DataError(Problem(found.group("file"), _record(f"record {found.group('record')}"),
                                  f"the record disagrees with the manifest: {text}"))
+    found = _PARSE_BLOCK.search(message)
+    if found:
+        text = " ".join(found.group("text").split())
+        path, first, last = found.group("file"), int(found.group("first")), int(found.group("last"))
+        index, missing = _INDEX.search(text), _MISSING.search(text)
+        if index:
+            record = first + int(index.group("index"))
+        else:
+            record = _lacking(path, first, last, missing.group("feature")) if missing else None
+        where = f"record {record}" if record is not None else f"one of records {first} to {last}"
+        return DataError(Problem(path, where, f"the record disagrees with the manifest: {text}"))
+    return None
+
+
+def _lacking(path: str, first: int, last: int, feature: str) -> int | None:
+    """The first record from ``first`` to ``last`` of ``path`` without ``feature``, read again; None if none is
+    found that way (the file changed, or cannot be read again)."""
+    import tensorflow as tf  # only here: errors.py is imported where TensorFlow is not
+
+    for compression in ("", "GZIP", "ZLIB"):
+        try:
+            records = tf.data.TFRecordDataset(path, compression_type=compression).skip(first).take(last - first + 1)
+            for j, serialized in enumerate(records.as_numpy_iterator()):
+                if feature not in tf.train.Example.FromString(serialized).features.feature:
+                    return first + j
+        except Exception:  # noqa: BLE001 - another compression, or the file is gone: then no record
+            continue
     return None
 
 

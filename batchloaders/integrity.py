@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from batchloaders.errors import MARKER
 from batchloaders.graphs import as_written
+from batchloaders.naming import BlockNames
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.model import LoaderConfig
 
@@ -219,17 +220,19 @@ class Reader:
         names = tf.gather(tf.constant(self.table.names), file_index)
         return tf.strings.join([names, ": record ", tf.strings.as_string(record)])
 
-    def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-        """'path: record F+j' for the ``count`` (at most ``block``) records of a block of one file, F its first.
-
-        Names the same records as :meth:`record_names` (errors.data_error_from adds F and j up) for
-        about half its cost: one join against constant offsets instead of a number formatted per record.
-        """
-        return names_in_block(tf.gather(tf.constant(self.table.names), file_index), first, count, block)
+    def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
+        """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse
+        errors still name the record (errors.data_error_from), at no string built per record."""
+        return BlockNames(tf.gather(tf.constant(self.table.names), file_index), first, count)
 
 
 def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-    """'path: record F+j' for j < ``count`` (at most ``block``): see :meth:`Reader.block_names`."""
+    """'path: record F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
+
+    Names the same records as :meth:`Reader.record_names` (errors.data_error_from adds F and j up) for
+    about half its cost: one join against constant offsets instead of a number formatted per record.
+    For feature lists, whose parse errors do not say the record's place in the batch (naming.py).
+    """
     offsets = tf.constant([str(j) for j in range(block)])
     prefix = tf.strings.join([path, ": record ", tf.strings.as_string(first), "+"])
     return tf.strings.join([prefix, offsets[:count]])

@@ -487,3 +487,36 @@ def test_check_data_and_verify_on_the_matrix(datasets, case, counts):
     assert status == 1 and lines[-1] == "1 of 2 files have problems"
     a_lines = [line for line in lines if line.startswith(os.path.join(d, "a.tfrecords") + ": ")]
     assert a_lines and TOOL_SAYS[case] in a_lines[0], lines
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_missing_feature_deep_in_a_block_is_named_by_its_record(tmp_path, compression):
+    """Blocks of fixed-size records are named as blocks (naming.py); TensorFlow's missing-feature error
+    names no record, so the block is read again to find it (here the second block, and compressed)."""
+    d = str(tmp_path)
+    make_dataset(tmp_path / "plain", "intact")
+    bad = 1050
+    write_records(os.path.join(d, "a.tfrecords"), [record(A, r, **({"x": None} if r == bad else {}))
+                                                   for r in range(1100)], compression)
+    write_records(os.path.join(d, "b.tfrecords"), [record(B, r) for r in range(RECORDS)], compression)
+    with open(tmp_path / "plain" / "intact" / "__manifest__.json") as f:
+        manifest = json.load(f)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({**manifest, "compression": compression}, f)
+    codes, error, _ = run(config(d, "independent", False, "fail"))
+    problem = error.problems[0]
+    assert (problem.file, problem.path) == (os.path.join(d, "a.tfrecords"), f"record {bad}")
+    assert "Feature: x (data type: int64) is required but could not be found" in problem.message
+    assert codes == [100 * A + r for r in range(len(codes))] and len(codes) < bad
+
+
+def test_a_block_error_that_cannot_be_read_again_names_the_block(tmp_path):
+    """The block's file gone by the time the error is read: the records of the block, not a guess."""
+    message = ("{{function_node __wrapped__ParseExampleV2}} Name: /gone/a.tfrecords: records 1024..2047, Feature: x "
+               "(data type: int64) is required but could not be found. [Op:ParseExampleV2]")
+    error = batchloaders.data_error_from(tf.errors.InvalidArgumentError(None, None, message))
+    assert (error.problems[0].file, error.problems[0].path) == ("/gone/a.tfrecords", "one of records 1024 to 2047")
+    indexed = message.replace("Feature: x (data type: int64) is required but could not be found",
+                              "Key: x, Index: 17.  Data types don't match. Data type: float but expected type: int64")
+    error = batchloaders.data_error_from(tf.errors.InvalidArgumentError(None, None, indexed))
+    assert (error.problems[0].file, error.problems[0].path) == ("/gone/a.tfrecords", "record 1041")

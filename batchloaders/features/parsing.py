@@ -13,6 +13,7 @@ import math
 
 import tensorflow as tf
 
+from batchloaders import naming
 from batchloaders.config.model import Manifest, ManifestFeature
 
 _STORED = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
@@ -53,7 +54,7 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
         if names is None:
             record = tf.constant("a record")
         else:
-            record = names[at // (tf.size(flat_wrong) // tf.maximum(tf.size(names), 1))]
+            record = naming.at(names, at // (tf.size(flat_wrong) // tf.maximum(tf.shape(x, out_type=tf.int32)[0], 1)))
         where = "a step of feature list" if feature.var_len else "feature"
         message = tf.strings.join([
             record, f": {where} {feature.name} holds ", tf.strings.as_string(flat_sizes[at]),
@@ -110,7 +111,7 @@ def _reshape(x: tf.Tensor, lead, shape: list[int]) -> tf.Tensor:
 def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, ManifestFeature], names=None):
     """Parse a [B] vector of serialized records.
 
-    ``names`` [B] ('path: record N') makes TensorFlow's parse errors and our own
+    ``names`` [B] ('path: record N') or a naming.BlockNames makes TensorFlow's parse errors and our own
     checks say which record of which file disagrees with the manifest. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
     lists padded to the batch maximum), ``lengths[to_name]`` is the [B] valid
     length of each feature list's first axis.
@@ -119,14 +120,15 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
     values, lengths = {}, {}
     if not manifest.allow_var_len:
         parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()},
-                                     example_names=names)
+                                     example_names=naming.vector(names))
         for to_name, f in selected.items():
             values[to_name] = decode(parsed[f.name], f, 1, names=names)
         return values, lengths
     context = {n: storage_spec(f) for n, f in by_name.items() if not f.var_len}
     sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len}
     ctx, seq, seq_len = tf.io.parse_sequence_example(serialized, context_features=context or None,
-                                                     sequence_features=sequence or None, example_names=names)
+                                                     sequence_features=sequence or None,
+                                                     example_names=naming.vector(names))
     for to_name, f in selected.items():
         if f.var_len:
             x = seq[f.name]

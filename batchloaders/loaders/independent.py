@@ -40,11 +40,9 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
 
     if sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
-        block = sources.records_per_block(config)
-
         def per_block(b):
             count = tf.size(b["serialized"])
-            parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count, block))
+            parsed = parse(b["serialized"], reader.block_names(b["file"], b["first"], count))
             if segmenting.wants_source(config):  # (chunking: finish is None)
                 records = b["first"] + tf.range(tf.cast(count, tf.int64))
                 parsed["extras"] = {"source_key": chunking.source_keys(config, tf.fill([count], b["file"]), records)}
