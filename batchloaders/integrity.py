@@ -212,8 +212,9 @@ class Reader:
         if self.skipped is not None:
             self.skipped.table = self.table
 
-    def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None) -> tf.data.Dataset:
-        return checked_blocks(self.config, self.table, filename, index, block, self.skipped, then)
+    def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None,
+               by_record: bool = False) -> tf.data.Dataset:
+        return checked_blocks(self.config, self.table, filename, index, block, self.skipped, then, by_record)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
@@ -436,7 +437,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
 
 
 def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
-                   skipped: SkipCounter | None = None, then=None) -> tf.data.Dataset:
+                   skipped: SkipCounter | None = None, then=None, by_record: bool = False) -> tf.data.Dataset:
     """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
 
     Every block but the last holds at most ``block`` records; empty blocks are
@@ -445,7 +446,8 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     ``index`` is the file's position in ``config.dataset.files``. ``then``, if
     given, turns each block into what the dataset yields instead, in the same
     function call (each tf.data function call costs 60-170 microseconds here,
-    a block of 1024 small records about 500).
+    a block of 1024 small records about 500). ``by_record``: every output of ``then`` holds the block's
+    records along its first axis, so an empty block is one with none there.
 
     Built for few graph nodes: each costs about 0.3 ms at every ``input_fn()``
     (tracing, then instantiating the function when the iterator starts).
@@ -475,12 +477,19 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
         out = {"serialized": serialized, "first": first}
         if then is not None:
             out = then(out)
-        # Every output gets a leading axis of 1, or of 0 for an empty block, which unbatch below then
-        # drops: the loaders' block sequence (and every window and hash) stays as it was before these
-        # checks, at no function call per block (a filter would cost one).
+        # Empty blocks (the markers, mostly) are dropped, so that the loaders' block sequence (and every
+        # window and hash) stays as it was before these checks: every output gets a leading axis of 1,
+        # or of 0 for an empty block, which unbatch below drops at no function call per block; outputs
+        # by record go through a filter instead, which costs a call but no copy.
+        if by_record:
+            return state, out
         keep = tf.cast(tf.size(serialized) > 0, tf.int32)
         return state, tf.nest.map_structure(lambda t: tf.expand_dims(t, 0)[:keep], out)
 
     zero = tf.constant(0, tf.int64)
     # Asking for the block after the last runs the check.
-    return blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step)).unbatch()
+    scanned = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
+    if by_record:
+        # unbatch copies every element it gives out: a whole parsed block (images: 3 MB) per block.
+        return scanned.filter(as_written(lambda *out: tf.shape(tf.nest.flatten(out)[0])[0] > 0))
+    return scanned.unbatch()

@@ -128,7 +128,8 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
     blocks of records, single records with ``unbatch`` (for shuffling records), or with ``compact``
     blocks ``{"serialized", "file", "first"}`` (scalars: the file's index and the number of the block's
-    first record). ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
+    first record); ``then`` must then keep the block's records along the first axis of every output.
+    ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
     reads the file when :func:`reads_ahead` (so several files' blocks are worked on at once), and in the
     same tf.data function call as the end-of-file check (each call costs 60-170 microseconds).
     ``keep`` (sharding.keep_records) selects records of each numbered block, in a map of its own:
@@ -154,7 +155,8 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
                 out = {"serialized": b["serialized"], "file": tf.fill([count], element["index"]),
                        "record": b["first"] + tf.range(count)}
             return then(out) if then is not None else out
-        blocks = reader.blocks(element["file"], element["index"], block, then=numbered)
+        blocks = reader.blocks(element["file"], element["index"], block, then=numbered,
+                               by_record=compact and then is not None)
         if keep is not None:
             blocks = blocks.map(as_written(keep)).filter(as_written(sharding.kept_any))
         if read_ahead:
