@@ -201,3 +201,16 @@ def test_grouped_placement_equals_placing_one_at_a_time(seed):
         want_offsets.append(capacity - room[row])
         room[row] -= size
     assert (rows.tolist(), offsets.tolist(), int(count)) == (want_rows, want_offsets, len(room))
+
+
+@pytest.mark.parametrize("args, static", [({"epochs": None}, 4), ({"epochs": 1, "drop_remainder": True}, 4),
+                                          ({"epochs": 1}, None)])
+def test_batches_of_rows_have_the_static_size_that_is_known(data, args, static):
+    """Rows are finished per block, before rebatching: the batch size is static exactly when every batch is full."""
+    ds = build_input_fn(config(data, {"length": 12, "tensors": ["x", "y"]}, **args))()
+    features, targets = ds.element_spec
+    assert features["x"].shape.as_list() == [static, 12] and targets["y"].shape.as_list() == [static, 12]
+    assert features["segment_ids"].shape.as_list() == [static, 12]
+    rows = [len(f["x"]) for f, _ in ds.take(12).as_numpy_iterator()]
+    # 40 examples of 1..11 steps in rows of 12: an epoch fills more rows than 4 divides evenly only without a drop.
+    assert all(r == 4 for r in rows[:-1]) and (rows[-1] == 4 if static else 1 <= rows[-1] <= 4)

@@ -230,14 +230,14 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
 
         def rows(element):
             block = transform_block(element)
-            return packing.pack_block(block["values"], block["lengths"], config)
-        ds = ds.map(as_written(rows), **parallel).rebatch(batch_size, drop_remainder=config.drop_remainder)
-
-        def finish_rows(batch):  # the rows are made: only their static shapes and the model's packing remain
-            tensors = finalize(Batch(dict(batch), {}), config, static_batch)
+            rows = packing.pack_block(block["values"], block["lengths"], config)
+            # Rows are whole (every tensor [rows, length, ...]): what finishing does to a batch of them it
+            # does row by row, so it is done once per block here, not in a call per batch.
+            tensors = finalize(Batch(dict(rows), {}), config, None)
             features = pack_inputs({n: tensors[n] for n in config.inputs})
             return features if not config.targets else (features, pack_targets({n: tensors[n] for n in config.targets}))
-        ds = ds.map(as_written(finish_rows), **parallel)
+        # An endless stream of rows has no remainder: dropping it only gives the batches their static size.
+        ds = ds.map(as_written(rows), **parallel).rebatch(batch_size, drop_remainder=static_batch is not None)
         cardinality = None  # how many rows the examples fill is known only once packed
     elif config.chunking is not None:
         # Transform blocks and cut their examples into chunks (chunking.py); shuffle and batch the chunks.
