@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
-from batchloaders.graphs import masked
+from batchloaders.graphs import as_written, masked
 
 FLUSH = "flush"
 # Examples per block: each block is merged with the examples waiting in the buckets (up to about
@@ -45,8 +45,10 @@ def _merge(old, new, varies: bool):
     return tf.concat([old, new], 0)
 
 
-def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool) -> tf.data.Dataset:
-    """Blocks {"values", "lengths"} of examples -> batches {"values", "lengths", "extras"} made per bucket."""
+def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=None) -> tf.data.Dataset:
+    """Blocks {"values", "lengths"} of examples -> batches {"values", "lengths", "bucket"} made per bucket;
+    ``then``, if given, turns each batch into what is yielded instead, in the call that cuts it from its
+    block (a tf.data call costs 60-170 microseconds: one per batch instead of two)."""
     spec = config.bucketing
     boundaries = tf.constant(spec.boundaries, tf.int64)
     sizes = tf.constant(spec.batch_sizes, tf.int64)
@@ -120,9 +122,10 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool) -> tf
         starts = tf.cumsum(out["rows"], exclusive=True)
 
         def one(start, rows, bucket):
-            return {"values": {n: v[start:start + rows] for n, v in out["values"].items()},
-                    "lengths": {n: l[start:start + rows] for n, l in out["lengths"].items()}, "bucket": bucket}
-        return tf.data.Dataset.from_tensor_slices((starts, out["rows"], out["bucket"])).map(one)
+            batch = {"values": {n: v[start:start + rows] for n, v in out["values"].items()},
+                     "lengths": {n: l[start:start + rows] for n, l in out["lengths"].items()}, "bucket": bucket}
+            return then(batch) if then is not None else batch
+        return tf.data.Dataset.from_tensor_slices((starts, out["rows"], out["bucket"])).map(as_written(one))
 
     return ds.flat_map(batches)
 

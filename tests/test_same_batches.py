@@ -100,6 +100,13 @@ def _configs():
     out["independent-varlen-packed-split"] = ("independent", {
         **READS, "target_batch_size": 3, "epochs": 1, **SHUFFLE, "seed": 3,
         "packing": {"length": 5, "tensors": list(PACKED), "allow_split": True}})
+    # Bucketing (bucketing.py): buckets by frame count, padded to their boundary; and a token budget.
+    out["independent-varlen-bucketed"] = ("independent", {
+        **READS, "target_batch_size": 3, "epochs": 2, **SHUFFLE, "seed": 5, "padding": True,
+        "bucketing": {"by": "frames", "boundaries": [4, 7], "batch_sizes": [4, 3, 2], "pad_to_boundary": ["frames"]}})
+    out["independent-varlen-token-budget"] = ("independent", {
+        **READS, "target_batch_size": 3, "epochs": 2, "padding": True,
+        "bucketing": {"by": "frames", "boundaries": [3, 6], "max_tokens": 18}})
     return out
 
 

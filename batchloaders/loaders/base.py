@@ -219,8 +219,7 @@ def compile_dataset(config: LoaderConfig, source, batch_size: int,
         ds = ds.map(as_written(blocks(config, decode, zero_tails, flush)), **parallel)
         if flush:
             ds = ds.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(ds.element_spec)))
-        ds = bucketing.regroup(ds, config, flush)
-        ds = ds.map(as_written(_bucket_batches(config, pack_inputs, pack_targets, zero_tails)), **parallel)
+        ds = bucketing.regroup(ds, config, flush, then=_bucket_batches(config, pack_inputs, pack_targets, zero_tails))
         cardinality = None  # how many batches the buckets make is known only at the end
     elif config.packing is not None:
         # Transform blocks and pack each into rows (packing.py), then batch rows and finish them.
