@@ -187,8 +187,13 @@ def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
     return windows.map(as_written(keep))
 
 
+def _unit(config: LoaderConfig) -> str:
+    """What the loader shards: records (independent) or windows (the sequence loaders)."""
+    return "record" if config.type == "independent" else "window"
+
+
 def _empty_share(config: LoaderConfig, shard: Shard) -> str:
-    unit = "record" if config.type == "independent" else "window"
+    unit = _unit(config)
     if shard.rule == FILE:
         why = (f"its data file(s) (positions {', '.join(map(str, shard.files))} of {len(config.dataset.files)}) "
                f"give no {unit}")
@@ -205,7 +210,7 @@ def share_note(config: LoaderConfig, shard: Shard) -> str:
     and segmenting's guards see one pipeline's pass, not the data's): "" unsharded."""
     if shard.rule == NONE:
         return ""
-    unit = "record" if config.type == "independent" else "window"
+    unit = _unit(config)
     return (f"; or the share of this input pipeline held none: input pipeline {shard.pipeline} of {shard.pipelines} reads its "
             f"share of the data (sharded by {shard.rule}), which may hold no {unit}: expected more data, or fewer "
             "input pipelines")
@@ -214,7 +219,8 @@ def share_note(config: LoaderConfig, shard: Shard) -> str:
 def check_share(config: LoaderConfig, shard: Shard) -> None:
     """ConfigError now, before anything runs, when the manifest's record counts show that an independent
     pipeline's share is empty (:func:`endless` catches the rest while running, with epochs null). With finite
-    epochs too: a pipeline with nothing to give would leave the other workers' replicas waiting for it."""
+    epochs too: that pipeline would give no batch while the others give theirs, which no later step reports
+    (what the other replicas then do depends on the strategy; not checked here)."""
     if shard.rule == NONE or config.type != "independent":
         return
     from batchloaders.config.accounting import record_counts
