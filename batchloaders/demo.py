@@ -106,7 +106,8 @@ def dataset_of(path: str):
 
     dispatcher = start_dispatcher(0)
     address = bound_address(dispatcher)
-    _servers.extend([dispatcher, start_worker(address, 0)])  # serving until the process ends
+    # Serving until the process ends; a short heartbeat, since deleting a worker at exit waits for it.
+    _servers.extend([dispatcher, start_worker(address, 0, heartbeat_ms=500)])
     print(f"   (an in-process tf.data service at {address} instead of {input_fn.config.service.address})")
     return input_fn, input_fn(params={"service_address": address})
 

@@ -228,7 +228,7 @@ def test_chars_service_runs_on_a_dispatcher_and_its_workers(corpus):
 
     dispatcher = service.start_dispatcher()
     address = service.bound_address(dispatcher)
-    workers = [service.start_worker(address) for _ in range(2)]
+    workers = [service.start_worker(address, heartbeat_ms=200) for _ in range(2)]  # quick to delete
     try:
         path = os.path.join(ROOT, "configs", "chars_service.yaml")
         dataset = build_input_fn(path)(params={"service_address": address})
