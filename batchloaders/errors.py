@@ -155,7 +155,8 @@ def _lacking(path: str, first: int, last: int, feature: str) -> int | None:
         try:
             records = tf.data.TFRecordDataset(path, compression_type=compression).skip(first).take(last - first + 1)
             for j, serialized in enumerate(records.as_numpy_iterator()):
-                if feature not in tf.train.Example.FromString(serialized).features.feature:
+                value = tf.train.Example.FromString(serialized).features.feature.get(feature)
+                if value is None or value.WhichOneof("kind") is None:  # absent, or present with no list set
                     return first + j
         except Exception:  # noqa: BLE001 - another compression, or the file is gone: then no record
             continue

@@ -35,7 +35,7 @@ import sys
 import tensorflow as tf
 
 from batchloaders.errors import MARKER
-from batchloaders.graphs import as_written, functional_conds
+from batchloaders.graphs import as_written, functional_cond
 from batchloaders.naming import BlockNames
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.model import LoaderConfig
@@ -356,8 +356,6 @@ def _end_step(check: _EndCheck, skipped: SkipCounter | None):
         element = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.string))
     signature = [scalar, element, tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)]
     fn = tf.function(as_written(_end_step_body(check, skipped)), input_signature=signature, autograph=False)
-    with functional_conds():  # traced now, its conditionals left to instantiate when they first run
-        fn.get_concrete_function()
     if skipped is None:
         _STEPS[check] = fn
     return fn
@@ -410,9 +408,9 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             consumed, count = advance(consumed, count, serialized)
             damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
             ended = ended | reached
-            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
-                                                                  tf.constant(True)), lambda: tf.constant(False),
-                              name="end_of_file_check")
+            checked = functional_cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged,
+                                                                         ended, tf.constant(True)),
+                                      lambda: tf.constant(False), name="end_of_file_check")
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
             return (consumed, count, damaged, ended), serialized, state[1]
@@ -432,9 +430,9 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
                 return state, tf.identity(again)
 
         # One conditional: blocks only count; the two markers at the end do the rest.
-        state, serialized = tf.cond(n < 0, at_marker,
-                                    lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized),
-                                    name="end_of_file_check")
+        state, serialized = functional_cond(n < 0, at_marker,
+                                            lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized),
+                                            name="end_of_file_check")
         return state, serialized, count
 
     return step

@@ -75,7 +75,8 @@ def _best_fit(sizes, capacity: int):
 
     _, opened, room, rows = tf.while_loop(
         lambda g, *_: g < groups, body,
-        (tf.constant(0), tf.constant(0), room, tf.TensorArray(tf.int32, size=groups, infer_shape=False)),
+        (tf.constant(0), tf.constant(0), room, tf.TensorArray(tf.int32, size=groups, infer_shape=False,
+                                                                element_shape=tf.TensorShape([None]))),
         parallel_iterations=1)
     rows = rows.concat()
     # Size 0: the tightest open row, or the first new row when none is open.

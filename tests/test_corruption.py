@@ -489,15 +489,23 @@ def test_check_data_and_verify_on_the_matrix(datasets, case, counts):
     assert a_lines and TOOL_SAYS[case] in a_lines[0], lines
 
 
-@pytest.mark.parametrize("compression", [None, "gzip"])
-def test_a_missing_feature_deep_in_a_block_is_named_by_its_record(tmp_path, compression):
+def kindless(serialized: bytes) -> bytes:
+    """The record with feature x present but holding no list at all (TensorFlow reports it as missing)."""
+    proto = tf.train.Example.FromString(serialized)
+    proto.features.feature["x"].Clear()
+    return proto.SerializeToString()
+
+
+@pytest.mark.parametrize("compression, damage", [(None, "absent"), ("gzip", "absent"), (None, "kindless")])
+def test_a_missing_feature_deep_in_a_block_is_named_by_its_record(tmp_path, compression, damage):
     """Blocks of fixed-size records are named as blocks (naming.py); TensorFlow's missing-feature error
     names no record, so the block is read again to find it (here the second block, and compressed)."""
     d = str(tmp_path)
     make_dataset(tmp_path / "plain", "intact")
     bad = 1050
-    write_records(os.path.join(d, "a.tfrecords"), [record(A, r, **({"x": None} if r == bad else {}))
-                                                   for r in range(1100)], compression)
+    broken = record(A, bad, x=None) if damage == "absent" else kindless(record(A, bad))
+    write_records(os.path.join(d, "a.tfrecords"), [broken if r == bad else record(A, r) for r in range(1100)],
+                  compression)
     write_records(os.path.join(d, "b.tfrecords"), [record(B, r) for r in range(RECORDS)], compression)
     with open(tmp_path / "plain" / "intact" / "__manifest__.json") as f:
         manifest = json.load(f)

@@ -214,3 +214,17 @@ def test_batches_of_rows_have_the_static_size_that_is_known(data, args, static):
     rows = [len(f["x"]) for f, _ in ds.take(12).as_numpy_iterator()]
     # 40 examples of 1..11 steps in rows of 12: an epoch fills more rows than 4 divides evenly only without a drop.
     assert all(r == 4 for r in rows[:-1]) and (rows[-1] == 4 if static else 1 <= rows[-1] <= 4)
+
+
+def test_a_block_of_empty_examples_packs_into_one_row_of_padding(tmp_path):
+    """Examples of 0 steps are placed (size 0 fits anywhere) without a single step to move: one row, all
+    padding, segment ids 0 (the placement loop runs no step at all)."""
+    d = tmp_path / "empty"
+    write_manifest(d, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(d / "a.tfrecords", [sequence_example({}, {"x": ("int", [])}) for _ in range(3)])
+    cfg = loader_config(d, [("x", "x")], inputs=["x", "segment_ids", "positions"], target_batch_size=2,
+                        packing={"length": 4, "tensors": ["x"]}, padding=[{"tensor": "x", "value": -1}])
+    batches = list(build_input_fn(cfg)().as_numpy_iterator())
+    assert len(batches) == 1
+    np.testing.assert_array_equal(batches[0]["x"], [[-1, -1, -1, -1]])
+    np.testing.assert_array_equal(batches[0]["segment_ids"], [[0, 0, 0, 0]])
