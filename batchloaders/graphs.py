@@ -7,7 +7,6 @@ None of them branches or loops on a tensor in Python (they say ``tf.cond`` and
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2
 
 as_written = tf.autograph.experimental.do_not_convert
 
@@ -27,22 +26,3 @@ def growing(tensor: tf.Tensor) -> tf.Tensor:
     every ``input_fn()`` for a large step). Only inside a traced function (a scan built in an
     interleave's function): an eager tensor's shape is always known."""
     return tf.compat.v1.placeholder_with_default(tensor, [None] + tensor.shape[1:].as_list())
-
-
-def functional_cond(pred, true_fn, false_fn, name: str):
-    """``tf.cond`` that stays a functional ``If`` op, not lowered into the enclosing graph.
-
-    A lowered conditional's branches are part of its function: instantiated and optimized with it at
-    every iterator start, even a branch that runs once per file, at its end (the end-of-file check's
-    re-reading and reporting: about 25 ms of the first batch of every ``input_fn()`` here). A
-    functional one instantiates its branches when it first runs. Same results either way. TensorFlow
-    has no public switch for this: the If ops this call makes are marked themselves (a private op
-    attribute; no process-wide setting, which other threads' tracing would see).
-    """
-    graph = tf.compat.v1.get_default_graph()
-    before = len(graph.get_operations())
-    out = tf.cond(pred, true_fn, false_fn, name=name)
-    for op in graph.get_operations()[before:]:
-        if op.type in ("If", "StatelessIf"):
-            op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))  # noqa: SLF001
-    return out

@@ -35,7 +35,7 @@ import sys
 import tensorflow as tf
 
 from batchloaders.errors import MARKER
-from batchloaders.graphs import as_written, functional_cond
+from batchloaders.graphs import as_written
 from batchloaders.naming import BlockNames
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.model import LoaderConfig
@@ -408,9 +408,8 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             consumed, count = advance(consumed, count, serialized)
             damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
             ended = ended | reached
-            checked = functional_cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged,
-                                                                         ended, tf.constant(True)),
-                                      lambda: tf.constant(False), name="end_of_file_check")
+            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
+                                                                  tf.constant(True)), lambda: tf.constant(False))
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
             return (consumed, count, damaged, ended), serialized, state[1]
@@ -430,9 +429,8 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
                 return state, tf.identity(again)
 
         # One conditional: blocks only count; the two markers at the end do the rest.
-        state, serialized = functional_cond(n < 0, at_marker,
-                                            lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized),
-                                            name="end_of_file_check")
+        state, serialized = tf.cond(n < 0, at_marker,
+                                    lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
         return state, serialized, count
 
     return step

@@ -158,28 +158,3 @@ def test_blocks_are_parsed_where_read_when_the_open_files_give_the_parallelism(n
     got = [x for batch in collect(dataset) for x in batch["x"][:, 0].tolist()]
     assert got == order
 
-
-def test_the_end_of_file_check_stays_a_functional_conditional(numbered_dataset):
-    """The end-of-file check's branches (reading a damaged block again, reporting) are instantiated when they
-    first run, not with every iterator: its If is not lowered. Conditionals traced later are lowered as usual."""
-    import threading
-
-    # Built from several threads at once (skip_file traces the check anew each time): nothing process-wide
-    # may be left changed for the conditionals traced afterwards.
-    skipping = build_input_fn(loader_config(numbered_dataset, [("x", "x")], inputs=["x"], on_corrupt="skip_file"))
-    threads = [threading.Thread(target=lambda: [skipping() for _ in range(4)]) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    dataset = build_input_fn(loader_config(numbered_dataset, [("x", "x")], inputs=["x"]))()
-    conds = [node for node, _ in nodes(dataset) if node.op in ("If", "StatelessIf")]
-    end_checks = [n for n in conds if n.attr["then_branch"].func.name.startswith("end_of_file_check")]
-    assert end_checks and all(not n.attr["_lower_using_switch_merge"].b for n in end_checks)
-
-    @tf.function(autograph=False)
-    def later(x):
-        return tf.cond(x > 0, lambda: x + 1, lambda: x - 1)
-    graph = later.get_concrete_function(tf.TensorSpec([], tf.int32)).graph.as_graph_def()
-    lowered = [n for n in graph.node if n.op in ("If", "StatelessIf")]
-    assert lowered and all(n.attr["_lower_using_switch_merge"].b for n in lowered)
