@@ -157,4 +157,3 @@ def test_blocks_are_parsed_where_read_when_the_open_files_give_the_parallelism(n
     order = [f * 100 + r for f in range(3) for r in range(4)]
     got = [x for batch in collect(dataset) for x in batch["x"][:, 0].tolist()]
     assert got == order
-
