@@ -36,13 +36,13 @@ def _empty(spec):
     return tf.fill(shape, tf.constant(default_value(spec.dtype.name), spec.dtype))
 
 
-def _merge(old, new, varies: bool):
-    """Rows of ``old`` then ``new``; tensors whose first example axis varies are padded to one width."""
-    if varies:
-        width = tf.maximum(tf.shape(old)[1], tf.shape(new)[1])
-        old, new = (tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]] + [[0, 0]] * (t.shape.rank - 2))
-                    for t in (old, new))
-    return tf.concat([old, new], 0)
+def _widen(old, new, varies: bool):
+    """``old`` and ``new`` with one width (the wider one's) on a first example axis that varies; tf.pad hands
+    back its input untouched when there is nothing to pad."""
+    if not varies:
+        return old, new
+    width = tf.maximum(tf.shape(old)[1], tf.shape(new)[1])
+    return tuple(tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]] + [[0, 0]] * (t.shape.rank - 2)) for t in (old, new))
 
 
 def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=None) -> tf.data.Dataset:
@@ -56,16 +56,16 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
     element = ds.element_spec
     varies = {name: name in element["lengths"] for name in element["values"]}
 
-    def by_length(values, lengths):
-        if spec.by in lengths:
-            return tf.cast(lengths[spec.by], tf.int64)
-        return tf.fill(tf.shape(values[spec.by])[:1], tf.cast(tf.shape(values[spec.by])[1], tf.int64))
-
     def step(pending, block):
-        values = {n: _merge(pending["values"][n], block["values"][n], varies[n]) for n in pending["values"]}
+        waiting = tf.shape(next(iter(pending["values"].values())))[0]
         lengths = {n: tf.concat([pending["lengths"][n], tf.cast(block["lengths"][n], tf.int64)], 0)
                    for n in pending["lengths"]}
-        length = by_length(values, lengths)
+        widened = {n: _widen(pending["values"][n], block["values"][n], varies[n]) for n in pending["values"]}
+        if spec.by in lengths:
+            length = lengths[spec.by]
+        else:  # a fixed first axis: every example is as long as it
+            by = tf.shape(block["values"][spec.by], out_type=tf.int64)
+            length = tf.fill([tf.cast(waiting, tf.int64) + by[0]], by[1])
         checks = []
         if spec.max_tokens is not None:
             longest = tf.reduce_max(tf.concat([length, [0]], 0))
@@ -100,16 +100,19 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
         filled = tf.argsort(tf.reduce_max(per_batch, axis=1), stable=True)
         emit = tf.gather(per_batch, filled).flat_values
         rows, batch_bucket = tf.gather(rows, filled), tf.gather(batch_bucket, filled)
-        out = {"values": {n: tf.gather(v, emit) for n, v in values.items()},
-               "lengths": {n: tf.gather(l, emit) for n, l in lengths.items()},
-               "rows": rows, "bucket": batch_bucket}
+        # Every waiting and new example moves once, straight to its place: the emitted ones first, in
+        # batch order, then the ones left waiting (concatenating, then gathering each part, moved them
+        # three times, in this one-thread scan).
+        moved = tf.math.invert_permutation(tf.concat([emit, keep], 0))
+        emitted = tf.size(emit)
+        out, kept = {"values": {}, "rows": rows, "bucket": batch_bucket}, {}
+        for n, (old, new) in widened.items():
+            both = tf.dynamic_stitch([moved[:waiting], moved[waiting:]], [old, new])
+            out["values"][n], kept[n] = both[:emitted], both[emitted:]
+        out["lengths"] = {n: tf.gather(l, emit) for n, l in lengths.items()}
         kept_lengths = {n: tf.gather(l, keep) for n, l in lengths.items()}
-        kept = {}
-        for n, v in values.items():
-            v = tf.gather(v, keep)
-            if varies[n]:  # the waiting examples need no more width than their longest
-                v = v[:, :tf.reduce_max(tf.concat([kept_lengths[n], [0]], 0))]
-            kept[n] = v
+        for n in kept_lengths:  # the waiting examples need no more width than their longest
+            kept[n] = kept[n][:, :tf.reduce_max(tf.concat([kept_lengths[n], [0]], 0))]
         return {"values": kept, "lengths": kept_lengths}, out
 
     initial = {"values": {n: _empty(s) for n, s in element["values"].items()},
