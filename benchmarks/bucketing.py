@@ -1,7 +1,7 @@
 """Padding efficiency and throughput of length bucketing against the plain padded batch, on speech.
 
-    python benchmarks/bucketing.py                 # about 2 minutes on 2 cores
-    python benchmarks/bucketing.py --rounds 5 --batches 400
+    python benchmarks/bucketing.py                 # about 3 minutes on 2 cores
+    python benchmarks/bucketing.py --rounds 5 --examples 100000
 
 Data: benchmarks/data/speech (bench_data.py): SequenceExamples of 20..200 frames of 40
 float32, lognormal lengths (median 97) clipped at 200, so a padded batch of 32 is padded
@@ -14,10 +14,14 @@ per-frame labels and the frame count `n`:
 * tokens: the same boundaries with a budget of 32 x 110 frames per batch (short utterances
   in larger batches, long ones in smaller);
 * packed: rows of 400 frames holding several utterances (best fit), 8 rows per batch, with
-  segment ids and positions instead of the frame count.
+  segment ids and positions instead of the frame count;
+* packed16: the same with 16 rows per batch, 6,400 slots: about the plain batch's 32 x 190
+  padded frames, so the model's batch takes the same memory.
 
-Rounds alternate the three pipelines in one process (fresh dataset and iterator each round);
-each round times ``--batches`` batches after the first (start-up is timed apart). Padding
+Rounds alternate the pipelines in one process (fresh dataset and iterator each round). Each
+round takes the first batch (start-up, timed apart), then ``--warmup`` batches untimed (the
+prefetch and parallel-map buffers fill during start-up; timing them would flatter whichever
+pipeline buffers the most), then times batches until ``--examples`` examples. Padding
 efficiency = real frames (sum of n) / padded frames (batch x width), over the timed batches.
 Prints one table; the steady figure is frames/s (examples differ in length, so examples/s
 would favour configs that batch short examples).
@@ -34,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import numpy as np  # noqa: E402
 
 import bench_data  # noqa: E402
 
@@ -68,24 +72,31 @@ CONFIGS = {
     "tokens": config({"boundaries": BOUNDARIES, "max_tokens": 32 * 110}),
     "packed": {**config(packing={"length": 400}), "args": {**config(packing={"length": 400})["args"],
                                                           "target_batch_size": 8}},
+    "packed16": {**config(packing={"length": 400}), "args": {**config(packing={"length": 400})["args"],
+                                                            "target_batch_size": 16}},
 }
 
 
-def run_once(name: str, batches: int) -> dict:
+def run_once(name: str, want: int, warmup: int) -> dict:
     start = time.perf_counter()
     iterator = iter(build_input_fn(CONFIGS[name])())
     features, _ = next(iterator)
     first = time.perf_counter() - start
-    real = padded = examples = 0
+    for _ in range(warmup):
+        next(iterator)
+    real = padded = examples = batches = 0
     begin = time.perf_counter()
-    for _ in range(batches):
+    while examples < want:
         features, _ = next(iterator)
+        batches += 1
+        # (Counted in numpy: eager TensorFlow ops cost tens of microseconds each, which would charge
+        # configs with smaller batches for the benchmark's own bookkeeping.)
         if "segment_ids" in features:  # packed rows: real frames are those in a segment; examples are segments
-            seg = features["segment_ids"]
-            real += int(tf.math.count_nonzero(seg))
-            examples += int(tf.reduce_sum(tf.reduce_max(seg, axis=1)))
+            seg = features["segment_ids"].numpy()
+            real += int(np.count_nonzero(seg))
+            examples += int(seg.max(axis=1).sum())
         else:
-            real += int(tf.reduce_sum(features["n"]))
+            real += int(features["n"].numpy().sum())
             examples += int(features["frames"].shape[0])
         padded += int(features["frames"].shape[0] * features["frames"].shape[1])
     seconds = time.perf_counter() - begin
@@ -96,17 +107,19 @@ def run_once(name: str, batches: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--examples", type=int, default=60000, help="examples timed per round and config")
+    parser.add_argument("--warmup", type=int, default=50, help="batches after the first, not timed")
     args = parser.parse_args(argv)
     bench_data.generate(log=lambda *a: None)
     results = {name: [] for name in CONFIGS}
     for r in range(args.rounds):
         names = list(CONFIGS)
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
-            results[name].append(run_once(name, args.batches))
+            results[name].append(run_once(name, args.examples, args.warmup))
     median = {name: {k: statistics.median(run[k] for run in runs) for k in runs[0]} for name, runs in results.items()}
     base = median["plain"]["frames/s"]
-    print(f"speech, {args.rounds} rounds x {args.batches} batches, medians; {os.cpu_count()} CPUs")
+    print(f"speech, {args.rounds} rounds x {args.examples:,} examples after {args.warmup} batches, medians; "
+          f"{os.cpu_count()} CPUs")
     print("| config | padding efficiency | frames/s | vs plain | examples/s | mean examples per batch | "
           "build + first batch ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
