@@ -8,7 +8,7 @@ bucket: each block is merged with them, sorted by bucket (stable, so arrival ord
 within a bucket), and every full batch is emitted, in the order the batches filled up; the
 rest waits for the next block. When
 the data ends (finite epochs without drop_remainder) a last, empty block flushes what is
-left as smaller batches, so every example appears exactly once.
+left as smaller batches, bucket by bucket, so every example appears exactly once.
 
 Semantics are tf.data's: bucket i holds lengths of ``by`` in [boundaries[i-1], boundaries[i]),
 the last one every length from the last boundary on, with batch size ``batch_sizes[i]``;

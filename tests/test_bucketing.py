@@ -12,8 +12,9 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from batchloaders import ConfigError, build_input_fn, load_config
+from batchloaders import ConfigError, bucketing, build_input_fn, load_config
 from conftest import feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 
@@ -224,3 +225,52 @@ def test_a_bucket_batch_the_replicas_cannot_share_is_a_config_error(tokens):
     problem = caught.value.problems[0]
     assert problem.path == "$.args.bucketing.batch_sizes[1]"
     assert "found 3" in problem.message and "not a multiple of 2" in problem.message
+
+
+def grouped_one_at_a_time(lengths, flush: bool):
+    """The reference: examples join their bucket one at a time and a bucket's batch leaves when full;
+    at the end (flush) every bucket's rest leaves, bucket by bucket.
+    Returns [(bucket, [example numbers])]."""
+    waiting = collections.defaultdict(list)
+    out = []
+    for i, n in enumerate(lengths):
+        b = bucket_of(n)
+        waiting[b].append(i)
+        if len(waiting[b]) == SIZES[b]:
+            out.append((b, waiting.pop(b)))
+    if flush:
+        out += sorted(waiting.items())
+    return out
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.integers(0, 20), max_size=12), min_size=1, max_size=6), st.booleans())
+def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(tokens, blocks, flush):
+    """Blocks of examples of any lengths (a block narrower or wider than the examples left waiting, empty
+    blocks) regroup exactly as one example at a time would, each row holding its example's steps."""
+    cfg = load_config(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))
+    rows, first = [], 0
+    for block in blocks:  # example i: steps 1000 * i + j, then zeros to its block's widest
+        width = max(block, default=0)
+        rows.append({"values": {"tokens": np.array(
+            [[1000 * (first + k) + j if j < n else 0 for j in range(width)] for k, n in enumerate(block)],
+            np.int64).reshape(len(block), width)}, "lengths": {"tokens": np.array(block, np.int64)}})
+        first += len(block)
+    spec = {"values": {"tokens": tf.TensorSpec([None, None], tf.int64)}, "lengths": {"tokens": tf.TensorSpec([None], tf.int64)}}
+    ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=spec)
+    if flush:
+        ds = ds.map(lambda e: {**e, bucketing.FLUSH: tf.constant(False)})
+        ds = ds.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(ds.element_spec)))
+    got = []
+    for batch in bucketing.regroup(ds, cfg, flush).as_numpy_iterator():
+        examples = []
+        for row, n in zip(batch["values"]["tokens"], batch["lengths"]["tokens"]):
+            i = int(row[0]) // 1000 if n else None
+            if i is not None:
+                np.testing.assert_array_equal(row[:n], 1000 * i + np.arange(n))
+            examples.append((i, int(n)))
+        got.append((int(batch["bucket"]), examples))
+    lengths = [n for block in blocks for n in block]
+    want = [(b, [(i if lengths[i] else None, lengths[i]) for i in members])
+            for b, members in grouped_one_at_a_time(lengths, flush)]
+    assert got == want
