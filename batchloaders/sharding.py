@@ -170,21 +170,17 @@ def kept_any(block) -> tf.Tensor:
     return tf.size(block["serialized"]) > 0
 
 
-def keep_windows(windows: tf.data.Dataset, shard: Shard) -> tf.data.Dataset:
-    """Cut elements of ``windows.stream`` with only the windows this pipeline keeps (unchanged unless by record).
+def keep_windows(element: dict, shard: Shard) -> dict:
+    """A cut element of ``windows.stream`` with only the windows this pipeline keeps (unchanged unless by record).
 
     ``windows`` counts the file's windows up to and including the element's, so the element's
     own are numbered ``windows - size(lens)`` onwards."""
     if shard.rule != RECORD:
-        return windows
-
-    def keep(element):
-        count = tf.size(element["lens"], out_type=tf.int64)
-        number = element["windows"] - count + tf.range(count)
-        mine = (tf.cast(element["file"], tf.int64) + number) % shard.pipelines == shard.pipeline
-        return {**element, "starts": masked(element["starts"], mine),
-                "lens": masked(element["lens"], mine)}
-    return windows.map(as_written(keep))
+        return element
+    count = tf.size(element["lens"], out_type=tf.int64)
+    number = element["windows"] - count + tf.range(count)
+    mine = (tf.cast(element["file"], tf.int64) + number) % shard.pipelines == shard.pipeline
+    return {**element, "starts": masked(element["starts"], mine), "lens": masked(element["lens"], mine)}
 
 
 def _unit(config: LoaderConfig) -> str:

@@ -97,12 +97,14 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
         if keyed:  # a window is named by the record of its first frame
             extras["source_key"] = chunking.source_keys(config, tf.fill(tf.shape(starts), element["file"]),
                                                         tf.gather(buffer.pop(RECORD), starts))
+        # (An element may hold no window: it is made into none.)
         if back_to_back:  # windows of one size: a slice and a reshape
             size = config.min_window
-            span = slice(starts[0], starts[0] + tf.size(lens, out_type=tf.int64) * size)
+            first = tf.concat([starts, [0]], 0)[0]
+            span = slice(first, first + tf.size(lens, out_type=tf.int64) * size)
             values = {name: tf.reshape(v[span], [-1, size] + v.shape[1:].as_list()) for name, v in buffer.items()}
             return {"values": values, "lengths": {}, "extras": extras}
-        width = config.min_window if fixed else tf.reduce_max(lens)
+        width = config.min_window if fixed else tf.reduce_max(tf.concat([lens, [0]], 0))
         positions = starts[:, None] + tf.range(width, dtype=tf.int64)[None, :]
         last = tf.shape(next(iter(buffer.values())), out_type=tf.int64)[0] - 1
         positions = tf.minimum(positions, last)  # the tail past a window's length is padding

@@ -92,7 +92,8 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
 
     def plan(element):
         buffer, starts, counts = element["buffer"], element["starts"], element["lens"]
-        width = fixed_count if fixed_count is not None else tf.reduce_max(counts)
+        # (An element may hold no window: it plans none.)
+        width = fixed_count if fixed_count is not None else tf.reduce_max(tf.concat([counts, [0]], 0))
         slot = tf.range(width, dtype=tf.int64)[None, :]
         valid = slot < counts[:, None]  # [windows, width]
         at = tf.minimum(starts[:, None] + slot, tf.size(buffer["record"], out_type=tf.int64) - 1)

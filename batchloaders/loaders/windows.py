@@ -5,8 +5,8 @@ whole records for discrete_sequence) arriving in blocks. ``stream`` walks one
 file's blocks with ``Dataset.scan``: it appends each block to the unconsumed
 tail of the previous one, cuts every window that now fits and keeps only what
 a later window can still use, so a file is never held in memory whole. The
-scan only computes window positions; the loader gathers the window contents
-afterwards in a parallel map.
+same scan step makes the windows (the loader's ``make_windows``: slices, or one
+gather per feature), in the file's own thread: no function call per block after it.
 
 Short files: a file that ends before its first window fits (shorter than the
 drawn length, or than the random offset plus it) gives that one window
@@ -76,7 +76,7 @@ def marked(block: dict) -> dict:
 
 
 def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: int | None,
-           max_offset: int, *, file=None) -> tf.data.Dataset:
+           max_offset: int, *, file=None, then: Callable[[dict], dict] | None = None) -> tf.data.Dataset:
     """Cut the windows of one file.
 
     ``blocks`` yields dicts of tensors sharing their first (unit) axis, each wrapped by
@@ -84,7 +84,9 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     output element holds the buffer the windows were cut from, the windows'
     ``starts`` (relative to the buffer) and ``lens``, and bookkeeping for
     :func:`guard_empty_passes`. A last element with ``end`` true follows the
-    file's final block. ``max_offset`` > 1 skips a random 0..max_offset-1 units
+    file's final block. ``then``, if given, turns each output element into what the element carries
+    under ``"made"`` instead of the buffer, starts and lengths (in the same scan step: no function call
+    of its own per element). ``max_offset`` > 1 skips a random 0..max_offset-1 units
     before the first window. A file that ends before its first window fits
     gives, in that last element, one window of length min(first length, units)
     starting at min(offset, units - length), unless it is shorter than ``lo``.
@@ -121,9 +123,11 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
         drop = tf.where(total > 0, tf.clip_by_value(start - position, 0, end - position), 0)
         carry = {k: v[drop:] for k, v in buffer.items()}
         out = {"buffer": buffer, "starts": starts - position, "lens": lengths, "end": element["end"],
-               "windows": total, "units": end}
+               "windows": total, "units": end, "cut": tf.size(lengths, out_type=tf.int64)}
         if file is not None:
             out["file"] = file
+        if then is not None:
+            out = {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
         return (carry, position + drop, start, length, index + 1, total), out
 
     return elements.scan(initial, as_written(step))
@@ -137,7 +141,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
     mark. When every file of this input pipeline is marked, no window came out
     of a whole pass (with epochs null the dataset would otherwise spin forever
     and ``fit`` would hang), so an InvalidArgumentError carrying ``message``
-    and the longest file length is raised.
+    and the longest file length is raised. Yields what the elements made (``stream``'s ``then``).
     """
     expected = [False] * len(all_files)
     for i in shard:  # positions in all_files this input pipeline reads
@@ -147,7 +151,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
 
     def step(state, element):
         marked, longest = state
-        produced = tf.size(element["lens"]) > 0
+        produced = element["cut"] > 0
         marked = tf.logical_and(marked, tf.logical_not(produced))
         longest = tf.where(produced, tf.constant(0, tf.int64), longest)
         ended_empty = tf.logical_and(element["end"], element["windows"] == 0)
@@ -160,7 +164,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
             [message, " (longest file: ", tf.strings.as_string(longest), ")"])], summarize=1)
         with tf.control_dependencies([check]):
             marked = tf.identity(marked)
-        return (marked, longest), element
+        return (marked, longest), element["made"]
 
     return windows.scan(initial, as_written(step))
 
@@ -172,8 +176,9 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
 
     ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
     their first axis), each wrapped by :func:`marked`; ``make_windows(element)`` turns one cut
-    element into a dict of tensors with a leading window axis (``{"values", "lengths", "extras"}``, or what
-    the loader parses later), which are batched with padding.
+    element (possibly of no window) into a dict of tensors with a leading window axis (``{"values", "lengths",
+    "extras"}``, or what the loader parses later), which are batched with padding. It runs in the file's
+    scan step, on this pipeline's share of the element's windows.
 
     Each open file's blocks are read, checked (and parsed, where the loader parses them in
     ``file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
@@ -190,8 +195,11 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     def open_file(element):
         # Every file of every epoch has its own seed for its window lengths and offset (determinism.py).
         seed = determinism.seed(config.seed, determinism.WINDOWS, element["index"])
+
+        def made(cut):  # in the file's own scan step: this pipeline's windows, made
+            return make_windows(sharding.keep_windows(cut, share))
         cuts = stream(file_blocks(element["file"], element["index"]), seed, lo, hi, stride,
-                      max_offset if config.shuffle else 0, file=element["index"])
+                      max_offset if config.shuffle else 0, file=element["index"], then=made)
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
     by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
@@ -200,7 +208,8 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         # One epoch of files, cut and shuffled; the epochs are repeated after the window shuffle so they never mix.
         cuts = sources.interleave(config, sources.file_names(config, input_context, repeat=False), open_file,
                                   buffered=ahead)
-        cuts = guard_empty_passes(cuts, shard, all_files, (
+        # The guard asks whether the data gives any window at all, not this pipeline's share.
+        windows = guard_empty_passes(cuts, shard, all_files, (
             f"{config.source}: $.args.min_window: "
             + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
             + f"a full pass over the {len(shard)} data file(s) gave no "
@@ -208,11 +217,10 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
             f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
             f"length); expected a smaller min_window or longer files"
             + (", or fewer input pipelines" if by_file else "")))
-        # After the guard, which asks whether the data gives any window at all, not this pipeline's share.
-        cuts = sharding.keep_windows(cuts, share)
-        cuts = cuts.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
-        windows = cuts.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                           deterministic=not config.sloppy_interleave)
+        if share.rule == sharding.RECORD:
+            # A share of no window must give a pass of no element, which sharding.endless reports (the
+            # guard above asks about the data, not the share); unsharded, empty elements cost nothing.
+            windows = windows.filter(as_written(lambda made: tf.shape(tf.nest.flatten(made)[0])[0] > 0))
         if not config.shuffle and lo == hi:
             return windows
         windows = windows.unbatch()
