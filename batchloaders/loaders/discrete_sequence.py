@@ -112,7 +112,8 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         return out
 
     planned = windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
-                                     make_windows=plan, max_offset=config.max_window, unit="records")
+                                     make_windows=plan, max_offset=config.max_window, unit="records",
+                                     make_in_scan=True)  # windows never overlap: the plan holds each record once
     return planned, parse
 
 

@@ -4,9 +4,11 @@ Both loaders see a file as a stream of *units* (frames for continuous_sequence,
 whole records for discrete_sequence) arriving in blocks. ``stream`` walks one
 file's blocks with ``Dataset.scan``: it appends each block to the unconsumed
 tail of the previous one, cuts every window that now fits and keeps only what
-a later window can still use, so a file is never held in memory whole. The
-same scan step makes the windows (the loader's ``make_windows``: slices, or one
-gather per feature), in the file's own thread: no function call per block after it.
+a later window can still use, so a file is never held in memory whole. Where
+making the windows is cheap and copies no more than the block (the loader says),
+the same scan step makes them, in the file's own thread: no function call per block
+after it. Otherwise (a gather per feature, overlapping windows) they are made in a
+parallel map after the interleave, a few blocks at a time.
 
 Short files: a file that ends before its first window fits (shorter than the
 drawn length, or than the random offset plus it) gives that one window
@@ -171,14 +173,17 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
 
 def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
                    file_blocks: Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset],
-                   make_windows: Callable[[dict], dict], max_offset: int, unit: str) -> tf.data.Dataset:
+                   make_windows: Callable[[dict], dict], max_offset: int, unit: str,
+                   make_in_scan: bool = False) -> tf.data.Dataset:
     """The dataset of window batches both sequence loaders return.
 
     ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
     their first axis), each wrapped by :func:`marked`; ``make_windows(element)`` turns one cut
     element (possibly of no window) into a dict of tensors with a leading window axis (``{"values", "lengths",
-    "extras"}``, or what the loader parses later), which are batched with padding. It runs in the file's
-    scan step, on this pipeline's share of the element's windows.
+    "extras"}``, or what the loader parses later), which are batched with padding. It runs on this
+    pipeline's share of the element's windows: in the file's scan step with ``make_in_scan`` (for makes that
+    are cheap and copy no more than the block: every open file holds one made element read ahead), else in
+    a parallel map after the interleave.
 
     Each open file's blocks are read, checked (and parsed, where the loader parses them in
     ``file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
@@ -196,8 +201,9 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
         # Every file of every epoch has its own seed for its window lengths and offset (determinism.py).
         seed = determinism.seed(config.seed, determinism.WINDOWS, element["index"])
 
-        def made(cut):  # in the file's own scan step: this pipeline's windows, made
-            return make_windows(sharding.keep_windows(cut, share))
+        def made(cut):  # in the file's own scan step: this pipeline's windows (made, with make_in_scan)
+            mine = sharding.keep_windows(cut, share)
+            return make_windows(mine) if make_in_scan else mine
         cuts = stream(file_blocks(element["file"], element["index"]), seed, lo, hi, stride,
                       max_offset if config.shuffle else 0, file=element["index"], then=made)
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
@@ -217,7 +223,11 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
             f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
             f"length); expected a smaller min_window or longer files"
             + (", or fewer input pipelines" if by_file else "")))
-        if share.rule == sharding.RECORD:
+        if not make_in_scan:
+            windows = windows.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
+            windows = windows.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
+                                  deterministic=not config.sloppy_interleave)
+        elif share.rule == sharding.RECORD:
             # A share of no window must give a pass of no element, which sharding.endless reports (the
             # guard above asks about the data, not the share); unsharded, empty elements cost nothing.
             windows = windows.filter(as_written(lambda made: tf.shape(tf.nest.flatten(made)[0])[0] > 0))
