@@ -250,13 +250,18 @@ def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(
     blocks) regroup exactly as one example at a time would, each row holding its example's steps."""
     cfg = load_config(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))
     rows, first = [], 0
-    for block in blocks:  # example i: steps 1000 * i + j, then zeros to its block's widest
+    for block in blocks:  # example i: steps 1000 * i + j (and strings "i.j"), then padding to its block's widest
         width = max(block, default=0)
-        rows.append({"values": {"tokens": np.array(
-            [[1000 * (first + k) + j if j < n else 0 for j in range(width)] for k, n in enumerate(block)],
-            np.int64).reshape(len(block), width)}, "lengths": {"tokens": np.array(block, np.int64)}})
+        ids = [[(first + k, j) if j < n else None for j in range(width)] for k, n in enumerate(block)]
+        rows.append({"values": {
+            "tokens": np.array([[1000 * s[0] + s[1] if s else 0 for s in row] for row in ids],
+                               np.int64).reshape(len(block), width),
+            "tag": np.array([[f"{s[0]}.{s[1]}".encode() if s else b"" for s in row] for row in ids],
+                            object).reshape(len(block), width)},
+            "lengths": {"tokens": np.array(block, np.int64), "tag": np.array(block, np.int64)}})
         first += len(block)
-    spec = {"values": {"tokens": tf.TensorSpec([None, None], tf.int64)}, "lengths": {"tokens": tf.TensorSpec([None], tf.int64)}}
+    spec = {"values": {"tokens": tf.TensorSpec([None, None], tf.int64), "tag": tf.TensorSpec([None, None], tf.string)},
+            "lengths": {"tokens": tf.TensorSpec([None], tf.int64), "tag": tf.TensorSpec([None], tf.int64)}}
     ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=spec)
     if flush:
         ds = ds.map(lambda e: {**e, bucketing.FLUSH: tf.constant(False)})
@@ -264,10 +269,12 @@ def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(
     got = []
     for batch in bucketing.regroup(ds, cfg, flush).as_numpy_iterator():
         examples = []
-        for row, n in zip(batch["values"]["tokens"], batch["lengths"]["tokens"]):
+        for row, tag, n in zip(batch["values"]["tokens"], batch["values"]["tag"], batch["lengths"]["tokens"]):
             i = int(row[0]) // 1000 if n else None
             if i is not None:
                 np.testing.assert_array_equal(row[:n], 1000 * i + np.arange(n))
+                assert tag[:n].tolist() == [f"{i}.{j}".encode() for j in range(n)]
+            assert not row[n:].any() and not any(tag[n:])  # nothing but padding after the example
             examples.append((i, int(n)))
         got.append((int(batch["bucket"]), examples))
     lengths = [n for block in blocks for n in block]
