@@ -1,6 +1,7 @@
 """Load and check a dataset manifest (``__manifest__.json``) into a typed :class:`Manifest`."""
 from __future__ import annotations
 
+import functools
 import os
 
 from batchloaders.errors import ManifestError
@@ -96,7 +97,7 @@ def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
             problem(at, f"found {name!r} a second time (first at line {out[path].line}): expected each file once")
             continue
         out[path] = DataFile(name=name, num_records=entry["num_records"], size_bytes=entry.get("size_bytes"),
-                             sha256=entry.get("sha256"), line=doc.line_of(("files", i)))
+                             sha256=entry.get("sha256"), locate=functools.partial(doc.line_of, ("files", i)))
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")
@@ -50,7 +50,12 @@ class DataFile:
     num_records: int
     size_bytes: int | None = None
     sha256: str | None = None
-    line: int | None = None  # of the entry in the manifest, for errors
+    # The entry's line in the manifest, for errors: worked out when one needs it (Document.lines).
+    locate: Callable[[], int | None] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def line(self) -> int | None:
+        return self.locate() if self.locate is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
