@@ -415,7 +415,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             return (consumed, count, damaged, ended), serialized, state[1]
         n, serialized = element
 
-        def marker(consumed, count, damaged, ended, n, filename, facts):
+        def at_marker():
             # The fast path drops the block an error happens in; the file's bytes then fall short, and the
             # good records of that block (fewer than ``block``) are read again up to the damage.
             short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
@@ -427,13 +427,6 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             checked = finish(filename, facts, *state, tf.equal(n, CHECK))
             with tf.control_dependencies([checked]):
                 return state, tf.identity(again)
-
-        def at_marker():
-            # The marker work runs as a one-element dataset's function: TensorFlow instantiates (and
-            # optimizes) a dataset's function when it first runs, at the first file's end, where a
-            # conditional branch is instantiated with every iterator, before the first batch.
-            return tf.data.Dataset.from_tensors((consumed, count, damaged, ended, n, filename, facts)).map(
-                as_written(marker)).get_single_element()
 
         # One conditional: blocks only count; the two markers at the end do the rest.
         state, serialized = tf.cond(n < 0, at_marker,

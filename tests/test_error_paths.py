@@ -4,9 +4,9 @@ TensorFlow instantiates (and optimizes) both branches of every ``tf.cond`` in
 a tf.data function each time an iterator starts, while a function of a dataset
 built inside a branch is instantiated only when it runs. Messages naming the
 file and record take tens of graph nodes each, so ours are built in a one-element
-dataset's function (graphs.error_if) or, for a file's end, in the marker's
-(integrity.py): the checks stay, and a correct file pays nothing for them at
-start-up. This walks each compiled pipeline's function library and checks both.
+dataset's function (graphs.error_if): the checks stay, and correct data pays
+nothing for them at start-up. This walks each compiled pipeline's function
+library and checks both.
 """
 from __future__ import annotations
 
@@ -34,8 +34,11 @@ def functions(dataset: tf.data.Dataset) -> dict[str, set[str]]:
 
 def branches_with_messages(dataset: tf.data.Dataset) -> list[str]:
     # tf.cond's branch functions are named cond_true_N / cond_false_N (the lowered If's then / else).
+    # The file-end marker's branch (it reads the file again: Skip) runs at every file's end in every
+    # run, so it stays a branch: made lazy, it was instantiated mid-run, and Keras fit under
+    # MirroredStrategy segfaulted in 2 of 20 runs (tests/distributed_fit.py; 0 of 20 without).
     return sorted(name for name, ops in functions(dataset).items()
-                  if name.startswith(("cond_true", "cond_false")) and ops & MESSAGE_OPS)
+                  if name.startswith(("cond_true", "cond_false")) and ops & MESSAGE_OPS and "SkipDataset" not in ops)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def demo_data():
 def test_example_configs_keep_messages_out_of_branches(demo_data, path):
     dataset = build_input_fn(dataclasses.replace(load_config(path), service=None))()
     assert branches_with_messages(dataset) == []
-    # The file-end check is still there: its message and its re-read (Skip) are in the marker's function.
+    # The file-end check is still there: its message and its re-read (Skip) are in the marker's branch.
     assert any({"StringFormat", "SkipDataset"} <= ops for ops in functions(dataset).values())
 
 
