@@ -24,7 +24,6 @@ import dataclasses
 
 import tensorflow as tf
 
-from batchloaders.graphs import error_if
 from batchloaders.config.model import LoaderConfig
 
 BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
@@ -67,18 +66,20 @@ def _same_counts(config: LoaderConfig, counts: dict, steps: dict) -> list:
         return []
     differs = tf.reduce_any(tf.stack([tf.not_equal(counts[n], counts[ref]) for n in names], 1), axis=1)
 
-    def message():
+    def fail():
         bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
         detail = tf.strings.reduce_join([tf.strings.join([
             f"{t.name} ", tf.strings.as_string(steps[t.name][bad]), f" steps (size {t.size}, step {t.step}: ",
             tf.strings.as_string(counts[t.name][bad]), " chunks)"]) for t in spec.tensors], separator=", ")
-        return tf.strings.join([
+        message = tf.strings.join([
             f"{config.source}: {spec.json_path}.tensors: an example whose chunked tensors give different numbers "
             "of chunks: ", detail, f"; expected the same number for every tensor ({ref} fixes it): lengths in "
             "the ratio of the sizes and steps (ceil(n / 4) labels for n frames at a quarter of the rate, as the "
             "subsample step gives)"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
 
-    return [error_if(tf.reduce_any(differs), message)]
+    return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
 def chunk_block(values: dict, lengths: dict, extras: dict, config: LoaderConfig) -> dict:

@@ -26,21 +26,3 @@ def growing(tensor: tf.Tensor) -> tf.Tensor:
     every ``input_fn()`` for a large step). Only inside a traced function (a scan built in an
     interleave's function): an eager tensor's shape is always known."""
     return tf.compat.v1.placeholder_with_default(tensor, [None] + tensor.shape[1:].as_list())
-
-
-def error_if(condition: tf.Tensor, message) -> tf.Tensor:
-    """A bool tensor to depend on: True, or the error ``message()`` (a string tensor) when ``condition`` holds.
-
-    The message is built in a one-element dataset's function, which TensorFlow instantiates (and
-    optimizes) when it first runs, that is, when the data is wrong. A conditional branch is
-    instantiated with every iterator instead: a message of ~35 graph nodes cost ~5 ms of each
-    ``input_fn()``'s time to its first batch, for an error that almost never happens.
-    Only for what runs when data is wrong: work every run does (a file's end, integrity.py) would
-    then be instantiated mid-run, and Keras fit under MirroredStrategy segfaulted in 2 of 20 runs
-    with the file-end work made so (a crash in TensorFlow's MultiDeviceIterator background thread).
-    """
-    def fail(_):
-        with tf.control_dependencies([tf.debugging.Assert(False, [message()], summarize=1)]):
-            return tf.constant(False)
-    return tf.cond(condition, lambda: tf.data.Dataset.from_tensors(0).map(as_written(fail)).get_single_element(),
-                   lambda: tf.constant(True))

@@ -36,7 +36,7 @@ from typing import Callable
 import tensorflow as tf
 
 from batchloaders import chunking, determinism
-from batchloaders.graphs import as_written, error_if, masked
+from batchloaders.graphs import as_written, masked
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
 
@@ -64,6 +64,11 @@ def _key_strings(key: tf.Tensor) -> tf.Tensor:
     return key if key.dtype == tf.string else tf.strings.as_string(key)
 
 
+def _fail(message) -> tf.Tensor:
+    with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+        return tf.constant(False)
+
+
 def _checks(config: LoaderConfig, steps: dict, keys) -> list:
     """Every segmented tensor as long as the first; with pad false, lengths that are multiples of num_unroll."""
     spec = config.segmenting
@@ -76,21 +81,21 @@ def _checks(config: LoaderConfig, steps: dict, keys) -> list:
             bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
             detail = tf.strings.reduce_join([tf.strings.join([f"{n} ", tf.strings.as_string(steps[n][bad])])
                                              for n in spec.tensors], separator=", ")
-            return tf.strings.join([
+            return _fail(tf.strings.join([
                 f"{config.source}: {spec.json_path}: the sequence with key ", keys[bad], " has segmented tensors of "
                 "different lengths (", detail, " steps): expected one length (the tensors of a sequence are cut "
-                "into the same segments)"])
-        out.append(error_if(tf.reduce_any(differs), unequal))
+                "into the same segments)"]))
+        out.append(tf.cond(tf.reduce_any(differs), unequal, lambda: tf.constant(True)))
     if not spec.pad:
         ragged = tf.not_equal(steps[ref] % spec.num_unroll, 0)
 
         def uneven():
             bad = tf.argmax(tf.cast(ragged, tf.int32), output_type=tf.int32)
-            return tf.strings.join([
+            return _fail(tf.strings.join([
                 f"{config.source}: {spec.json_path}.pad: the sequence with key ", keys[bad], " has ",
                 tf.strings.as_string(steps[ref][bad]), f" steps, not a multiple of num_unroll {spec.num_unroll}: "
-                "expected pad true, or every length a multiple of num_unroll"])
-        out.append(error_if(tf.reduce_any(ragged), uneven))
+                "expected pad true, or every length a multiple of num_unroll"]))
+        out.append(tf.cond(tf.reduce_any(ragged), uneven, lambda: tf.constant(True)))
     return out
 
 
@@ -179,12 +184,12 @@ def _repeated_keys(config: LoaderConfig, seen, keys, counts) -> tuple[list, tf.T
     earlier = tf.reduce_any((prints[:, None] == prints[None, :]) & (tf.range(m)[None, :] < tf.range(m)[:, None]), 1)
     repeated = before | earlier
 
-    def message():
+    def fail():
         bad = tf.argmax(tf.cast(repeated, tf.int32), output_type=tf.int32)
-        return tf.strings.join([
+        return _fail(tf.strings.join([
             f"{config.source}: {spec.json_path}.key: the key ", keys[bad], " repeats within an epoch: expected a "
-            "unique key per sequence (is a sequence read twice, or do two sequences share a key?)"])
-    check = error_if(tf.reduce_any(repeated), message)
+            "unique key per sequence (is a sequence read twice, or do two sequences share a key?)"]))
+    check = tf.cond(tf.reduce_any(repeated), fail, lambda: tf.constant(True))
     return [check], tf.sort(tf.concat([seen, prints], 0))
 
 

@@ -14,7 +14,6 @@ import math
 import tensorflow as tf
 
 from batchloaders import naming
-from batchloaders.graphs import error_if
 from batchloaders.config.model import Manifest, ManifestFeature
 
 _STORED = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
@@ -49,7 +48,7 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
     if mask is not None:
         wrong = tf.logical_and(wrong, mask)
 
-    def message():
+    def fail():
         flat_wrong, flat_sizes = tf.reshape(wrong, [-1]), tf.reshape(sizes, [-1])
         at = tf.argmax(tf.cast(flat_wrong, tf.int32), output_type=tf.int32)
         if names is None:
@@ -57,12 +56,14 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
         else:
             record = naming.at(names, at // (tf.size(flat_wrong) // tf.maximum(tf.shape(x, out_type=tf.int32)[0], 1)))
         where = "a step of feature list" if feature.var_len else "feature"
-        return tf.strings.join([
+        message = tf.strings.join([
             record, f": {where} {feature.name} holds ", tf.strings.as_string(flat_sizes[at]),
             f" bytes: the manifest says deserialize_type raw, dtype {feature.dtype}, shape {list(feature.shape)}, "
             f"which takes {expected} bytes per byte string"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
 
-    return error_if(tf.reduce_any(wrong), message)
+    return tf.cond(tf.reduce_any(wrong), fail, lambda: tf.constant(True))
 
 
 def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None) -> tf.Tensor:

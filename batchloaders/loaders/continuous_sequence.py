@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from batchloaders import block_sizes, chunking, segmenting, sharding, sources
 from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written, error_if, masked
+from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
 from batchloaders.loaders import windows
 from batchloaders.config.model import LoaderConfig, ManifestFeature
@@ -34,18 +34,20 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
     table = tf.stack([lengths[n] for n in names], axis=1)  # [records, features]
     differs = tf.reduce_any(tf.not_equal(table, table[:, :1]), axis=1)
 
-    def message():  # built only when a record differs (blocks may be empty)
+    def fail():  # the message is built only when a record differs (blocks may be empty)
         bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
         detail = tf.strings.reduce_join(
             [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
             separator=", ")
-        return tf.strings.join([
+        message = tf.strings.join([
             filename, ": record ", tf.strings.as_string(first_record + tf.cast(bad, tf.int64)),
             ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): "
             "the continuous_sequence loader concatenates records along that axis, so every selected feature "
             "needs the same length in every record"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
 
-    return [error_if(tf.reduce_any(differs), message)]
+    return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
 RECORD = "@record"  # with a source_key feature: each frame's record number, carried along with the frames
