@@ -22,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 
 import batchloaders
 from batchloaders import ResumableIterator, ResumeError
-from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
+from conftest import collect, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 
 RECORDS = [5, 0, 9, 3]  # records per file: uneven, one empty

@@ -15,7 +15,7 @@ from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
 from batchloaders.loaders import windows
-from batchloaders.config.model import LoaderConfig, ManifestFeature
+from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, chunking, segmenting, sources
+from batchloaders import block_sizes, chunking, segmenting
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.loaders import windows
