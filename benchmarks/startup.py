@@ -4,15 +4,17 @@
     python benchmarks/startup.py --cases floats64 continuous75 --calls 9
     TF_ENABLE_ONEDNN_OPTS=0 python benchmarks/startup.py          # compare a setting: run it both ways
 
-Per case, one ``build_input_fn`` and then ``--calls`` times: ``input_fn()`` (tracing the pipeline's
-functions), ``iter()`` (instantiating those the iterator starts with) and the first batch (reading,
-and instantiating the functions of each file as it opens). The first call of a process pays the
-tracing done once per process and is left out; the medians of the others are printed, in ms. This
-is the "second and later input_fn()" start-up of run.py's table, without the epoch after it.
+Per case, one ``build_input_fn`` (not timed) and then ``--calls`` + 1 times: ``input_fn()`` (tracing
+the pipeline's functions), ``iter()`` (instantiating those the iterator starts with) and the first
+batch (reading, and instantiating the functions of each file as it opens). The first call of each
+case is left out (it may pay tracing done once per process and setting); the medians of the others
+are printed, in ms. run.py's start-up column is the same sum plus ``build_input_fn`` (reading the
+config and manifest: a few ms), timed with the epoch after it.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -34,6 +36,7 @@ def measure(case, calls: int) -> list[tuple[float, float, float]]:
     input_fn = build_input_fn(run.with_data(case.config, os.path.join(bench_data.ROOT, case.data)))
     out = []
     for call in range(calls + 1):
+        gc.collect()  # (as run.py's harness does before each round)
         start = time.perf_counter()
         dataset = input_fn()
         built = time.perf_counter()
@@ -50,10 +53,14 @@ def measure(case, calls: int) -> list[tuple[float, float, float]]:
 def main(argv=None) -> int:
     cases = run.cases()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", nargs="*", choices=[c.name for c in cases], metavar="CASE",
-                        help="case names of run.py (default: all)")
-    parser.add_argument("--calls", type=int, default=7, help="input_fn() calls measured per case, after the first")
+    names = [c.name for c in cases]
+    parser.add_argument("--cases", nargs="*", choices=names, metavar="CASE",
+                        help=f"cases of run.py (default: all): {', '.join(names)}")
+    parser.add_argument("--calls", type=int, default=7,
+                        help="input_fn() calls measured per case, after the first (default 7)")
     args = parser.parse_args(argv)
+    if args.calls < 1:
+        parser.error(f"--calls {args.calls}: expected at least 1")
     bench_data.generate(log=lambda *a: None)
     print(f"medians of {args.calls} calls after the first, ms; TF_ENABLE_ONEDNN_OPTS="
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(unset)')}")
