@@ -117,7 +117,7 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
 
     initial = {"values": {n: _empty(s) for n, s in element["values"].items()},
                "lengths": {n: tf.zeros([0], tf.int64) for n in element["lengths"]}}
-    ds = ds.scan(initial, step)
+    ds = ds.scan(initial, as_written(step))
 
     def batches(out):
         # Slices of the block, one per batch (from_tensor_slices of ragged parts would trip a
@@ -130,7 +130,7 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
             return then(batch) if then is not None else batch
         return tf.data.Dataset.from_tensor_slices((starts, out["rows"], out["bucket"])).map(as_written(one))
 
-    return ds.flat_map(batches)
+    return ds.flat_map(as_written(batches))
 
 
 def last_block(spec) -> dict:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
+from batchloaders.graphs import as_written
 
 MAX_SEED = 2**63 - 1
 
@@ -90,6 +91,7 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat
 
     raised = []
 
+    @as_written
     def one(base):
         _without_global_seed()
         with _using(base=base, epoch=tf.constant(0, tf.int64), start=start):
@@ -138,6 +140,7 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset],
             first, count = start  # every epoch is the same: the rest of one, then the epochs left
             return skip(make(), count).concatenate(make().repeat(None if epochs is None else epochs - first - 1))
 
+    @as_written
     def one(epoch):
         _without_global_seed()
         with _using(epoch=epoch, nested=True):
@@ -147,16 +150,18 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset],
         rest = (tf.data.Dataset.range(first + 1, epochs) if epochs is not None
                 else tf.data.Dataset.counter(first + 1))  # the data gave batches before: no empty-pass guard
         return tf.data.Dataset.from_tensors(tf.constant(first, tf.int64)).flat_map(
-            lambda epoch: skip(one(epoch), count)).concatenate(rest.flat_map(one))
+            as_written(lambda epoch: skip(one(epoch), count))).concatenate(rest.flat_map(one))
     if epochs is not None:
         return tf.data.Dataset.range(epochs).flat_map(one)
 
+    @as_written
     def goes_on(epoch):
         # Data giving nothing would make endless epochs spin forever (Dataset.repeat ends after an empty
         # pass): before epoch 1, look again for epoch 0's first element (once per iterator; a shuffled
         # pipeline fills its buffer for it). Later epochs read the same files.
         def epoch_0_gave_any():
-            return one(tf.constant(0, tf.int64)).take(1).reduce(tf.constant(False), lambda _, __: tf.constant(True))
+            return one(tf.constant(0, tf.int64)).take(1).reduce(tf.constant(False),
+                                                                as_written(lambda _, __: tf.constant(True)))
         return tf.cond(tf.equal(epoch, 1), epoch_0_gave_any, lambda: tf.constant(True))
     return tf.data.Dataset.counter().take_while(goes_on).flat_map(one)
 

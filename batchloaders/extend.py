@@ -31,12 +31,13 @@ pipeline is built.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 from typing import Any, Callable
 
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
-from batchloaders.registry import (ALL_LOADERS, BATCHERS, GLOBAL, POLICIES, SECONDARY, STEPS, BatcherType,
+from batchloaders.registry import (ALL_LOADERS, BATCHERS, BUILTIN, GLOBAL, POLICIES, SECONDARY, STEPS, BatcherType,
                                    CheckContext, DuplicateName, SecondaryType, StepType)
 from batchloaders.config.model import DTYPES, TensorInfo, format_shape
 
@@ -105,6 +106,29 @@ def _checked_schema(fn: Callable, call: str, schema: Any) -> dict:
     return schema
 
 
+def _as_traced(fn: Callable) -> Callable:
+    """A plugin's ``fn`` as ``tf.function`` and ``Dataset.map`` trace it: through AutoGraph, so that Python
+    ``if``/``for`` on tensors work in the pipeline as they did when the config was checked (``_trace``).
+    The built-ins are written without it and run as written (graphs.py): converting costs time at
+    every first build in a process. Converted at the first call, once; a function AutoGraph cannot
+    convert (no source) runs as written, as ``tf.function`` would run it."""
+    if _scope == BUILTIN:
+        return fn
+    converted = []
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not converted:
+            import tensorflow as tf
+
+            try:
+                converted.append(tf.autograph.to_graph(fn))
+            except Exception:  # (AutoGraph's ConversionError and what inspecting the source raises)
+                converted.append(fn)
+        return converted[0](*args, **kwargs)
+    return call
+
+
 def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
     if not callable(fn):
         _refuse(fn, call, f"found {type(fn).__name__}: expected a function to register")
@@ -136,7 +160,7 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
         call = f"register_step({name!r})"
         _, origin = _start(fn, call, name, loaders)
         checked_schema = _checked_schema(fn, call, schema)
-        build = fn if batched else _per_example_step(fn)
+        build = _as_traced(fn) if batched else _per_example_step(_as_traced(fn))
         _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched), build,
                                   tuple(loaders), origin, _scope), fn, call)
         return fn
@@ -163,7 +187,7 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
             _refuse(fn, call, "found after_chunking without batched: a feature built on chunks reads their metadata "
                               "from the batch (batch.extras['chunk']); expected batched=True")
         checked_schema = _checked_schema(fn, call, schema)
-        build = fn if batched else _per_example_secondary(fn)
+        build = _as_traced(fn) if batched else _per_example_secondary(_as_traced(fn))
         _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,
                                            tuple(loaders), origin, measures, _scope, after_chunking), fn, call)
         return fn
@@ -186,7 +210,7 @@ def register_batcher(name: str, *, schema: dict | None = None) -> Callable:
             _refuse(fn, call, f"found the name {name!r}: it is a built-in batching policy ({', '.join(POLICIES)}); "
                               "expected another name")
         checked_schema = _checked_schema(fn, call, schema)
-        _register(BATCHERS, BatcherType(name, checked_schema, fn, origin, _scope), fn, call)
+        _register(BATCHERS, BatcherType(name, checked_schema, _as_traced(fn), origin, _scope), fn, call)
         return fn
     return decorate
 

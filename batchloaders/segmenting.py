@@ -249,7 +249,7 @@ def schedule(ds: tf.data.Dataset, config: LoaderConfig, lanes: int, share: str =
                "rows": {n: _empty(s) for n, s in element["rows"].items()},
                "meta": {n: _empty(s) for n, s in element["meta"].items()},
                "time": tf.zeros([0], tf.int64), "lane": tf.zeros([0], tf.int64)}
-    return ds.scan(initial, step).unbatch()
+    return ds.scan(initial, as_written(step)).unbatch()
 
 
 def stream(blocks: Callable[[], tf.data.Dataset], config: LoaderConfig, lanes: int, counter=None,

@@ -149,10 +149,11 @@ def test_describe_does_not_import_tensorflow_for_builtin_types(demo_data):
     assert result.stdout == "ok\n"
 
 
-@pytest.fixture
-def eight_records(tmp_path):
-    """8 Examples in 2 files (3 and 5 records), the manifest listing both."""
-    data = tmp_path / "data"
+@pytest.fixture(scope="module")
+def eight_records(tmp_path_factory):
+    """8 Examples in 2 files (3 and 5 records), the manifest listing both (read only: made once, as the
+    manifest command runs in a process of its own, about 3.5 s)."""
+    data = tmp_path_factory.mktemp("eight") / "data"
     write_manifest(data, [feature("x", "int64", [], "int")])
     write_records(data / "a.tfrecords", [example(x=("int", [i])) for i in range(3)])
     write_records(data / "b.tfrecords", [example(x=("int", [i])) for i in range(3, 8)])

@@ -132,6 +132,38 @@ def test_plugin_module_by_import_path_next_to_the_config(project, registry_scope
     np.testing.assert_array_equal(features["frames"], padded([3 * frames_of(n) for n in labels]))
 
 
+def test_python_control_flow_on_tensors_runs_as_it_was_checked(project, registry_scope):
+    """A plugin is traced through AutoGraph when checked (as tf.function traces), so the pipeline runs it
+    that way too: a Python ``if`` and ``for`` on tensors work, per example and batched."""
+    (project / "flow.py").write_text(textwrap.dedent('''
+        import tensorflow as tf
+        import batchloaders
+
+        @batchloaders.register_step("negate_from", schema={"type": "object", "required": ["first"],
+                                                           "properties": {"first": {"type": "number"}}})
+        def negate_from(x, first):
+            if x[0, 0] >= first:  # a tensor: AutoGraph makes this a tf.cond
+                return -x
+            return x
+
+        @batchloaders.register_step("add_step_count", batched=True)
+        def add_step_count(args, values, lengths, info_in, info_out):
+            out = values
+            for _ in tf.range(tf.shape(values)[1]):  # a tensor loop: a tf.while_loop
+                out += 1.0
+            return out, lengths
+        '''))
+    path = config(project, plugins=["flow.py"], steps=[{"tensor": "frames", "type": "negate_from",
+                                                        "args": {"first": 300}},
+                                                       {"tensor": "frames", "type": "add_step_count"}])
+    load_config(path)  # checked: traced on a TensorSpec of its input
+    features, labels = one_batch(path)
+    width = max(len(frames_of(n)) for n in labels)
+    # the loop ran once per step of the padded batch; the padding stays the pad value
+    expected = padded([(-frames_of(n) if 100 * n >= 300 else frames_of(n)) + width for n in labels])
+    np.testing.assert_array_equal(features["frames"], expected)
+
+
 def test_batched_plugin_step_with_infer(project, registry_scope):
     (project / "batched.py").write_text(textwrap.dedent('''
         import tensorflow as tf
