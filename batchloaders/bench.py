@@ -35,6 +35,7 @@ import tensorflow as tf
 from batchloaders.batching import Batch, finalize
 from batchloaders.describe import padded_axes
 from batchloaders.errors import BatchLoaderError
+from batchloaders.graphs import as_written
 from batchloaders.features.parsing import parse_batch
 from batchloaders.loaders import base
 from batchloaders.config.model import LoaderConfig
@@ -118,7 +119,7 @@ def survey(config: LoaderConfig) -> dict:
             steps += _steps(config, serialized)
         return count, size, steps
 
-    count, size, steps = records.batch(4096).reduce((zero, zero, zero), add)
+    count, size, steps = records.batch(4096).reduce((zero, zero, zero), as_written(add))
     return {"files": len(files), "records": int(count), "record_bytes": int(size), "steps": int(steps),
             "file_bytes": sum(tf.io.gfile.stat(f).length for f in files)}
 
@@ -178,7 +179,7 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
 
     from batchloaders.integrity import Reader
 
-    return loader.batches(config, None, batch_size, Reader(config)).map(measure, num_parallel_calls=AUTOTUNE)
+    return loader.batches(config, None, batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
 def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
@@ -194,7 +195,7 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     source_config = dataclasses.replace(config, drop_remainder=False)
     elements, decode = base.source(loader, source_config, None, max(batch_size, bucketing.BLOCK), Reader(config))
     flush = config.epochs is not None and not config.drop_remainder
-    blocks = elements.map(base.blocks(config, decode, frozenset(), flush), num_parallel_calls=AUTOTUNE)
+    blocks = elements.map(as_written(base.blocks(config, decode, frozenset(), flush)), num_parallel_calls=AUTOTUNE)
     if flush:
         blocks = blocks.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(blocks.element_spec)))
 
@@ -206,7 +207,7 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
         return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0], "real": real,
                 "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
 
-    return bucketing.regroup(blocks, config, flush).map(measure, num_parallel_calls=AUTOTUNE)
+    return bucketing.regroup(blocks, config, flush).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
 def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
@@ -223,8 +224,8 @@ def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Da
     names = padded_tensors(config)
     source_config = dataclasses.replace(config, drop_remainder=False, epochs=1)
     elements, decode = base.source(loader, source_config, None, chunking.BLOCK, Reader(config))
-    chunks = elements.map(base._chunks(config, decode, frozenset()), num_parallel_calls=AUTOTUNE)
-    chunks = chunks.map(lambda element: {k: v for k, v in element.items() if k != "counts"})
+    chunks = elements.map(as_written(base._chunks(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
+    chunks = chunks.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
 
     def measure(element):
         batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
@@ -235,7 +236,7 @@ def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Da
         return {"chunks": tf.cast(batch.size, tf.int64), "real": real,
                 "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
 
-    return chunks.repeat(config.epochs).rebatch(batch_size).map(measure, num_parallel_calls=AUTOTUNE)
+    return chunks.repeat(config.epochs).rebatch(batch_size).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
@@ -254,7 +255,7 @@ def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
 
 def _sum(dataset: tf.data.Dataset) -> dict:
     initial = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), dataset.element_spec)
-    totals = dataset.reduce(initial, lambda a, b: tf.nest.map_structure(tf.add, a, b))
+    totals = dataset.reduce(initial, as_written(lambda a, b: tf.nest.map_structure(tf.add, a, b)))
     return tf.nest.map_structure(int, totals)
 
 

@@ -25,6 +25,7 @@ import dataclasses
 import tensorflow as tf
 
 from batchloaders.config.model import LoaderConfig
+from batchloaders.graphs import as_written
 
 BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
 
@@ -146,8 +147,8 @@ def guard_empty_pass(chunks: tf.data.Dataset, config: LoaderConfig, share: str =
         with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(last & tf.equal(count, 0)), [message])]):
             return count, (element, tf.identity(last))
 
-    return flagged.scan(tf.constant(0, tf.int64), step).filter(lambda _, last: tf.logical_not(last)).map(
-        lambda element, _: element)
+    return flagged.scan(tf.constant(0, tf.int64), as_written(step)).filter(
+        as_written(lambda _, last: tf.logical_not(last))).map(as_written(lambda element, _: element))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,6 +54,7 @@ import tensorflow as tf
 
 from batchloaders import bench
 from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem, data_error_from
+from batchloaders.graphs import as_written
 from batchloaders.config.model import LoaderConfig
 
 DEFAULT_BATCHES = 3
@@ -249,7 +250,7 @@ def padding_dataset(config: LoaderConfig) -> tf.data.Dataset:
         dataset = bench.chunked_lengths_dataset(config, size)
     else:
         dataset = bench.lengths_dataset(config, size)
-    return dataset.map(lambda e: {"real": e["real"], "padded": e["padded"]})
+    return dataset.map(as_written(lambda e: {"real": e["real"], "padded": e["padded"]}))
 
 
 def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
@@ -331,7 +332,7 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         return base.transform(batch, config).lengths[name]
 
-    dataset = loader.batches(config, None, config.target_batch_size, Reader(config)).map(lengths)
+    dataset = loader.batches(config, None, config.target_batch_size, Reader(config)).map(as_written(lengths))
     return list(dataset.take(batches).as_numpy_iterator())
 
 
