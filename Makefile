@@ -18,9 +18,10 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m batchloaders.demo
 
-# One pytest worker per core (pytest-xdist), each taking whole test files (module fixtures set up once).
+# One pytest worker per core (pytest-xdist), each taking whole test files (module fixtures set up once),
+# the longest first (tests/conftest.py: LONGEST_FIRST).
 test: setup
-	$(PY) -m pytest -n auto --dist loadfile
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(PY) benchmarks/run.py
