@@ -111,7 +111,9 @@ def _as_traced(fn: Callable) -> Callable:
     ``if``/``for`` on tensors work in the pipeline as they did when the config was checked (``_trace``).
     The built-ins are written without it and run as written (graphs.py): converting costs time at
     every first build in a process. Converted at the first call, once; a function AutoGraph cannot
-    convert (no source) runs as written, as ``tf.function`` would run it."""
+    convert (no source) runs as written, as ``tf.function`` would run it. A ``functools.partial``, a
+    method or a callable object is converted through the function it calls (``to_graph`` takes plain
+    functions only)."""
     if _scope == BUILTIN:
         return fn
     converted = []
@@ -119,14 +121,34 @@ def _as_traced(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if not converted:
-            import tensorflow as tf
-
             try:
-                converted.append(tf.autograph.to_graph(fn))
+                converted.append(_autograph(fn))
             except Exception:  # (AutoGraph's ConversionError and what inspecting the source raises)
                 converted.append(fn)
         return converted[0](*args, **kwargs)
     return call
+
+
+def _label(fn: Callable) -> str:
+    """The name messages give a registered function: a partial or a callable object may have no ``__name__``."""
+    name = getattr(fn, "__name__", None)
+    if name is None and isinstance(fn, functools.partial):
+        return _label(fn.func)
+    return name or type(fn).__name__
+
+
+def _autograph(fn: Callable) -> Callable:
+    import tensorflow as tf
+
+    if isinstance(fn, tf.types.experimental.PolymorphicFunction):
+        return fn  # a tf.function converts itself
+    if isinstance(fn, functools.partial):
+        return functools.partial(_autograph(fn.func), *fn.args, **fn.keywords)
+    if inspect.ismethod(fn):
+        return functools.partial(tf.autograph.to_graph(fn.__func__), fn.__self__)
+    if inspect.isfunction(fn):
+        return tf.autograph.to_graph(fn)
+    return functools.partial(tf.autograph.to_graph(type(fn).__call__), fn)
 
 
 def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
@@ -324,7 +346,7 @@ def _traced_step(fn: Callable, batched: bool) -> Callable:
     def infer(args: dict, info, ctx: CheckContext):
         import tensorflow as tf
 
-        what = f"step {fn.__name__!r}"
+        what = f"step {_label(fn)!r}"
         if batched:
             has_lengths = info.shape[:1] == (None,)
             gives_lengths = []  # whether the function returns lengths: a Python fact, kept out of the trace
@@ -351,7 +373,7 @@ def _traced_step(fn: Callable, batched: bool) -> Callable:
 
 def _traced_secondary(fn: Callable, batched: bool) -> Callable:
     def infer(args: dict, ctx: CheckContext):
-        what = f"secondary feature {fn.__name__!r}"
+        what = f"secondary feature {_label(fn)!r}"
         if batched:
             ctx.report(("type",), f"{what} is batched and has no infer function: expected infer= in "
                                   "register_secondary (a batched secondary sees the whole batch)")
@@ -412,7 +434,7 @@ def _per_example_step(fn: Callable) -> Callable:
     def build(args, values, lengths, info_in, info_out):
         import tensorflow as tf
 
-        what = f"step {fn.__name__!r}"
+        what = f"step {_label(fn)!r}"
         result = tf.map_fn(lambda x: _as_promised(fn(x, **args), info_out, what), _examples(values, lengths),
                            fn_output_signature=_signature(info_out))
         return _as_batch(result)
@@ -438,7 +460,7 @@ def _per_example_secondary(fn: Callable) -> Callable:
     def build(args, batch, info):
         import tensorflow as tf
 
-        what = f"secondary feature {fn.__name__!r}"
+        what = f"secondary feature {_label(fn)!r}"
         elems = {n: _examples(v, batch.lengths.get(n)) for n, v in batch.values.items()}
         result = tf.map_fn(lambda features: _as_promised(fn(features, **args), info, what), elems,
                            fn_output_signature=_signature(info))

@@ -164,6 +164,34 @@ def test_python_control_flow_on_tensors_runs_as_it_was_checked(project, registry
     np.testing.assert_array_equal(features["frames"], expected)
 
 
+def test_control_flow_in_a_partial_and_a_callable_object_runs_too(project, registry_scope):
+    """AutoGraph converts plain functions only: a partial and a callable object are converted through the
+    function they call (a partial without a name is named by its function)."""
+    (project / "callables.py").write_text(textwrap.dedent('''
+        import functools
+        import batchloaders
+
+        def negate_from(x, first):
+            if x[0, 0] >= first:
+                return -x
+            return x
+
+        class Doubled:
+            def __call__(self, x):
+                if x[0, 0] < 0:  # after negate_from: the negated examples are doubled
+                    return 2 * x
+                return x
+
+        batchloaders.register_step("negate_part")(functools.partial(negate_from, first=300))
+        batchloaders.register_step("doubled")(Doubled())
+        '''))
+    path = config(project, plugins=["callables.py"], steps=[{"tensor": "frames", "type": "negate_part"},
+                                                             {"tensor": "frames", "type": "doubled"}])
+    features, labels = one_batch(path)
+    expected = padded([(-2 * frames_of(n) if 100 * n >= 300 else frames_of(n)) for n in labels])
+    np.testing.assert_array_equal(features["frames"], expected)
+
+
 def test_batched_plugin_step_with_infer(project, registry_scope):
     (project / "batched.py").write_text(textwrap.dedent('''
         import tensorflow as tf
