@@ -126,6 +126,7 @@ def _as_traced(fn: Callable) -> Callable:
             except Exception:  # (AutoGraph's ConversionError and what inspecting the source raises)
                 converted.append(fn)
         return converted[0](*args, **kwargs)
+    call.__name__ = _label(fn)  # (wraps leaves "call" when fn has no name: a partial, a callable object)
     return call
 
 
@@ -148,7 +149,8 @@ def _autograph(fn: Callable) -> Callable:
         return functools.partial(tf.autograph.to_graph(fn.__func__), fn.__self__)
     if inspect.isfunction(fn):
         return tf.autograph.to_graph(fn)
-    return functools.partial(tf.autograph.to_graph(type(fn).__call__), fn)
+    method = getattr(fn, "__call__", None)  # a callable object: through its bound __call__
+    return _autograph(method) if inspect.ismethod(method) else fn
 
 
 def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
