@@ -10,7 +10,7 @@ only question is whether they run.
 An sh block made only of ``batchloaders`` commands runs them one after another in one Python
 process, each line's arguments given to the console script's own function (``cli.main``): every
 command as a process of its own imported TensorFlow 14 times (47 s of the suite, against 14 s).
-The console script itself is run by tests/test_data_tools.py.
+The installed console script still runs in the blocks that mix in other commands (run by bash).
 """
 from __future__ import annotations
 
