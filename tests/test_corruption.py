@@ -549,3 +549,32 @@ def test_a_block_error_that_cannot_be_read_again_names_the_block(tmp_path):
                               "Key: x, Index: 17.  Data types don't match. Data type: float but expected type: int64")
     error = batchloaders.data_error_from(tf.errors.InvalidArgumentError(None, None, indexed))
     assert (error.problems[0].file, error.problems[0].path) == ("/gone/a.tfrecords", "record 1041")
+
+
+@pytest.mark.parametrize("policy", ["fail", "skip_file"])
+def test_a_damaged_zlib_file_is_caught_at_its_end_on_the_exact_path(tmp_path, capfd, policy):
+    """ZLIB sizes cannot be checked: the exact path numbers records around ignore_errors, and the check at the
+    file's end (a function of its own, prepared when the first file ends) reports the gap."""
+    d = str(tmp_path / "zlib")
+    path = write_records(os.path.join(d, "a.tfrecords"), GOOD, "zlib")
+    write_records(os.path.join(d, "b.tfrecords"), [record(B, r) for r in range(RECORDS)], "zlib")
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) * 2 // 3])  # the stream ends inside a record
+    make_dataset(tmp_path / "plain", "intact")
+    with open(tmp_path / "plain" / "intact" / "__manifest__.json") as f:
+        manifest = json.load(f)
+    with open(os.path.join(d, "__manifest__.json"), "w") as f:
+        json.dump({**manifest, "compression": "zlib"}, f)
+    codes, error, input_fn = run(config(d, "independent", False, policy))
+    a_read = [c for c in codes if c < 200]
+    assert a_read == a_codes(len(a_read)) and len(a_read) < RECORDS
+    says = f"after record {len(a_read) - 1} " if a_read else "before the first record"
+    if policy == "fail":
+        assert codes == a_read and error.problems[0].file == path
+        assert says in error.problems[0].path and "the ZLIB stream is damaged" in str(error)
+    else:
+        assert error is None and codes == a_read + B_CODES
+        assert input_fn.skipped().files == {path: len(a_read)}
+        assert "the ZLIB stream is damaged" in capfd.readouterr().err
