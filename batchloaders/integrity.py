@@ -408,38 +408,31 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             consumed, count = advance(consumed, count, serialized)
             damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
             ended = ended | reached
-            checked = tf.cond(tf.equal(n, CHECK), lambda: finish_at_check(filename, facts, consumed, count, damaged,
-                                                                           ended), lambda: tf.constant(False))
+            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
+                                                                  tf.constant(True)), lambda: tf.constant(False))
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
             return (consumed, count, damaged, ended), serialized, state[1]
         n, serialized = element
 
+        def at_marker():
+            # The fast path drops the block an error happens in; the file's bytes then fall short, and the
+            # good records of that block (fewer than ``block``) are read again up to the damage.
+            short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
+                                                         facts[1])
+            again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
+                                                tf.where(short, tf.constant(block, tf.int64), 0))
+            reached = tf.where(short, to_end, tf.equal(n, RECOVER))
+            state = (*advance(consumed, count, again), damaged | swallowed, ended | reached)
+            checked = finish(filename, facts, *state, tf.equal(n, CHECK))
+            with tf.control_dependencies([checked]):
+                return state, tf.identity(again)
+
         # One conditional: blocks only count; the two markers at the end do the rest.
-        state, serialized = tf.cond(n < 0, lambda: at_marker(n, (consumed, count, damaged, ended), filename, facts),
+        state, serialized = tf.cond(n < 0, at_marker,
                                     lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
         return state, serialized, count
 
-    def at_marker_body(n, state, filename, facts):
-        # The fast path drops the block an error happens in; the file's bytes then fall short, and the
-        # good records of that block (fewer than ``block``) are read again up to the damage.
-        consumed, count, damaged, ended = state
-        short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
-                                                     facts[1])
-        again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
-                                            tf.where(short, tf.constant(block, tf.int64), 0))
-        reached = tf.where(short, to_end, tf.equal(n, RECOVER))
-        state = (*advance(consumed, count, again), damaged | swallowed, ended | reached)
-        checked = finish(filename, facts, *state, tf.equal(n, CHECK))
-        with tf.control_dependencies([checked]):
-            return state, tf.identity(again)
-
-    # Functions of their own, not inlined into the scan step (the default): TensorFlow then prepares them (graph
-    # optimization and kernels, the conditional's 200-odd nodes) when the first file reaches its markers, after
-    # the first batch, instead of before it with the scan step.
-    at_marker = tf.function(as_written(at_marker_body), autograph=False, experimental_attributes={"_noinline": True})
-    finish_at_check = tf.function(as_written(lambda *facts: finish(*facts, tf.constant(True))), autograph=False,
-                                  experimental_attributes={"_noinline": True})
     return step
 
 
