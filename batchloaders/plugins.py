@@ -10,8 +10,9 @@ name that finds the same file), so its types are never registered twice. The typ
 config's own ``plugins:`` import register under that file's path (its scope, see
 ``registry.BUILTIN``): only configs naming the file see them, so whether a config is
 valid never depends on which configs were checked before it. ``--plugins`` imports
-are seen by every config of the run. Any failure is reported per entry: the module
-is missing, raises on import, or registers a bad or taken name.
+are seen by every config of the run, also when a config's own list imported the file first
+in the same process. Any failure is reported per entry: the module is missing, raises on
+import, or registers a bad or taken name.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import traceback
 
 from batchloaders.errors import BatchLoaderError
 from batchloaders.extend import registering
-from batchloaders.registry import GLOBAL
+from batchloaders.registry import BATCHERS, GLOBAL, SECONDARY, STEPS
 
 _BY_PATH: dict[str, object] = {}  # resolved file -> module imported from it
 
@@ -39,7 +40,11 @@ def load(entries, *, base_dir: str, near: str = "the config's directory", scoped
     scopes, problems = [], []
     for i, entry in enumerate(entries):
         try:
-            scopes.append(_import(entry, base_dir, scoped))
+            scope = _import(entry, base_dir, scoped)
+            if not scoped:  # imported before for one config's own list: now every config sees its types
+                for registry in (SECONDARY, STEPS, BATCHERS):
+                    registry.rescope(scope, GLOBAL)
+            scopes.append(scope)
         except BatchLoaderError as error:  # a registration refused: say which plugin made it, and where
             problems.extend((i, f"plugin {entry!r}: {p}") for p in error.problems)
         except (Exception, SystemExit) as error:  # noqa: BLE001  (anything a user's module raises on import)

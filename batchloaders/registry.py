@@ -103,6 +103,14 @@ class Registry:
     def __iter__(self) -> Iterator:
         return iter(self._items.values())
 
+    def rescope(self, old: str | None, new: str | None) -> None:
+        """Move the types registered under scope ``old`` to ``new`` (a plugin file named on the command line
+        after a config's own import of it: its types are then seen by every config, see plugins.py)."""
+        moved = {n: dataclasses.replace(item, scope=new) for n, item in self._items.items() if item.scope == old}
+        if moved:
+            self._items.update(moved)
+            self.version += 1
+
     def snapshot(self) -> dict:
         return dict(self._items)
 

@@ -18,7 +18,7 @@ import yaml
 
 from batchloaders import ConfigError, build_input_fn, load_config
 from batchloaders.builtin_types import load as load_builtin_types
-from batchloaders.registry import SECONDARY, STEPS
+from batchloaders.registry import ALWAYS, SECONDARY, STEPS
 from conftest import collect, feature, sequence_example, write_manifest, write_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -468,3 +468,21 @@ def test_shipped_schemas_are_what_a_fresh_process_generates(tmp_path):
             assert yaml.safe_load(shipped) == yaml.safe_load((tmp_path / name).read_text()), name
     assert sorted(n for n in os.listdir(os.path.join(ROOT, "schemas")) if n.endswith(".schema.json")) == \
         sorted(os.listdir(tmp_path))
+
+
+def test_plugins_from_the_command_line_reach_every_config_after_a_config_imported_them(project, registry_scope):
+    """In one process (a program calling cli.main twice, README's command-line block in its test), a file first
+    imported by a config's own list and then named with --plugins: every config sees its types, as when the
+    command line imports it first."""
+    from batchloaders import plugins
+
+    a = config(project, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}], name="a.yaml")
+    b = config(project, plugins=None, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}],
+               name="b.yaml")
+    load_config(a)
+    with pytest.raises(ConfigError, match="unknown processing step type 'scale'"):
+        load_config(b)
+    scopes, failed = plugins.load(["my_steps.py"], base_dir=str(project), scoped=False)
+    assert failed == [] and scopes == [os.path.realpath(project / "my_steps.py")]
+    assert load_config(b).processing_steps[0].type == "scale"
+    assert STEPS.get("scale", ALWAYS) is not None and STEPS.get("drop_first", ALWAYS) is not None
