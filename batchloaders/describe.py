@@ -30,6 +30,7 @@ import json
 import math
 from typing import TextIO
 
+from batchloaders.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
 from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
@@ -40,8 +41,6 @@ MULTI_LOAD = ("accepted for compatibility; it changes nothing because the batche
 
 def records_per_block(config: LoaderConfig) -> int | None:
     """Records a sequence loader reads (and parses) at once per file; None for the independent loader."""
-    from batchloaders.block_sizes import sequence_records_per_block  # no TensorFlow there
-
     return sequence_records_per_block(config)
 
 
@@ -80,8 +79,6 @@ def parsing_path(config: LoaderConfig) -> str:
                 "unconsumed steps from block to block; the windows of a block are gathered with one tf.gather "
                 f"per feature; windows are {_shuffled_batches(config, 'windows', one_length)}; secondary features, "
                 "steps and padding run on whole batches")
-    from batchloaders.block_sizes import discrete_slots_fixed  # no TensorFlow there
-
     return (f"vectorized in blocks: each file's records are read in blocks of {per_block} and stay serialized "
             "while a Dataset.scan per file plans the windows (carrying the records of an unfinished window to "
             f"the next block); windows are {_shuffled_batches(config, 'windows', discrete_slots_fixed(config))}; "
