@@ -187,13 +187,14 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     only blocks then: their padding says nothing of the batches the model gets)."""
     import dataclasses
 
-    from batchloaders import bucketing
+    from batchloaders import block_sizes, bucketing
     from batchloaders.integrity import Reader
 
     loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     names = padded_tensors(config)
     source_config = dataclasses.replace(config, drop_remainder=False)
-    elements, decode = base.source(loader, source_config, None, max(batch_size, bucketing.BLOCK), Reader(config))
+    block = max(batch_size, block_sizes.regroup(config))
+    elements, decode = base.source(loader, source_config, None, block, Reader(config))
     flush = config.epochs is not None and not config.drop_remainder
     blocks = elements.map(as_written(base.blocks(config, decode, frozenset(), flush)), num_parallel_calls=AUTOTUNE)
     if flush:

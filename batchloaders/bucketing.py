@@ -25,9 +25,6 @@ from batchloaders.config.model import LoaderConfig
 from batchloaders.graphs import as_written, masked
 
 FLUSH = "flush"
-# Examples per block: each block is merged with the examples waiting in the buckets (up to about
-# buckets x batch size of them), so blocks much smaller than that copy the waiting ones over and over.
-BLOCK = 1024
 
 
 def _empty(spec):

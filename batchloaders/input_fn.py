@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import bucketing, chunking, determinism, keras_align, packing, segmenting, sharding
+from batchloaders import block_sizes, chunking, determinism, keras_align, segmenting, sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches, records_per_epoch
@@ -121,7 +121,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         source_config, block = call_config, batch_size
         if call_config.bucketing is not None or call_config.packing is not None:
             source_config = dataclasses.replace(call_config, drop_remainder=False)
-            block = max(batch_size, bucketing.BLOCK if call_config.bucketing else packing.BLOCK)
+            block = max(batch_size, block_sizes.regroup(call_config))
         elif call_config.chunking is not None or call_config.segmenting is not None:
             # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
             # repeats the epochs.

@@ -21,7 +21,6 @@ import tensorflow as tf
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
 
-BLOCK = 1024
 
 
 def _pieces(lengths, capacity: int, split: bool):

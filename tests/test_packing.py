@@ -228,3 +228,50 @@ def test_a_block_of_empty_examples_packs_into_one_row_of_padding(tmp_path):
     assert len(batches) == 1
     np.testing.assert_array_equal(batches[0]["x"], [[-1, -1, -1, -1]])
     np.testing.assert_array_equal(batches[0]["segment_ids"], [[0, 0, 0, 0]])
+
+
+@pytest.fixture(scope="module")
+def triples(tmp_path_factory):
+    """3,000 examples of 3 steps each (x = 10*r + j), tiny records: 4,096 of them make a block."""
+    d = tmp_path_factory.mktemp("packing") / "triples"
+    write_manifest(d, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+    write_records(d / "a.tfrecords", [sequence_example({}, {"x": ("int", [[10 * r + j] for j in range(3)])})
+                                      for r in range(3000)])
+    return d
+
+
+@pytest.mark.parametrize("block_bytes, rows", [
+    (None, 1000),  # one block of all 3,000: three examples in each of 1,000 rows
+    (1, 342 + 342 + 318),  # the smallest blocks, 1,024 examples: each block's last row holds what is left
+])
+def test_rows_are_filled_within_blocks_as_large_as_the_records_allow(triples, monkeypatch, block_bytes, rows):
+    from batchloaders import block_sizes
+
+    if block_bytes is not None:
+        monkeypatch.setattr(block_sizes, "REGROUP_BLOCK_BYTES", block_bytes)
+    cfg = loader_config(triples, [("x", "x")], inputs=["x", "segment_ids"], target_batch_size=100,
+                        packing={"length": 10, "tensors": ["x"]}, padding=[{"tensor": "x", "value": -1}])
+    packed = np.concatenate([b["x"] for b in build_input_fn(cfg)().as_numpy_iterator()])
+    assert len(packed) == rows
+    real = packed[packed >= 0]
+    assert sorted(real.tolist()) == [10 * r + j for r in range(3000) for j in range(3)]
+    np.testing.assert_array_equal(packed[:1000 if block_bytes is None else 341, :9].reshape(-1) % 10,
+                                  np.tile([0, 1, 2], 3 * (1000 if block_bytes is None else 341)))
+
+
+def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
+    """Examples per block: 128 MiB over the largest first record sampled, between 1,024 and 4,096."""
+    from batchloaders import block_sizes, load_config
+
+    found = {}
+    for steps in (1, 5000, 60000):  # records of about 30 bytes, 55 KB and 660 KB
+        d = tmp_path / f"s{steps}"
+        write_manifest(d, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True)
+        record = sequence_example({}, {"x": ("int", [[2**40 + j] for j in range(steps)])})
+        write_records(d / "a.tfrecords", [record])
+        cfg = load_config(loader_config(d, [("x", "x")], inputs=["x", "segment_ids"],
+                                        packing={"length": 70000, "tensors": ["x"]}))
+        found[steps] = (block_sizes.regroup(cfg), 128 * 2**20 // len(record))
+    assert found[1][0] == 4096
+    assert found[5000][0] == found[5000][1] and 1024 < found[5000][0] < 4096
+    assert found[60000][0] == 1024
