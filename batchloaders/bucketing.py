@@ -169,8 +169,8 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
         # trip a TensorFlow type-inference warning on every run).
         def one(mixed, start, first, rows, bucket, width, steps_first):
             values = {}
-            for n in out["own"]:
-                part = tf.cond(mixed, lambda n=n: out["shared"][n], lambda n=n: out["own"][n])
+            parts = tf.cond(mixed, lambda: out["shared"], lambda: out["own"])  # (one If for every tensor)
+            for n, part in parts.items():
                 if not varies[n]:
                     values[n] = part[first:first + rows]
                     continue
