@@ -4,9 +4,11 @@ tf.data's ``bucket_by_sequence_length`` groups one example at a time (a function
 example, ~60 microseconds each on a 2-core machine: slower than the rest of the pipeline
 for speech-sized examples). Here the loader's batches arrive as blocks of examples, already
 transformed, and a ``Dataset.scan`` keeps the examples that do not yet fill a batch of their
-bucket: each block is merged with them, sorted by bucket (stable, so arrival order is kept
-within a bucket), and every full batch is emitted, in the order the batches filled up; the
-rest waits for the next block. When
+bucket: each block's lengths are merged with theirs, sorted by bucket (stable, so arrival order
+is kept within a bucket), and every full batch is planned, in the order the batches filled up;
+the rest waits for the next block (only the waiting examples are copied there). A parallel map
+then makes the planned batches from the block and the examples that waited (see :func:`regroup`).
+When
 the data ends (finite epochs without drop_remainder) a last, empty block flushes what is
 left as smaller batches, bucket by bucket, so every example appears exactly once.
 
