@@ -51,28 +51,32 @@ def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
     return min(max(sizes), BLOCK_BYTES) if sizes else None
 
 
-def _record_bytes(config: LoaderConfig) -> int:
-    """A record's size: the manifest's estimate, or for SequenceExamples the largest sampled first record."""
+def _record_bytes(config: LoaderConfig) -> tuple[int, bool]:
+    """A record's size (the manifest's estimate, for SequenceExamples at least the largest sampled first
+    record), and whether it is known: a feature list counts as one step when no record could be sampled."""
     from batchloaders.config.limits import ITEM_BYTES, elements
 
     record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
-    if config.dataset.manifest.allow_var_len:  # the estimate counts a feature list as one step
-        record = max(record, sampled_record_bytes(config) or 0)
-    return max(record, 1)
+    if not config.dataset.manifest.allow_var_len:
+        return max(record, 1), True
+    sampled = sampled_record_bytes(config)
+    return max(record, sampled or 0, 1), sampled is not None
 
 
 def independent(config: LoaderConfig) -> int:
     """Records per block for the independent loader, from the manifest's estimate of a record's size."""
-    return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // _record_bytes(config)))
+    return max(MIN_RECORDS_PER_BLOCK, min(MAX_RECORDS_PER_BLOCK, BLOCK_BYTES // _record_bytes(config)[0]))
 
 
 # bucketing and packing regroup the (transformed) examples of one block at a time, and each block
 # has a fixed cost: packing places a block in one loop step per distinct length (~5.5 ms for a block
-# of speech), bucketing merges the examples waiting in its buckets with each block. Blocks of 4,096
-# examples instead of 1,024 measured 5-9% more examples/s on speech (benchmarks/bucketing.py, README);
-# a block holds the largest record's bytes at most 128 MiB, never fewer than 1,024 examples (as many
-# as bucketing's waiting examples, so that they are not copied over and over). The sequence loaders'
-# examples are windows of several records: their blocks stay at 1,024 windows.
+# of speech), bucketing plans each block's batches in one scan step. Blocks of 4,096 examples instead
+# of 1,024 measured +5% examples/s for bucketing and +12% for packing on speech (benchmarks/bucketing.py,
+# README). A block holds the largest sampled record at most 128 MiB, and never fewer than 1,024
+# examples. Blocks stay at 1,024 where their size in memory cannot be told from the records: the
+# sequence loaders' examples are windows of several records, records that cannot be sampled
+# (compressed or remote files) may hold long feature lists, and processing steps or secondary features
+# of more than a scalar per example can make an example much larger than its record.
 MAX_REGROUP_EXAMPLES = 4096
 MIN_REGROUP_EXAMPLES = 1024
 REGROUP_BLOCK_BYTES = 128 * 2**20
@@ -80,9 +84,13 @@ REGROUP_BLOCK_BYTES = 128 * 2**20
 
 def regroup(config: LoaderConfig) -> int:
     """Examples per block for bucketing and packing (the callers take the batch size if larger)."""
-    if config.type != "independent":
+    if (config.type != "independent" or config.processing_steps
+            or any(f.info is None or f.info.shape for f in config.secondary_features)):
         return MIN_REGROUP_EXAMPLES
-    return max(MIN_REGROUP_EXAMPLES, min(MAX_REGROUP_EXAMPLES, REGROUP_BLOCK_BYTES // _record_bytes(config)))
+    record, known = _record_bytes(config)
+    if not known:
+        return MIN_REGROUP_EXAMPLES
+    return max(MIN_REGROUP_EXAMPLES, min(MAX_REGROUP_EXAMPLES, REGROUP_BLOCK_BYTES // record))
 
 
 def continuous(config: LoaderConfig, selected: dict) -> int:

@@ -79,8 +79,6 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
     buckets = len(spec.batch_sizes)
     element = ds.element_spec
     varies = {name: name in element["lengths"] for name in element["values"]}
-    parallel = dict(num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
-                    deterministic=not config.sloppy_interleave)
 
     def step(pending, block):
         waiting = tf.shape(next(iter(pending["values"].values())), out_type=tf.int64)[0]
@@ -187,7 +185,10 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
 
     initial = {"values": {n: _empty(s) for n, s in element["values"].items()},
                "lengths": {n: tf.zeros([0], tf.int64) for n in element["lengths"]}}
-    return ds.scan(initial, as_written(step)).map(as_written(assemble), **parallel).flat_map(as_written(batches))
+    # Two blocks assembled at once keep up with the one scan; more would only hold more blocks in memory.
+    # In order whatever sloppy_interleave says: batches come out in the order they filled up.
+    return ds.scan(initial, as_written(step)).map(as_written(assemble), num_parallel_calls=2,
+                                                   deterministic=True).flat_map(as_written(batches))
 
 
 def last_block(spec) -> dict:

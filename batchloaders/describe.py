@@ -30,7 +30,7 @@ import json
 import math
 from typing import TextIO
 
-from batchloaders.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
+from batchloaders.block_sizes import discrete_slots_fixed, regroup, sequence_records_per_block  # no TensorFlow there
 from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
@@ -232,7 +232,8 @@ def describe(config: LoaderConfig) -> list[str]:
         lines.append(f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps "
                      f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
                      f"with {spec.segment_ids} ({_info(config.tensors.get(spec.segment_ids))}) and {spec.positions} "
-                     f"({_info(config.tensors.get(spec.positions))}); target_batch_size counts rows")
+                     f"({_info(config.tensors.get(spec.positions))}), rows filled within blocks of "
+                     f"{max(config.target_batch_size, regroup(config))} examples; target_batch_size counts rows")
     if config.chunking is not None:
         lines.extend(chunking_lines(config))
     if config.segmenting is not None:
@@ -329,8 +330,8 @@ def bucketing_line(config: LoaderConfig) -> str:
            else "batch_sizes as given")
     pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
     return (f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
-            f"length: batch size = {sizes}{pad}; target_batch_size {config.target_batch_size} examples are read "
-            "and transformed together before they are regrouped; batches per epoch are not known in advance")
+            f"length: batch size = {sizes}{pad}; blocks of {max(config.target_batch_size, regroup(config))} examples "
+            "are read and transformed together before they are regrouped; batches per epoch are not known in advance")
 
 
 # --- The output signature: what each batch holds, from the checked config alone -------------------

@@ -22,7 +22,6 @@ from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
 
 
-
 def _pieces(lengths, capacity: int, split: bool):
     """(source example, start step, length) of every piece to place; without split, one per example."""
     if not split:

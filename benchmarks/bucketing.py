@@ -1,7 +1,7 @@
 """Padding efficiency and throughput of length bucketing against the plain padded batch, on speech.
 
-    python benchmarks/bucketing.py                 # about 3 minutes on 2 cores
-    python benchmarks/bucketing.py --rounds 5 --examples 100000
+    python benchmarks/bucketing.py                 # about 2 minutes on 2 cores
+    python benchmarks/bucketing.py --rounds 10     # the README table
 
 Data: benchmarks/data/speech (bench_data.py): SequenceExamples of 20..200 frames of 40
 float32, lognormal lengths (median 97) clipped at 200, so a padded batch of 32 is padded
@@ -19,9 +19,10 @@ per-frame labels and the frame count `n`:
   padded frames, so the model's batch takes the same memory.
 
 Rounds alternate the pipelines in one process (fresh dataset and iterator each round). Each
-round takes the first batch (start-up, timed apart), then ``--warmup`` batches untimed (the
+round takes the first batch (start-up, timed apart), then ``--warmup`` examples untimed (the
 prefetch and parallel-map buffers fill during start-up; timing them would flatter whichever
-pipeline buffers the most), then times batches until ``--examples`` examples. Padding
+pipeline buffers the most: bucketing and packing hold several blocks of up to 4,096 examples, so
+the default is six blocks' worth), then times batches until ``--examples`` examples. Padding
 efficiency = real frames (sum of n) / padded frames (batch x width), over the timed batches.
 Prints one table of medians, with each round's examples/s against the same round's plain
 pipeline (the run-to-run noise of a shared VM is larger than some of the differences). Frames/s
@@ -79,13 +80,20 @@ CONFIGS = {
 }
 
 
+def _examples(features) -> int:
+    if "segment_ids" in features:  # packed rows: examples are segments
+        return int(features["segment_ids"].numpy().max(axis=1).sum())
+    return int(features["frames"].shape[0])
+
+
 def run_once(name: str, want: int, warmup: int) -> dict:
     start = time.perf_counter()
     iterator = iter(build_input_fn(CONFIGS[name])())
     features, _ = next(iterator)
     first = time.perf_counter() - start
-    for _ in range(warmup):
-        next(iterator)
+    taken = 0
+    while taken < warmup:
+        taken += _examples(next(iterator)[0])
     real = padded = examples = batches = 0
     begin = time.perf_counter()
     while examples < want:
@@ -109,8 +117,8 @@ def run_once(name: str, want: int, warmup: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--examples", type=int, default=60000, help="examples timed per round and config")
-    parser.add_argument("--warmup", type=int, default=50, help="batches after the first, not timed")
+    parser.add_argument("--examples", type=int, default=100000, help="examples timed per round and config")
+    parser.add_argument("--warmup", type=int, default=25000, help="examples after the first batch, not timed")
     args = parser.parse_args(argv)
     bench_data.generate(log=lambda *a: None)
     results = {name: [] for name in CONFIGS}
@@ -120,7 +128,7 @@ def main(argv=None) -> int:
             results[name].append(run_once(name, args.examples, args.warmup))
     median = {name: {k: statistics.median(run[k] for run in runs) for k in runs[0]} for name, runs in results.items()}
     base = median["plain"]["frames/s"]
-    print(f"speech, {args.rounds} rounds x {args.examples:,} examples after {args.warmup} batches, medians; "
+    print(f"speech, {args.rounds} rounds x {args.examples:,} examples after {args.warmup:,} untimed, medians; "
           f"{os.cpu_count()} CPUs")
     print("| config | padding efficiency | frames/s | vs plain | examples/s | examples/s vs plain, each round | "
           "mean examples per batch | build + first batch ms |")

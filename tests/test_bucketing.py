@@ -247,7 +247,8 @@ def grouped_one_at_a_time(lengths, flush: bool):
 @given(st.lists(st.lists(st.integers(0, 20), max_size=12), min_size=1, max_size=6), st.booleans())
 def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(tokens, blocks, flush):
     """Blocks of examples of any lengths (a block narrower or wider than the examples left waiting, empty
-    blocks) regroup exactly as one example at a time would, each row holding its example's steps."""
+    blocks) regroup exactly as one example at a time would, each row holding its example's steps: in a
+    tensor of numbers, of strings, of pairs per step ([examples, steps, 2]) and a number per example."""
     cfg = load_config(config(tokens, {"by": "tokens", "boundaries": BOUNDARIES, "batch_sizes": SIZES}))
     rows, first = [], 0
     for block in blocks:  # example i: steps 1000 * i + j (and strings "i.j"), then padding to its block's widest
@@ -257,11 +258,16 @@ def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(
             "tokens": np.array([[1000 * s[0] + s[1] if s else 0 for s in row] for row in ids],
                                np.int64).reshape(len(block), width),
             "tag": np.array([[f"{s[0]}.{s[1]}".encode() if s else b"" for s in row] for row in ids],
-                            object).reshape(len(block), width)},
-            "lengths": {"tokens": np.array(block, np.int64), "tag": np.array(block, np.int64)}})
+                            object).reshape(len(block), width),
+            "pair": np.array([[[s[0] + s[1] / 100, -s[0]] if s else [0, 0] for s in row] for row in ids],
+                             np.float64).reshape(len(block), width, 2),
+            "id": np.arange(first, first + len(block), dtype=np.int64)},
+            "lengths": {"tokens": np.array(block, np.int64), "tag": np.array(block, np.int64),
+                        "pair": np.array(block, np.int64)}})
         first += len(block)
-    spec = {"values": {"tokens": tf.TensorSpec([None, None], tf.int64), "tag": tf.TensorSpec([None, None], tf.string)},
-            "lengths": {"tokens": tf.TensorSpec([None], tf.int64), "tag": tf.TensorSpec([None], tf.int64)}}
+    spec = {"values": {"tokens": tf.TensorSpec([None, None], tf.int64), "tag": tf.TensorSpec([None, None], tf.string),
+                       "pair": tf.TensorSpec([None, None, 2], tf.float64), "id": tf.TensorSpec([None], tf.int64)},
+            "lengths": {n: tf.TensorSpec([None], tf.int64) for n in ("tokens", "tag", "pair")}}
     ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=spec)
     if flush:
         ds = ds.map(lambda e: {**e, bucketing.FLUSH: tf.constant(False)})
@@ -269,15 +275,16 @@ def test_regrouping_blocks_of_any_widths_matches_grouping_one_example_at_a_time(
     got = []
     for batch in bucketing.regroup(ds, cfg, flush).as_numpy_iterator():
         examples = []
-        for row, tag, n in zip(batch["values"]["tokens"], batch["values"]["tag"], batch["lengths"]["tokens"]):
-            i = int(row[0]) // 1000 if n else None
-            if i is not None:
-                np.testing.assert_array_equal(row[:n], 1000 * i + np.arange(n))
-                assert tag[:n].tolist() == [f"{i}.{j}".encode() for j in range(n)]
-            assert not row[n:].any() and not any(tag[n:])  # nothing but padding after the example
-            examples.append((i, int(n)))
+        values = batch["values"]
+        assert values["pair"].shape[1] == values["tokens"].shape[1] == max(batch["lengths"]["tokens"], default=0)
+        for row, tag, pair, i, n in zip(values["tokens"], values["tag"], values["pair"], values["id"],
+                                        batch["lengths"]["tokens"]):
+            np.testing.assert_array_equal(row[:n], 1000 * i + np.arange(n))
+            assert tag[:n].tolist() == [f"{i}.{j}".encode() for j in range(n)]
+            np.testing.assert_array_equal(pair[:n], np.stack([i + np.arange(n) / 100, np.full(n, -i)], 1))
+            assert not row[n:].any() and not any(tag[n:]) and not pair[n:].any()  # only padding after it
+            examples.append((int(i), int(n)))
         got.append((int(batch["bucket"]), examples))
     lengths = [n for block in blocks for n in block]
-    want = [(b, [(i if lengths[i] else None, lengths[i]) for i in members])
-            for b, members in grouped_one_at_a_time(lengths, flush)]
+    want = [(b, [(i, lengths[i]) for i in members]) for b, members in grouped_one_at_a_time(lengths, flush)]
     assert got == want

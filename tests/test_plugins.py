@@ -14,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import yaml
 
 from batchloaders import ConfigError, build_input_fn, load_config
@@ -81,13 +82,14 @@ def frames_of(n: int) -> np.ndarray:
     return np.stack([v, -v], 1).astype(np.float32)
 
 
-def config(project, *, steps=(), secondary=(), plugins=("my_steps.py",), inputs=("frames",), name="c.yaml"):
-    doc = {"type": "independent", "model": {"inputs": list(inputs), "targets": ["label"]},
+def config(project, *, steps=(), secondary=(), plugins=("my_steps.py",), inputs=("frames",), name="c.yaml",
+           targets=("label",), **args):
+    doc = {"type": "independent", "model": {"inputs": list(inputs), "targets": list(targets)},
            "args": {"dataset": {"type": "dir", "args": {"data_dir": "data"}}, "target_batch_size": 6,
                     "drop_remainder": False, "epochs": 1, "num_read_buffer_bytes": 0, "num_prefetch": 0, "padding": True,
                     "primary_features": [{"from_name": "frames", "to_name": "frames"},
                                          {"from_name": "label", "to_name": "label"}],
-                    "secondary_features": list(secondary), "processing_steps": list(steps)}}
+                    "secondary_features": list(secondary), "processing_steps": list(steps), **args}}
     if plugins is not None:
         doc["plugins"] = list(plugins)
     path = project / name
@@ -162,6 +164,29 @@ def test_python_control_flow_on_tensors_runs_as_it_was_checked(project, registry
     # the loop ran once per step of the padded batch; the padding stays the pad value
     expected = padded([(-frames_of(n) if 100 * n >= 300 else frames_of(n)) + width for n in labels])
     np.testing.assert_array_equal(features["frames"], expected)
+
+
+@pytest.mark.parametrize("block", [{"bucketing": {"by": "frames", "boundaries": [3], "batch_sizes": [2, 2]}},
+                                   {"packing": {"length": 200, "tensors": ["frames"]},
+                                    "primary_features": [{"from_name": "frames", "to_name": "frames"}]}])
+def test_a_step_whose_lengths_run_past_its_values_stops_regrouping_with_a_located_error(project, registry_scope,
+                                                                                        block):
+    """Bucketing and packing cut each example's steps by its length: a step that claims more steps than it
+    gave is named (its tensor, the block, the lengths), not left to fail deep in TensorFlow."""
+    (project / "overlong.py").write_text(textwrap.dedent('''
+        import batchloaders
+
+        @batchloaders.register_step("overlong", batched=True)
+        def overlong(args, values, lengths, info_in, info_out):
+            return values, lengths + 100
+        '''))
+    inputs = ("frames", "segment_ids") if "packing" in block else ("frames",)
+    path = config(project, plugins=["overlong.py"], steps=[{"tensor": "frames", "type": "overlong"}], inputs=inputs,
+                  targets=() if "packing" in block else ("label",), **block)
+    where = next(iter(block))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=rf"c\.yaml: \$\.args\.{where}: tensor \W*frames\W* has an "
+                                                             r"example of 104 steps whose values hold 4"):
+        collect(build_input_fn(path)())
 
 
 def test_control_flow_in_a_partial_and_a_callable_object_runs_too(project, registry_scope):

@@ -117,11 +117,22 @@ def blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
     """Loader element -> the model tensors of its block of examples, before padding (for bucketing and
     packing: the tensors packing fills rows with)."""
     names = config.packing.tensors if config.packing is not None else config.outputs
+    where = "$.args.packing" if config.packing is not None else "$.args.bucketing"
 
     def run(element):
         batch = decoded(element, config, decode, zero_tails)
-        out = {"values": {n: batch.values[n] for n in names},
-               "lengths": {n: tf.cast(batch.lengths[n], tf.int64) for n in names if n in batch.lengths}}
+        values = {n: batch.values[n] for n in names}
+        lengths = {n: tf.cast(batch.lengths[n], tf.int64) for n in names if n in batch.lengths}
+        # Regrouping cuts each example's steps by its length: a registered step or secondary feature whose
+        # lengths run past its values would otherwise fail deep in TensorFlow, naming nothing.
+        for n, l in lengths.items():
+            longest, width = tf.reduce_max(tf.concat([l, [0]], 0)), tf.shape(values[n], out_type=tf.int64)[1]
+            with tf.control_dependencies([tf.debugging.Assert(longest <= width, [tf.strings.format(
+                    f"{config.source}: {where}: tensor {n!r} has an example of {{}} steps whose values hold "
+                    f"{{}}: expected every length within its values (a processing step or secondary feature "
+                    "made lengths longer than what it gave)", [longest, width])])]):
+                values[n] = tf.identity(values[n])
+        out = {"values": values, "lengths": lengths}
         return {**out, bucketing.FLUSH: tf.constant(False)} if flush else out
     return run
 
