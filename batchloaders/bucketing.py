@@ -4,11 +4,9 @@ tf.data's ``bucket_by_sequence_length`` groups one example at a time (a function
 example, ~60 microseconds each on a 2-core machine: slower than the rest of the pipeline
 for speech-sized examples). Here the loader's batches arrive as blocks of examples, already
 transformed, and a ``Dataset.scan`` keeps the examples that do not yet fill a batch of their
-bucket: each block's lengths are merged with theirs, sorted by bucket (stable, so arrival order
-is kept within a bucket), and every full batch is planned, in the order the batches filled up;
-the rest waits for the next block (only the waiting examples are copied there). A parallel map
-then makes the planned batches from the block and the examples that waited (see :func:`regroup`).
-When
+bucket: each block is merged with them, sorted by bucket (stable, so arrival order is kept
+within a bucket), and every full batch is emitted, in the order the batches filled up; the
+rest waits for the next block. When
 the data ends (finite epochs without drop_remainder) a last, empty block flushes what is
 left as smaller batches, bucket by bucket, so every example appears exactly once.
 
@@ -35,44 +33,19 @@ def _empty(spec):
     return tf.fill(shape, tf.constant(default_value(spec.dtype.name), spec.dtype))
 
 
-def _widen(parts, varies: bool):
-    """``parts`` with one width (the widest one's) on a first example axis that varies; tf.pad hands back
-    its input untouched when there is nothing to pad."""
+def _widen(old, new, varies: bool):
+    """``old`` and ``new`` with one width (the wider one's) on a first example axis that varies; tf.pad hands
+    back its input untouched when there is nothing to pad."""
     if not varies:
-        return parts
-    width = tf.reduce_max(tf.stack([tf.shape(t)[1] for t in parts]))
-    return [tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]] + [[0, 0]] * (t.shape.rank - 2)) for t in parts]
-
-
-def _from_both(old, new, index, waiting, varies: bool):
-    """Rows ``index`` (into the waiting examples ``old`` then the block's ``new``), in that order."""
-    is_old = index < waiting
-    picked = _widen([tf.gather(old, masked(index, is_old)), tf.gather(new, masked(index, ~is_old) - waiting)], varies)
-    at = tf.range(tf.size(index))
-    return tf.dynamic_stitch([masked(at, is_old), masked(at, ~is_old)], picked)
-
-
-def _prefixes(values, rows, widths):
-    """Each of ``rows`` of ``values`` [examples, width, ...] cut to its width in ``widths``, end to end:
-    [sum of widths, ...], one copy per row (a ragged gather of the block cut at each row's start and end)."""
-    shape = tf.shape(values, out_type=tf.int64)
-    take = tf.scatter_nd(rows[:, None], widths, shape[:1])
-    first = tf.range(shape[0]) * shape[1]
-    cuts = tf.concat([[0], tf.reshape(tf.stack([first, first + take], 1), [-1]), [shape[0] * shape[1]]], 0)
-    steps = tf.reshape(values, tf.concat([[-1], shape[2:]], 0))
-    return tf.gather(tf.RaggedTensor.from_row_splits(steps, cuts, validate=False), 2 * rows + 1).flat_values
+        return old, new
+    width = tf.maximum(tf.shape(old)[1], tf.shape(new)[1])
+    return tuple(tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]] + [[0, 0]] * (t.shape.rank - 2)) for t in (old, new))
 
 
 def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=None) -> tf.data.Dataset:
-    """Blocks {"values", "lengths"} of examples -> batches {"values", "lengths", "bucket"} made per bucket,
-    each tensor with lengths cut to the batch's longest; ``then``, if given, turns each batch into what is
-    yielded instead, in the call that cuts it from its block.
-
-    A ``Dataset.scan`` decides the batches (on lengths) and keeps the examples left waiting; it moves
-    no other data. A parallel map then makes the block's batches: those of the block's examples alone
-    (most of them) with one copy of each row's steps up to the batch's longest, straight from the parsed
-    block; those that also take waiting examples from both. Every batch is then a slice of one of the two.
-    """
+    """Blocks {"values", "lengths"} of examples -> batches {"values", "lengths", "bucket"} made per bucket;
+    ``then``, if given, turns each batch into what is yielded instead, in the call that cuts it from its
+    block (a tf.data call costs 60-170 microseconds: one per batch instead of two)."""
     spec = config.bucketing
     boundaries = tf.constant(spec.boundaries, tf.int64)
     sizes = tf.constant(spec.batch_sizes, tf.int64)
@@ -81,14 +54,15 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
     varies = {name: name in element["lengths"] for name in element["values"]}
 
     def step(pending, block):
-        waiting = tf.shape(next(iter(pending["values"].values())), out_type=tf.int64)[0]
+        waiting = tf.shape(next(iter(pending["values"].values())))[0]
         lengths = {n: tf.concat([pending["lengths"][n], tf.cast(block["lengths"][n], tf.int64)], 0)
                    for n in pending["lengths"]}
+        widened = {n: _widen(pending["values"][n], block["values"][n], varies[n]) for n in pending["values"]}
         if spec.by in lengths:
             length = lengths[spec.by]
         else:  # a fixed first axis: every example is as long as it
             by = tf.shape(block["values"][spec.by], out_type=tf.int64)
-            length = tf.fill([waiting + by[0]], by[1])
+            length = tf.fill([tf.cast(waiting, tf.int64) + by[0]], by[1])
         checks = []
         if spec.max_tokens is not None:
             longest = tf.reduce_max(tf.concat([length, [0]], 0))
@@ -121,74 +95,39 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
         # model long runs of one length.
         per_batch = tf.RaggedTensor.from_row_lengths(emit, rows)
         filled = tf.argsort(tf.reduce_max(per_batch, axis=1), stable=True)
-        emit = tf.cast(tf.gather(per_batch, filled).flat_values, tf.int64)
+        emit = tf.gather(per_batch, filled).flat_values
         rows, batch_bucket = tf.gather(rows, filled), tf.gather(batch_bucket, filled)
-        # The waiting examples move (in bucket order, the order the next step sorts them in); the block
-        # is handed on whole, as are the examples that waited until now.
-        keep = tf.cast(keep, tf.int64)
-        kept = {n: _from_both(pending["values"][n], v, keep, waiting, varies[n]) for n, v in block["values"].items()}
-        for n in lengths:  # the waiting examples need no more width than their longest
-            kept[n] = kept[n][:, :tf.reduce_max(tf.concat([tf.gather(lengths[n], keep), [0]], 0))]
-        out = {"old": pending["values"], "new": block["values"], "waiting": waiting, "emit": emit, "rows": rows,
-               "bucket": batch_bucket, "lengths": {n: tf.gather(l, emit) for n, l in lengths.items()}}
-        return {"values": kept, "lengths": {n: tf.gather(l, keep) for n, l in lengths.items()}}, out
-
-    def assemble(out):
-        """The block's batches, values end to end: "own" those of block examples alone, "mixed" the others;
-        per batch whether it is mixed, where it starts in its part (rows, and steps per tensor), its width."""
-        rows, emit, waiting = out["rows"], out["emit"], out["waiting"]
-        batch = tf.repeat(tf.range(tf.size(rows, out_type=tf.int64)), rows)  # of each emitted example
-        mixed = tf.math.unsorted_segment_max(tf.cast(emit < waiting, tf.int64), batch, tf.size(rows)) > 0
-        in_mixed = tf.gather(mixed, batch)
-        own, shared = masked(emit, ~in_mixed) - waiting, masked(emit, in_mixed)
-        none = tf.zeros_like(rows)
-        own_rows, shared_rows = tf.where(mixed, none, rows), tf.where(mixed, rows, none)
-        result = {"mixed": mixed, "rows": rows, "bucket": out["bucket"], "lengths": out["lengths"],
-                  "start": tf.cumsum(rows, exclusive=True),
-                  "first": tf.where(mixed, tf.cumsum(shared_rows, exclusive=True), tf.cumsum(own_rows, exclusive=True)),
-                  "own": {}, "shared": {}, "width": {}, "steps_first": {}}
-        for n, new in out["new"].items():
-            both = _from_both(out["old"][n], new, shared, waiting, varies[n])
-            if not varies[n]:
-                result["own"][n], result["shared"][n] = tf.gather(new, own), both
-                continue
-            width = tf.math.unsorted_segment_max(out["lengths"][n], batch, tf.size(rows))
-            width = tf.maximum(width, 0)  # (an empty segment's maximum is the lowest int64)
-            row_width = tf.gather(width, batch)
-            result["own"][n] = _prefixes(new, own, masked(row_width, ~in_mixed))
-            result["shared"][n] = _prefixes(both, tf.range(tf.size(shared, out_type=tf.int64)),
-                                            masked(row_width, in_mixed))
-            steps = rows * width
-            result["width"][n] = width
-            result["steps_first"][n] = tf.where(mixed, tf.cumsum(tf.where(mixed, steps, none), exclusive=True),
-                                                tf.cumsum(tf.where(mixed, none, steps), exclusive=True))
-        return result
-
-    def batches(out):
-        # One element per batch: its slices of the block's parts (from_tensor_slices of ragged parts would
-        # trip a TensorFlow type-inference warning on every run).
-        def one(mixed, start, first, rows, bucket, width, steps_first):
-            values = {}
-            parts = tf.cond(mixed, lambda: out["shared"], lambda: out["own"])  # (one If for every tensor)
-            for n, part in parts.items():
-                if not varies[n]:
-                    values[n] = part[first:first + rows]
-                    continue
-                cut = part[steps_first[n]:steps_first[n] + rows * width[n]]
-                values[n] = tf.reshape(cut, tf.concat([[rows, width[n]], tf.shape(part, out_type=tf.int64)[1:]], 0))
-            batch = {"values": values, "lengths": {n: l[start:start + rows] for n, l in out["lengths"].items()},
-                     "bucket": bucket}
-            return then(batch) if then is not None else batch
-        return tf.data.Dataset.from_tensor_slices(
-            (out["mixed"], out["start"], out["first"], out["rows"], out["bucket"], out["width"],
-             out["steps_first"])).map(as_written(one))
+        # Every waiting and new example moves once, straight to its place: the emitted ones first, in
+        # batch order, then the ones left waiting (concatenating, then gathering each part, moved them
+        # three times, in this one-thread scan).
+        moved = tf.math.invert_permutation(tf.concat([emit, keep], 0))
+        emitted = tf.size(emit)
+        out, kept = {"values": {}, "rows": rows, "bucket": batch_bucket}, {}
+        for n, (old, new) in widened.items():
+            both = tf.dynamic_stitch([moved[:waiting], moved[waiting:]], [old, new])
+            out["values"][n], kept[n] = both[:emitted], both[emitted:]
+        out["lengths"] = {n: tf.gather(l, emit) for n, l in lengths.items()}
+        kept_lengths = {n: tf.gather(l, keep) for n, l in lengths.items()}
+        for n in kept_lengths:  # the waiting examples need no more width than their longest
+            kept[n] = kept[n][:, :tf.reduce_max(tf.concat([kept_lengths[n], [0]], 0))]
+        return {"values": kept, "lengths": kept_lengths}, out
 
     initial = {"values": {n: _empty(s) for n, s in element["values"].items()},
                "lengths": {n: tf.zeros([0], tf.int64) for n in element["lengths"]}}
-    # Two blocks assembled at once keep up with the one scan; more would only hold more blocks in memory.
-    # In order whatever sloppy_interleave says: batches come out in the order they filled up.
-    return ds.scan(initial, as_written(step)).map(as_written(assemble), num_parallel_calls=2,
-                                                   deterministic=True).flat_map(as_written(batches))
+    ds = ds.scan(initial, as_written(step))
+
+    def batches(out):
+        # Slices of the block, one per batch (from_tensor_slices of ragged parts would trip a
+        # TensorFlow type-inference warning on every run).
+        starts = tf.cumsum(out["rows"], exclusive=True)
+
+        def one(start, rows, bucket):
+            batch = {"values": {n: v[start:start + rows] for n, v in out["values"].items()},
+                     "lengths": {n: l[start:start + rows] for n, l in out["lengths"].items()}, "bucket": bucket}
+            return then(batch) if then is not None else batch
+        return tf.data.Dataset.from_tensor_slices((starts, out["rows"], out["bucket"])).map(as_written(one))
+
+    return ds.flat_map(as_written(batches))
 
 
 def last_block(spec) -> dict:
