@@ -193,7 +193,7 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     names = padded_tensors(config)
     source_config = dataclasses.replace(config, drop_remainder=False)
-    block = max(batch_size, block_sizes.regroup(config))
+    block = block_sizes.regroup(config, batch_size)
     elements, decode = base.source(loader, source_config, None, block, Reader(config))
     flush = config.epochs is not None and not config.drop_remainder
     blocks = elements.map(as_written(base.blocks(config, decode, frozenset(), flush)), num_parallel_calls=AUTOTUNE)

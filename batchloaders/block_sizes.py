@@ -83,15 +83,15 @@ MIN_REGROUP_EXAMPLES = 1024
 REGROUP_BLOCK_BYTES = 128 * 2**20
 
 
-def regroup(config: LoaderConfig) -> int:
-    """Examples per block for bucketing and packing (the callers take the batch size if larger)."""
+def regroup(config: LoaderConfig, batch_size: int) -> int:
+    """Examples per block for bucketing and packing: at least one batch of ``batch_size``."""
     if (config.type != "independent" or config.processing_steps
             or any(f.info is None or f.info.shape for f in config.secondary_features)):
-        return MIN_REGROUP_EXAMPLES
+        return max(batch_size, MIN_REGROUP_EXAMPLES)
     record, known = _record_bytes(config)
     if not known:
-        return MIN_REGROUP_EXAMPLES
-    return max(MIN_REGROUP_EXAMPLES, min(MAX_REGROUP_EXAMPLES, REGROUP_BLOCK_BYTES // record))
+        return max(batch_size, MIN_REGROUP_EXAMPLES)
+    return max(batch_size, MIN_REGROUP_EXAMPLES, min(MAX_REGROUP_EXAMPLES, REGROUP_BLOCK_BYTES // record))
 
 
 def continuous(config: LoaderConfig, selected: dict) -> int:

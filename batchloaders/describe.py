@@ -233,7 +233,7 @@ def describe(config: LoaderConfig) -> list[str]:
                      f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
                      f"with {spec.segment_ids} ({_info(config.tensors.get(spec.segment_ids))}) and {spec.positions} "
                      f"({_info(config.tensors.get(spec.positions))}), rows filled within blocks of "
-                     f"{max(config.target_batch_size, regroup(config))} examples; target_batch_size counts rows")
+                     f"{regroup(config, config.target_batch_size)} examples; target_batch_size counts rows")
     if config.chunking is not None:
         lines.extend(chunking_lines(config))
     if config.segmenting is not None:
@@ -330,7 +330,7 @@ def bucketing_line(config: LoaderConfig) -> str:
            else "batch_sizes as given")
     pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
     return (f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
-            f"length: batch size = {sizes}{pad}; blocks of {max(config.target_batch_size, regroup(config))} examples "
+            f"length: batch size = {sizes}{pad}; blocks of {regroup(config, config.target_batch_size)} examples "
             "are read and transformed together before they are regrouped; batches per epoch are not known in advance")
 
 

@@ -121,7 +121,7 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         source_config, block = call_config, batch_size
         if call_config.bucketing is not None or call_config.packing is not None:
             source_config = dataclasses.replace(call_config, drop_remainder=False)
-            block = max(batch_size, block_sizes.regroup(call_config))
+            block = block_sizes.regroup(call_config, batch_size)
         elif call_config.chunking is not None or call_config.segmenting is not None:
             # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
             # repeats the epochs.

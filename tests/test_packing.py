@@ -271,10 +271,11 @@ def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
         write_records(d / "a.tfrecords", [record])
         cfg = load_config(loader_config(d, [("x", "x")], inputs=["x", "segment_ids"],
                                         packing={"length": 70000, "tensors": ["x"]}))
-        found[steps] = (block_sizes.regroup(cfg), 128 * 2**20 // len(record))
+        found[steps] = (block_sizes.regroup(cfg, 2), 128 * 2**20 // len(record))
     assert found[1][0] == 4096
     assert found[5000][0] == found[5000][1] and 1024 < found[5000][0] < 4096
     assert found[60000][0] == 1024
+    assert block_sizes.regroup(cfg, 5000) == 5000  # a larger batch makes the block
 
 
 @pytest.mark.parametrize("case", ["gzip", "step"])
@@ -282,14 +283,17 @@ def test_blocks_stay_at_1024_examples_where_their_size_cannot_be_told_from_the_r
     """Compressed files cannot be sampled (a feature list may hold anything), and a processing step can make an
     example far larger than its record: blocks then stay at 1,024 examples; the same tiny records, plain, get 4,096."""
     from batchloaders import block_sizes, load_config
+    from batchloaders.describe import describe
 
     def block(name, compression=None, steps=()):
         d = tmp_path / name
         write_manifest(d, [feature("x", "int64", [], "int", var_len=True)], allow_var_len=True, compression=compression)
         write_records(d / "a.tfrecords", [sequence_example({}, {"x": ("int", [[7]])})], compression=compression)
-        return block_sizes.regroup(load_config(loader_config(
-            d, [("x", "x")], inputs=["x", "segment_ids"], packing={"length": 8, "tensors": ["x"]},
-            processing_steps=list(steps))))
+        cfg = load_config(loader_config(d, [("x", "x")], inputs=["x", "segment_ids"],
+                                        packing={"length": 8, "tensors": ["x"]}, processing_steps=list(steps)))
+        size = block_sizes.regroup(cfg, 2)
+        assert f"rows filled within blocks of {size} examples" in "\n".join(describe(cfg))  # describe says it
+        return size
 
     assert block("plain") == 4096
     if case == "gzip":
