@@ -28,14 +28,13 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from batchloaders.errors import suggest
-from batchloaders.integrity import FRAME_BYTES
+from batchloaders.framing import (FRAME_BYTES, HEADER_BYTES, STREAM, Sniffed, count, is_record_header,  # noqa: F401
+                                  masked_crc32c, sniff_bytes)
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.limits import ITEM_BYTES
 from batchloaders.config.model import Manifest, ManifestFeature
 
-HEADER_BYTES = 12  # a record's length (8) and the length's masked CRC (4)
 TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
-STREAM = {"gzip": "GZIP", "zlib": "ZLIB"}
 BLOCK = 256  # records TensorFlow hands over at a time
 CHUNK = 1 << 20  # bytes read at a time to hash a file
 SNIFF_BYTES = 1 << 16  # bytes sniff() looks at
@@ -62,99 +61,11 @@ def compression_name(compression: str | None) -> str:
     return "null" if compression is None else repr(compression)
 
 
-def count(n: int, unit: str) -> str:
-    return f"{n:,} {unit}{'s' * (n != 1)}"
-
-
-# ------------------------------------------------------------------------------------- TFRecord framing
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C = _crc32c_table()
-
-
-def masked_crc32c(data: bytes) -> int:
-    """The masked CRC-32C TFRecord framing stores (only used on 8-byte headers, so plain Python is fast enough)."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def is_record_header(head: bytes) -> bool:
-    """Whether ``head`` begins with a TFRecord record header whose length checksum is right."""
-    return len(head) >= HEADER_BYTES and int.from_bytes(head[8:12], "little") == masked_crc32c(head[:8])
-
-
-@dataclasses.dataclass(frozen=True)
-class Sniffed:
-    """What a file holds: kind is 'empty', 'tfrecord' (uncompressed), 'gzip', 'zlib' or 'other'."""
-
-    kind: str
-    detail: str = ""  # for 'other': why it is not a TFRecord file
-
-    @property
-    def compression(self) -> str | None:
-        return self.kind if self.kind in STREAM else None
-
-    def describe(self) -> str:
-        return {"tfrecord": "not compressed", "gzip": "GZIP-compressed", "zlib": "ZLIB-compressed",
-                "empty": "empty"}.get(self.kind, "not a TFRecord file")
-
-
-def _first_bytes(data: bytes) -> str:
-    head = data[:8]
-    return f"{head.hex(' ')} ({head!r})"
-
-
 def sniff(path: str) -> Sniffed:
     """Tell an uncompressed TFRecord file, a GZIP or ZLIB stream of one, an empty file and anything else apart."""
     with open_binary(path) as f:
         head = f.read(SNIFF_BYTES)
     return sniff_bytes(head)
-
-
-def sniff_bytes(head: bytes) -> Sniffed:
-    """:func:`sniff` on the first bytes of a file (all of it when it is shorter than SNIFF_BYTES)."""
-    if not head:
-        return Sniffed("empty")
-    if is_record_header(head):
-        return Sniffed("tfrecord")
-    if head[:2] == b"\x1f\x8b":
-        kind = "gzip"
-    elif len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] * 256 + head[1]) % 31 == 0:
-        kind = "zlib"
-    elif len(head) < HEADER_BYTES:
-        return Sniffed("other", f"it is {count(len(head), 'byte')}, shorter than one record header "
-                                f"({HEADER_BYTES} bytes), and not a GZIP or ZLIB stream")
-    else:
-        return Sniffed("other", f"its first bytes, {_first_bytes(head)}, are neither a TFRecord record header "
-                                "(with its checksum) nor the start of a GZIP or ZLIB stream (or the first record's "
-                                "header is damaged)")
-    # A compressed stream: its content must be TFRecord too.
-    stream = zlib.decompressobj(31 if kind == "gzip" else 15)
-    try:
-        content = stream.decompress(head, HEADER_BYTES)
-    except zlib.error:
-        return Sniffed(kind)  # damaged: reading the file says where
-    if not content and stream.eof:
-        return Sniffed(kind)  # an empty stream: a file of no records
-    if len(content) < HEADER_BYTES and not stream.eof:
-        return Sniffed(kind)  # cut short, or more input needed: reading the file says
-    if not is_record_header(content):
-        return Sniffed("other", f"it is a {STREAM[kind]} stream whose content is not TFRecord "
-                                f"(it begins {_first_bytes(content)})")
-    return Sniffed(kind)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -459,11 +370,14 @@ def _names(names) -> str:
     return shown_names + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def check_record(serialized: bytes, manifest: Manifest) -> list[str]:
+def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple[str, ...]] | None = None
+                 ) -> list[str]:
     """Problems of one serialized record against every feature of ``manifest``; empty when it agrees.
 
     Example records are read as SequenceExamples: an Example's features are
-    the same protobuf field as a SequenceExample's context.
+    the same protobuf field as a SequenceExample's context. ``read_as`` (stored
+    name -> the tensors a config reads it as) checks those features only, and
+    names the tensors in each problem.
     """
     try:
         record = tf.train.SequenceExample.FromString(serialized)
@@ -481,7 +395,11 @@ def check_record(serialized: bytes, manifest: Manifest) -> list[str]:
                 "must be tf.train.SequenceExample"]
     problems = []
     for name, feature in manifest.features.items():
-        says = f"feature {name!r}: the manifest says {expectation(feature)}"
+        if read_as is not None and name not in read_as:
+            continue
+        renamed = read_as is not None and read_as[name] != (name,)
+        tensors = f" (read as {', '.join(repr(t) for t in read_as[name])})" if renamed else ""
+        says = f"feature {name!r}{tensors}: the manifest says {expectation(feature)}"
         if feature.var_len:
             if name not in lists:
                 problems.append(f"{says}, found " + (f"a context feature ({describe_stored(context[name])})"
