@@ -34,13 +34,13 @@ import sys
 
 import tensorflow as tf
 
-from batchloaders.errors import MARKER
+from batchloaders.errors import MARKER, DataError, Problem
+from batchloaders.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.graphs import as_written
 from batchloaders.naming import BlockNames
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.model import LoaderConfig
 
-FRAME_BYTES = 16  # length (8), its masked CRC (4), the payload's masked CRC (4)
 UNKNOWN = -1
 
 
@@ -68,8 +68,23 @@ def _gzip_size(path: str) -> int:
         return UNKNOWN
 
 
+def _check_compression(path: str, manifest) -> None:
+    """Raise DataError when a local file is TFRecord compressed otherwise than its manifest says: the manifest
+    disagreeing with the data is never a damaged file that ``on_corrupt: skip_file`` may skip."""
+    try:
+        with open(path, "rb") as f:
+            found = compressed_otherwise(f.read(HEAD_BYTES), manifest.compression)
+    except OSError:
+        return  # gone or unreadable: reading it says so
+    if found is not None:
+        says = "null (not compressed)" if manifest.compression is None else repr(manifest.compression)
+        raise DataError(Problem(path, "compression", (
+            f"the file is {found}, but the manifest {manifest.path} says compression {says}: fix the manifest's "
+            "compression or rewrite the file (a file that disagrees with its manifest is never skipped)")))
+
+
 def file_table(config: LoaderConfig) -> FileTable:
-    """Sizes and counts of every data file, read now (local files: one stat, one 4-byte read for GZIP)."""
+    """Sizes and counts of every data file, read now (local files: one stat and the first KiB)."""
     manifest = config.dataset.manifest
     sizes, expected, counts = [], [], []
     for path in config.dataset.files:
@@ -81,6 +96,7 @@ def file_table(config: LoaderConfig) -> FileTable:
                 size = os.stat(path).st_size
             except OSError:
                 size = UNKNOWN  # gone since listing: reading it says so
+            _check_compression(path, manifest)
         sizes.append(size)
         if size == UNKNOWN or manifest.compression == "zlib":
             expected.append(UNKNOWN)
@@ -398,6 +414,18 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
         return consumed + tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * size, \
             count + size
 
+    def within_count(filename, count, facts, serialized):
+        """``serialized``, after failing (under either policy) when the file holds more records than the
+        manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
+        listed = facts[2]
+        message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
+                                   check.manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
+                                   "file, but it holds more (records were added after the manifest was written: "
+                                   "`batchloaders manifest DIR` writes it again)"])
+        over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
+        with tf.control_dependencies([over]):
+            return tf.identity(serialized)
+
     def step(state, element, filename, facts):
         consumed, count, damaged, ended = state
         if check.exact:
@@ -412,7 +440,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
                                                                   tf.constant(True)), lambda: tf.constant(False))
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
-            return (consumed, count, damaged, ended), serialized, state[1]
+            return (consumed, count, damaged, ended), within_count(filename, count, facts, serialized), state[1]
         n, serialized = element
 
         def at_marker():
@@ -431,7 +459,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
         # One conditional: blocks only count; the two markers at the end do the rest.
         state, serialized = tf.cond(n < 0, at_marker,
                                     lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
-        return state, serialized, count
+        return state, within_count(filename, state[1], facts, serialized), count
 
     return step
 

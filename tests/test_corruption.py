@@ -74,6 +74,7 @@ def damaged_bytes(case: str) -> tuple[bytes, str | None]:
         "empty file": (b"", None),
         "not a TFRecord file": (b"name,value\n" + b"a,1\n" * 40, None),
         "GZIP read without compression": (gz, None),
+        "uncompressed read as GZIP": (data, "gzip"),
         "damaged GZIP": (gz[:len(gz) // 2] + bytes([gz[len(gz) // 2] ^ 0xFF]) + gz[len(gz) // 2 + 1:], "gzip"),
         "GZIP missing its trailer": (gz[:-8], "gzip"),
         "GZIP cut short": (gz[:20], "gzip"),
@@ -103,13 +104,16 @@ FILE_CASES = {
     "garbage appended": (6, 6, "after record 5"),
     "empty file": (0, 0, None),
     "not a TFRecord file": (0, 0, "before the first record"),
-    "GZIP read without compression": (0, 0, "before the first record"),
+    "GZIP read without compression": (0, 0, "the file is GZIP-compressed, but the manifest"),
+    "uncompressed read as GZIP": (0, 0, "the file is not compressed, but the manifest"),
     "damaged GZIP": (0, 0, "GZIP stream is damaged"),
     "GZIP missing its trailer": (6, 6, "lacks its trailer"),
     "GZIP cut short": (0, 0, "GZIP stream is damaged"),
     # TensorFlow reads every stream; the trailer records the last one's size only, so the end check fails.
     "two GZIP streams in one file": (6, 6, "several GZIP streams concatenated into one file"),
 }
+# The manifest contradicting the data: a DataError when the pipeline is built, under either policy.
+CONTRADICTS = {"GZIP read without compression", "uncompressed read as GZIP"}
 # With the manifest's files listing num_records, a file that reads short says so.
 WITH_COUNTS = {"truncated at a boundary": "lists 6 records for this file, but 3 were read",
                "empty file": "lists 6 records for this file, but 0 were read"}
@@ -204,10 +208,21 @@ def datasets(tmp_path_factory):
             for case in list(FILE_CASES) + list(RECORD_CASES) for counts in (False, True)}
 
 
+def contradiction(data_dir, loader, parallel, on_corrupt, says):
+    """A file compressed otherwise than the manifest says is never skipped: the build names it."""
+    with pytest.raises(batchloaders.DataError) as caught:
+        batchloaders.build_input_fn(config(data_dir, loader, parallel, on_corrupt))
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (os.path.join(data_dir, "a.tfrecords"), "compression")
+    assert problem.message.startswith(says + " " + os.path.join(data_dir, "__manifest__.json") + " says compression ")
+
+
 @pytest.mark.parametrize("case,loader,parallel", MATRIX_FAIL,
                          ids=[f"{c}-{l}-{'parallel' if p else 'serial'}" for c, l, p in MATRIX_FAIL])
 def test_damaged_file_under_fail(datasets, case, loader, parallel):
     delivered, _, says = FILE_CASES[case]
+    if case in CONTRADICTS:
+        return contradiction(datasets[case, False], loader, parallel, "fail", says)
     codes, error, _ = run(config(datasets[case, False], loader, parallel, "fail"))
     assert [c for c in codes if c < 200] == a_codes(delivered)  # A's good records, in order, then the error
     if says is None:
@@ -229,6 +244,8 @@ def test_damaged_file_under_fail(datasets, case, loader, parallel):
                          ids=[f"{c}-{l}-{'parallel' if p else 'serial'}" for c, l, p in MATRIX_SKIP])
 def test_damaged_file_under_skip_file(datasets, capfd, case, loader, parallel):
     _, delivered, says = FILE_CASES[case]
+    if case in CONTRADICTS:
+        return contradiction(datasets[case, False], loader, parallel, "skip_file", says)
     codes, error, input_fn = run(config(datasets[case, False], loader, parallel, "skip_file"))
     assert error is None
     assert sorted(codes) == a_codes(delivered) + B_CODES  # every good record, nothing twice
@@ -318,7 +335,7 @@ def test_a_file_gone_after_the_build_is_reported(tmp_path, capfd, loader, parall
 
 def test_a_zlib_file_gone_after_the_build_fails_naming_it(tmp_path):
     """ZLIB files are read on the exact path, which opens each file before reading it."""
-    d = str(tmp_path)
+    d = str(tmp_path / "data")  # beside the template dataset, not above it (a dir dataset reads subfolders)
     write_records(os.path.join(d, "a.tfrecords"), GOOD, "zlib")
     write_records(os.path.join(d, "b.tfrecords"), [record(B, r) for r in range(RECORDS)], "zlib")
     make_dataset(tmp_path / "plain", "intact")
@@ -471,6 +488,7 @@ TOOL_SAYS = {
     "empty file": "the manifest lists 6 records for this file",
     "not a TFRecord file": "not a TFRecord file",
     "GZIP read without compression": "the file is GZIP-compressed, but the manifest says compression null",
+    "uncompressed read as GZIP": "the file is not compressed, but the manifest says compression 'gzip'",
     "damaged GZIP": "record 0 at byte 0 of the uncompressed stream: cannot be read",
     "GZIP missing its trailer": "the GZIP stream ends before its end marker",
     "GZIP cut short": "record 0 at byte 0 of the uncompressed stream: cannot be read",
@@ -521,7 +539,7 @@ def kindless(serialized: bytes) -> bytes:
 def test_a_missing_feature_deep_in_a_block_is_named_by_its_record(tmp_path, compression, damage):
     """Blocks of fixed-size records are named as blocks (naming.py); TensorFlow's missing-feature error
     names no record, so the block is read again to find it (here the second block, and compressed)."""
-    d = str(tmp_path)
+    d = str(tmp_path / "data")  # beside the template dataset, not above it (a dir dataset reads subfolders)
     make_dataset(tmp_path / "plain", "intact")
     bad = 1050
     broken = record(A, bad, x=None) if damage == "absent" else kindless(record(A, bad))
@@ -535,7 +553,8 @@ def test_a_missing_feature_deep_in_a_block_is_named_by_its_record(tmp_path, comp
     codes, error, _ = run(config(d, "independent", False, "fail"))
     problem = error.problems[0]
     assert (problem.file, problem.path) == (os.path.join(d, "a.tfrecords"), f"record {bad}")
-    assert "Feature: x (data type: int64) is required but could not be found" in problem.message
+    found = "no such feature" if damage == "absent" else "a feature with no value list"
+    assert problem.message == f"feature 'x': the manifest says int (int64_list) of shape [2] (2 values), found {found}"
     assert codes == [100 * A + r for r in range(len(codes))] and len(codes) < bad
 
 
