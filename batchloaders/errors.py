@@ -6,6 +6,7 @@ in one pass instead of one per run.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import difflib
@@ -80,6 +81,12 @@ _DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|
 
 
 _NOT_A_PROTO = "Could not parse example input"
+# parse_sequence_example checks a feature list's values over the whole batch and names no record.
+_UNNAMED = re.compile(r"Feature list '(?P<feature>[^']*)' has an unexpected number of values|"
+                      r"\{\{node ParseSequenceExample|\{\{node ParseExample")
+# The record finders (located.Locator) of the pipelines built in this process, newest last: data_errors()
+# asks them where a record TensorFlow did not name is, and what is wrong with one it did.
+LOCATORS: collections.deque = collections.deque(maxlen=16)
 # assert_cardinality (independent loader, counts listed): more records than the manifest lists.
 _TOO_MANY = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) elements? but contained at least")
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
@@ -93,13 +100,16 @@ def _record(where: str) -> str:
     return f"record {int(found.group(1)) + int(found.group(2))}" if found else where
 
 
-def data_error_from(error: BaseException) -> "DataError | None":
+def data_error_from(error: BaseException, locators=None) -> "DataError | None":
     """The DataError a TensorFlow error raised while a dataset ran stands for, or None if it is not a data error.
 
     TensorFlow errors raised inside a running tf.data pipeline cannot be of our
     classes; their messages start (after TensorFlow's own prefix) with the data
     file's path. This turns them back into a DataError naming file, record and problem.
+    ``locators`` (located.Locator, newest last) read a record again to say what is wrong with it in the
+    manifest's words, and find the record when TensorFlow names none.
     """
+    locators = list(LOCATORS if locators is None else locators)[::-1]
     message = getattr(error, "message", None)
     if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes) and error.object.startswith(
             b"{{function_node"):
@@ -132,8 +142,8 @@ def data_error_from(error: BaseException) -> "DataError | None":
     found = _PARSE_NAME.search(message)
     if found:
         text = " ".join(found.group("text").split())
-        return DataError(Problem(found.group("file"), _record(f"record {found.group('record')}"),
-                                 f"the record disagrees with the manifest: {text}"))
+        record = int(_record(f"record {found.group('record')}").split()[-1])
+        return _explained(found.group("file"), record, f"the record disagrees with the manifest: {text}", locators)
     found = _PARSE_BLOCK.search(message)
     if found:
         text = " ".join(found.group("text").split())
@@ -143,9 +153,41 @@ def data_error_from(error: BaseException) -> "DataError | None":
             record = first + int(index.group("index"))
         else:
             record = _lacking(path, first, last, missing.group("feature")) if missing else None
-        where = f"record {record}" if record is not None else f"one of records {first} to {last}"
-        return DataError(Problem(path, where, f"the record disagrees with the manifest: {text}"))
+        if record is not None:
+            return _explained(path, record, f"the record disagrees with the manifest: {text}", locators)
+        return DataError(Problem(path, f"one of records {first} to {last}",
+                                 f"the record disagrees with the manifest: {text}"))
+    found = _UNNAMED.search(message)
+    if found:
+        return _searched(found.group("feature"), " ".join(message.split("\n")[0].split()), locators)
     return None
+
+
+def _explained(path: str, record: int, text: str, locators) -> "DataError":
+    """The DataError of record ``record`` of ``path``, in the manifest's words when a locator can read it again."""
+    for locator in locators:
+        if locator.knows(path):
+            text = locator.explain(path, record) or text
+            break
+    return DataError(Problem(path, f"record {record}", text))
+
+
+def _searched(feature: str | None, tf_text: str, locators) -> "DataError":
+    """A parse error TensorFlow names no record in: the first record that disagrees, found by reading the files."""
+    for locator in locators:
+        if feature is None or feature in locator.read_as:
+            found = locator.find(feature)
+            if found is not None:
+                return DataError(Problem(found[0], f"record {found[1]}", found[2]))
+    said = _TF_NOISE.sub("", tf_text).strip()
+    return DataError(Problem("<a data file>", "record", (
+        f"a record disagrees with the manifest ({said}); TensorFlow does not say which: "
+        "`batchloaders verify CONFIG` names it")))
+
+
+# TensorFlow's prefix naming its own function and iterator, which tells a user nothing.
+_TF_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|Error in user-defined function passed to \S+ transformation "
+                       r"with iterator: \S+: ")
 
 
 def _lacking(path: str, first: int, last: int, feature: str) -> int | None:
@@ -174,6 +216,8 @@ def data_errors() -> Iterator[None]:
     """
     try:
         yield
+    except BatchLoaderError:
+        raise
     except Exception as error:
         converted = data_error_from(error)
         if converted is None:

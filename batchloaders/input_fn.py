@@ -12,6 +12,7 @@ from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches, records_per_epoch
 from batchloaders.config.config import load_config
+from batchloaders.config.limits import INT32_MAX, MAX_BATCH_SIZE
 from batchloaders.config.model import LoaderConfig
 
 
@@ -69,6 +70,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
     check_remote_files(loader_config)
     from batchloaders.integrity import Reader
+    from batchloaders.located import LocatedDataset, Locator, register
+
+    locator = Locator(loader_config)
+    register(locator)
 
     reader = Reader(loader_config)  # file sizes and counts are read once, here
     local = loader_config.service is None  # under the service, counters would count on the workers (service.py)
@@ -92,8 +97,9 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             raise ConfigError(Problem("<params>", "$", f"found a {type(params).__name__}: expected a dict"))
         from_params = "batch_size" in (params or {})
         batch_size = (params or {}).get("batch_size", loader_config.target_batch_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected a positive integer"))
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected an integer from 1 "
+                                      f"to {MAX_BATCH_SIZE:,} (the bound target_batch_size has)"))
         if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:
             raise ConfigError(Problem("<input_fn>", "$.skip_batches", f"found {skip_batches!r}: expected an integer "
                                       ">= 0"))
@@ -147,16 +153,21 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         start = _start(call_config, shard, batch_size, skip_batches) if skip_batches and local else None
         if start is not None and cardinality is not None:
             cardinality -= skip_batches
+        if from_params and cardinality == 0 and call_config.drop_remainder:
+            raise ConfigError(Problem("<params>", "$.batch_size", (
+                f"found {batch_size:,} (per input pipeline), more examples than the run holds by the manifest's "
+                "counts, with drop_remainder true: no batch would come out; expected a smaller batch_size, or "
+                "drop_remainder false")))
         dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=flat, start=start),
                                        cardinality)
         if skip_batches and start is None:
-            dataset = dataset.skip(skip_batches)
-        if call_config.service is None:
-            return dataset
-        from batchloaders import service
+            dataset = _skip(dataset, skip_batches)
+        if call_config.service is not None:
+            from batchloaders import service
 
-        # The finished pipeline (prefetch and options included) is what the workers run.
-        return service.distribute(dataset, call_config, params)
+            # The finished pipeline (prefetch and options included) is what the workers run.
+            dataset = service.distribute(dataset, call_config, params)
+        return LocatedDataset(dataset, locator)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 
@@ -181,6 +192,14 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
     input_fn.segment_report = segment_report  # type: ignore[attr-defined]
     return input_fn
+
+
+def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
+    """``dataset`` without its first ``count`` elements, for any count: tf.data's skip wraps counts of 2**31
+    and more around (``skip(2**31)`` skips nothing), so larger counts are skipped in parts."""
+    while count > INT32_MAX:
+        dataset, count = dataset.skip(INT32_MAX), count - INT32_MAX
+    return dataset.skip(count)
 
 
 def _start(config, shard, batch_size: int, skip_batches: int) -> tuple[int, int] | None:

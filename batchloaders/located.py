@@ -1,0 +1,117 @@
+"""Data errors of a running pipeline as DataError, located and said in the manifest's words.
+
+TensorFlow's parse ops name the record they fail on only sometimes (Example
+records in a block: the block and an index; a SequenceExample's feature list:
+nothing at all), and say what they found in their own terms. A :class:`Locator`
+knows one config's files and manifest: given a file and record it reads that
+record again and says what disagrees (``tools.records.check_record``); given
+nothing, it reads the files in order for the first record that disagrees.
+
+The datasets ``build_input_fn`` returns convert errors themselves when iterated
+eagerly (``next()``, ``for``, ``as_numpy_iterator``); where TensorFlow raises
+from a ``tf.function`` (Keras ``fit``), ``batchloaders.data_errors()`` converts
+them with the locators of the pipelines built in this process.
+"""
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops, iterator_ops
+
+from batchloaders import errors
+from batchloaders.config.model import LoaderConfig
+
+# How long a search for an unnamed bad record may read before it gives up (it runs only after a failure).
+SEARCH_SECONDS = 60.0
+
+
+class Locator:
+    """Finds and explains the records of one config's data files that disagree with its manifest."""
+
+    def __init__(self, config: LoaderConfig):
+        self.source = config.source
+        self.files = tuple(config.dataset.files)
+        self.manifest = config.dataset.manifest
+        self.read_as: dict[str, tuple[str, ...]] = {}
+        for primary in config.primary_features:
+            self.read_as[primary.from_name] = self.read_as.get(primary.from_name, ()) + (primary.to_name,)
+
+    def knows(self, path: str) -> bool:
+        return path in self.files
+
+    def explain(self, path: str, record: int) -> str | None:
+        """What record ``record`` of ``path`` has wrong, read again; None if it cannot be read or agrees."""
+        try:
+            records = tf.data.TFRecordDataset(path, compression_type=self.manifest.tf_compression)
+            serialized = next(iter(records.skip(record).take(1)), None)
+        except (tf.errors.OpError, OSError):
+            return None
+        if serialized is None:
+            return None
+        return self._problems(serialized.numpy())
+
+    def find(self, feature: str | None = None, seconds: float = SEARCH_SECONDS) -> tuple[str, int, str] | None:
+        """(file, record, problem) of the first record that disagrees, reading the files in order; None
+        when none does or the search runs out of time. ``feature``: the stored name an error named."""
+        from batchloaders.tools.records import ReadError, read_records
+
+        read_as = ({feature: self.read_as[feature]} if feature in self.read_as else None)
+        deadline = time.monotonic() + seconds
+        for path in self.files:
+            try:
+                for index, _, serialized in read_records(path, self.manifest.compression):
+                    problem = self._problems(serialized, read_as)
+                    if problem:
+                        return path, index, problem
+                    if time.monotonic() > deadline:
+                        return None
+            except (ReadError, tf.errors.OpError, OSError):
+                continue  # a damaged or vanished file: its own checks report it
+        return None
+
+    def _problems(self, serialized: bytes, read_as=None) -> str | None:
+        from batchloaders.tools.records import check_record
+
+        found = check_record(serialized, self.manifest, read_as or self.read_as)
+        return "; ".join(found) if found else None
+
+
+def register(locator: Locator) -> None:
+    errors.LOCATORS.append(locator)
+
+
+
+
+class _LocatingIterator(iterator_ops.OwnedIterator):
+    """An eager iterator whose data errors come out as DataError (inside a tf.function it is a plain one)."""
+
+    def __init__(self, dataset, locator: Locator):
+        self._locator = locator
+        super().__init__(dataset)
+
+    def _next_internal(self):
+        if not tf.executing_eagerly():
+            return super()._next_internal()
+        try:
+            return super()._next_internal()
+        except tf.errors.OutOfRangeError:
+            raise
+        except (tf.errors.OpError, UnicodeDecodeError) as error:
+            converted = errors.data_error_from(error, [self._locator])
+            if converted is None:
+                raise
+            raise converted from error
+
+
+class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):
+    """``dataset`` as it is, whose eager iterators raise located DataErrors."""
+
+    def __init__(self, dataset: tf.data.Dataset, locator: Locator):
+        self._locator = locator
+        super().__init__(dataset, dataset._variant_tensor)  # noqa: SLF001 - the same pipeline, not a new one
+
+    def __iter__(self):
+        if tf.executing_eagerly() and not tf.inside_function():
+            return _LocatingIterator(self, self._locator)
+        return super().__iter__()

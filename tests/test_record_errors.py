@@ -1,0 +1,201 @@
+"""A record that disagrees with the manifest is a DataError naming the file, the record's index in the file,
+the feature (stored name and tensor name), what the manifest says and what was found.
+
+Every dataset has 2 files of 10 records; record 7 of part-1 is the bad one. Each case is read by each loader
+with serial and parallel reading, from ``next()`` on the dataset (no ``data_errors()``), and the message is
+checked word for word where it is ours.
+"""
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+import batchloaders
+from batchloaders.errors import DataError
+from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
+
+BAD_FILE, BAD_RECORD = 1, 7
+
+
+def _example_records(f, bad):
+    out = []
+    for r in range(10):
+        v = 100 * f + r
+        fields = {"x": ("float", [v, v + 0.5, v + 0.25]), "rid": ("int", [v])}
+        if (f, r) == (BAD_FILE, BAD_RECORD):
+            fields = bad(fields, v)
+        out.append(example(**fields))
+    return out
+
+
+def _sequence_records(f, bad):
+    out = []
+    for r in range(10):
+        v = 100 * f + r
+        context, lists = {"rid": ("int", [v])}, {"x": ("float", [[v, -v], [v + 0.5, -v]])}
+        if (f, r) == (BAD_FILE, BAD_RECORD):
+            context, lists = bad(context, lists, v)
+        out.append(sequence_example(context, lists))
+    return out
+
+
+def _example_manifest(d):
+    write_manifest(d, [feature("x", "float32", [3], "float"), feature("rid", "int64", [], "int")])
+
+
+def _sequence_manifest(d):
+    write_manifest(d, [feature("x", "float32", [2], "float", var_len=True),
+                       feature("rid", "int64", [], "int", var_len=False)], allow_var_len=True)
+
+
+# name: (manifest writer, records of file f, the words the error must have after "feature 'x' ...")
+CASES = {
+    "example_count": (_example_manifest, lambda f: _example_records(
+        f, lambda fields, v: {**fields, "x": ("float", [v, v, v, v])}),
+        "the manifest says float (float_list) of shape [3] (3 values), found a float_list of 4 values"),
+    "example_missing": (_example_manifest, lambda f: _example_records(
+        f, lambda fields, v: {"rid": fields["rid"], "y": fields["x"]}),
+        "the manifest says float (float_list) of shape [3] (3 values), found no such feature"),
+    "example_type": (_example_manifest, lambda f: _example_records(
+        f, lambda fields, v: {**fields, "x": ("int", [v, v, v])}),
+        "the manifest says float (float_list) of shape [3] (3 values), found an int64_list of 3 values"),
+    "sequence_step_count": (_sequence_manifest, lambda f: _sequence_records(
+        f, lambda context, lists, v: (context, {"x": ("float", [[v, -v], [v, v, v]])})),
+        "the manifest says a feature list whose every step holds float (float_list) of shape [2] (2 values), "
+        "found at step 1 a float_list of 3 values"),
+    "sequence_missing_list": (_sequence_manifest, lambda f: _sequence_records(
+        f, lambda context, lists, v: (context, {"y": lists["x"]})),
+        "the manifest says a feature list whose every step holds float (float_list) of shape [2] (2 values), "
+        "found no such feature list"),
+}
+
+# loader: the config arguments it needs beyond loader_config's
+LOADERS = {
+    "independent": {},
+    "discrete_sequence": {"min_window": 2, "max_window": 2},
+    "continuous_sequence": {"min_window": 2, "max_window": 2},
+}
+
+
+def _dataset(tmp_path, case):
+    manifest, records, _ = CASES[case]
+    d = tmp_path / case
+    manifest(d)
+    for f in range(2):
+        write_records(d / f"part-{f}.tfrecords", records(f))
+    return d
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_record_is_located(tmp_path, case, loader, parallel):
+    if loader == "continuous_sequence" and case.startswith("sequence"):
+        pytest.skip("continuous_sequence reads fixed-shape Example records")  # its windows join records' steps
+    d = _dataset(tmp_path, case)
+    # continuous windows join records along their first axis: a scalar per record has none
+    primary = [("x", "feats")] + ([("rid", "rid")] if loader != "continuous_sequence" else [])
+    config = loader_config(d, primary, inputs=[t for _, t in primary], loader=loader,
+                           padding=True, num_parallel_reads=2 if parallel else 1, **LOADERS[loader])
+    input_fn = batchloaders.build_input_fn(config)
+    with pytest.raises(DataError) as caught:
+        for _ in input_fn():
+            pass
+    problem, = caught.value.problems
+    assert problem.file == str(d / f"part-{BAD_FILE}.tfrecords")
+    assert problem.path == f"record {BAD_RECORD}"
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES[case][2]}"
+    assert "{{function_node" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, tf.errors.OpError)
+
+
+def test_sequence_examples_read_as_examples(tmp_path):
+    """A manifest that says Example (allow_var_len false) over SequenceExample files names the record type."""
+    d = tmp_path / "seq_as_example"
+    write_manifest(d, [feature("x", "float32", [1], "float")])
+    write_records(d / "part-0.tfrecords", [sequence_example({}, {"x": ("float", [[r]])}) for r in range(4)])
+    input_fn = batchloaders.build_input_fn(loader_config(d, [("x", "x")], inputs=["x"]))
+    with pytest.raises(DataError) as caught:
+        next(iter(input_fn()))
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(d / "part-0.tfrecords"), "record 0")
+    assert problem.message.startswith("holds feature lists ('x'), so it is a tf.train.SequenceExample, but the "
+                                      "manifest says allow_var_len false")
+
+
+def test_data_errors_locates_inside_a_function(tmp_path):
+    """Where TensorFlow raises from a tf.function (as Keras fit's step does), data_errors() converts and
+    locates the same error."""
+    d = _dataset(tmp_path, "sequence_step_count")
+    config = loader_config(d, [("x", "feats"), ("rid", "rid")], inputs=["feats", "rid"], padding=True)
+    dataset = batchloaders.build_input_fn(config)()
+
+    @tf.function
+    def total(iterator):
+        out = tf.constant(0.0)
+        for batch in iterator:
+            out += tf.reduce_sum(batch["feats"])
+        return out
+
+    with pytest.raises(DataError) as caught:
+        with batchloaders.data_errors():
+            total(iter(dataset))
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(d / "part-1.tfrecords"), "record 7")
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}"
+
+
+def test_good_data_is_unchanged(tmp_path):
+    """The wrapper that locates errors passes the batches through as they are."""
+    d = tmp_path / "good"
+    _example_manifest(d)
+    write_records(d / "part-0.tfrecords", [example(x=("float", [r, r + 0.5, r + 0.25]), rid=("int", [r]))
+                                           for r in range(5)])
+    input_fn = batchloaders.build_input_fn(loader_config(d, [("x", "x"), ("rid", "rid")], inputs=["x", "rid"],
+                                                         target_batch_size=2))
+    assert [b["rid"].tolist() for b in input_fn().as_numpy_iterator()] == [[0, 1], [2, 3], [4]]
+    assert [b["rid"].numpy().tolist() for b in input_fn()] == [[0, 1], [2, 3], [4]]
+
+
+def test_keras_fit_under_data_errors(tmp_path):
+    """Keras fit runs its steps in a tf.function: data_errors() around it gives the same located error."""
+    import keras
+
+    d = _dataset(tmp_path, "sequence_step_count")
+    config = loader_config(d, [("x", "feats"), ("rid", "rid")], inputs=["feats"], targets=["rid"], padding=True)
+    frames = keras.Input(shape=(None, 2), name="feats")
+    model = keras.Model(frames, keras.layers.Dense(1, name="rid")(keras.layers.GlobalAveragePooling1D()(frames)))
+    model.compile("sgd", "mse")
+    input_fn = batchloaders.build_input_fn(config, model=model)
+    with pytest.raises(DataError) as caught:
+        with batchloaders.data_errors():
+            model.fit(input_fn(), epochs=1, verbose=0, shuffle=False)
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(d / "part-1.tfrecords"), "record 7")
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}"
+
+
+@pytest.mark.parametrize("on_corrupt", ["fail", "skip_file"])
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_records_beyond_the_manifests_count(tmp_path, loader, on_corrupt):
+    """A file holding more records than the manifest lists (10 listed, 12 held) is an error naming the file,
+    under either policy: never delivered past the count, never skipped, never counted negatively."""
+    import json
+
+    d = _dataset(tmp_path, "example_count")
+    write_records(d / "part-1.tfrecords", [example(x=("float", [v, v + 0.5, v + 0.25]), rid=("int", [v]))
+                                          for v in range(100, 112)])
+    manifest = json.loads((d / "__manifest__.json").read_text())
+    manifest["files"] = [{"name": f"part-{f}.tfrecords", "num_records": 10} for f in range(2)]
+    (d / "__manifest__.json").write_text(json.dumps(manifest))
+    primary = [("x", "feats")] + ([("rid", "rid")] if loader != "continuous_sequence" else [])
+    config = loader_config(d, primary, inputs=[t for _, t in primary], loader=loader, on_corrupt=on_corrupt,
+                           num_parallel_reads=1, **LOADERS[loader])
+    with pytest.raises(DataError) as caught:
+        for _ in batchloaders.build_input_fn(config)():
+            pass
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(d / "part-1.tfrecords"), "record 10")
+    assert problem.message == (f"the manifest {d / '__manifest__.json'} lists 10 records for this file, but it holds "
+                               "more (records were added after the manifest was written: `batchloaders manifest DIR` "
+                               "writes it again)")
