@@ -87,7 +87,9 @@ def test_plain_yaml_still_loads_dates_as_strings_and_merges_keys():
 JSON_REFUSED = [
     ("NaN", '{"type": NaN}', None, None, "found NaN, which is not a JSON number: expected a finite number"),
     ("Infinity", '{"type": -Infinity}', None, None, "found -Infinity, which is not a JSON number"),
-    ("deep nesting", "[" * 100_000, None, None, "nested too deep: expected at most 64 levels"),
+    ("deep nesting", "[" * 100_000, 1, 65, "nested too deep: expected at most 64 levels"),
+    ("deep nesting past a string", '{"a": "[[{{",\n "b":' + " [" * 100_000, 2, 133,
+     "nested too deep: expected at most 64 levels"),
     ("nesting past the limit", "[" * 65 + "]" * 65, None, None, "nested more than 64 levels deep"),
     ("duplicate key", '{"a": 1, "a": 2}', None, None, "duplicate key 'a'"),
     ("syntax", '{\n  "type": "independent",\n  "args": {,}\n}\n', 3, 12, "malformed JSON: Expecting property name"),

@@ -248,6 +248,25 @@ class _YamlPositions:
             return {}
 
 
+def _too_deep_at(text: str) -> tuple[int | None, int | None]:
+    """(line, column) of the bracket that opens level MAX_DEPTH + 1 of a JSON text, strings skipped over."""
+    depth, line, start, quoted, escaped = 0, 1, 0, False, False
+    for at, char in enumerate(text):
+        if quoted:
+            escaped, quoted = (not escaped and char == "\\"), quoted and (escaped or char != '"')
+        elif char == '"':
+            quoted = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line, at - start + 1
+        elif char in "]}":
+            depth -= 1
+        if char == "\n":
+            line, start = line + 1, at + 1
+    return None, None
+
+
 def _parse_json(text: str, source: str, error_cls: type[BatchLoaderError]) -> Any:
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
@@ -265,7 +284,7 @@ def _parse_json(text: str, source: str, error_cls: type[BatchLoaderError]) -> An
         raise error_cls(Problem(source, "$", f"malformed JSON: {e.msg}", e.lineno, e.colno)) from None
     except RecursionError:
         raise error_cls(Problem(source, "$", f"malformed JSON: maps and lists nested too deep: expected at "
-                                             f"most {MAX_DEPTH} levels")) from None
+                                             f"most {MAX_DEPTH} levels", *_too_deep_at(text))) from None
     except ValueError as e:
         raise error_cls(Problem(source, "$", f"malformed JSON: {e}")) from None
     check_plain(data, source, error_cls)
