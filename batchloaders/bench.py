@@ -211,6 +211,47 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     return bucketing.regroup(blocks, config, flush).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
+def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
+    them: a row's real steps are those its segment_ids mark (not 0)."""
+    import dataclasses
+
+    from batchloaders import block_sizes, packing
+    from batchloaders.integrity import Reader
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    spec = config.packing
+    source_config = dataclasses.replace(config, drop_remainder=False)
+    elements, decode = base.source(loader, source_config, None, block_sizes.regroup(config, batch_size),
+                                   Reader(config))
+    transform_block = base.blocks(config, decode, frozenset(), False)
+
+    def measure(element):
+        block = transform_block(element)
+        rows = packing.pack_block(block["values"], block["lengths"], config)
+        real_steps = tf.math.count_nonzero(rows[spec.segment_ids], dtype=tf.int64)
+        step = {name: tf.reduce_prod(tf.shape(rows[name], out_type=tf.int64)[2:]) for name in spec.tensors}
+        return {"rows": tf.shape(rows[spec.segment_ids], out_type=tf.int64)[0],
+                "real": {name: real_steps * step[name] for name in spec.tensors},
+                "padded": {name: tf.size(rows[name], out_type=tf.int64) for name in spec.tensors}}
+
+    return elements.map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
+    """Real and padded elements of the packed tensors over the blocks that fill the first ``batches`` batches."""
+    totals = {"rows": 0, "real": {n: 0 for n in config.packing.tensors},
+              "padded": {n: 0 for n in config.packing.tensors}}
+    for block in packed_lengths_dataset(config, batch_size).as_numpy_iterator():
+        totals["rows"] += int(block["rows"])
+        for name in config.packing.tensors:
+            totals["real"][name] += int(block["real"][name])
+            totals["padded"][name] += int(block["padded"][name])
+        if totals["rows"] >= batches * batch_size:
+            break
+    return totals
+
+
 def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
     in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
@@ -296,9 +337,16 @@ def report(config: LoaderConfig, start: float, arrivals: list, asked: int, secon
         examples, rate_examples = round(examples * per_chunk), rate_examples * per_chunk
         if lengths is not None and lengths["examples"]:  # window units per window, from the loader's own batches
             lengths = dict(lengths, units=round(lengths["units"] / lengths["examples"] * examples))
-    lines.extend(_read_lines(config, files, examples, rate_examples, lengths))
-    names = padded_tensors(config)
-    if names and lengths is not None:
+    lines.extend(_read_lines(config, files, examples, rate_examples, lengths if lengths and "units" in lengths else None))
+    names = padded_tensors(config) if config.packing is None else list(config.packing.tensors)
+    if config.packing is not None and lengths is not None:
+        packed = lengths["packed"]
+        lines.append(f"packing efficiency (real steps / steps of the packed rows, over the {packed['rows']:,} rows "
+                     "of the first whole blocks packed; real = steps a segment id marks):")
+        for name in names:
+            real, padded = packed["real"][name], packed["padded"][name]
+            lines.append(f"  {name}: {_rate(real, padded):.4f} ({real} / {padded})")
+    elif names and lengths is not None:
         lines.append(f"padding efficiency (real elements / padded elements over the first {lengths['batches']} "
                      "batches; real = elements within the lengths before padding):")
         if config.shuffle and config.seed is None:
@@ -362,5 +410,7 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
     if padded_tensors(config) or varying_windows or config.chunking is not None:
         lengths = count_lengths(config, config.target_batch_size, len(arrivals))
         lengths["batches"] = len(arrivals)
+    if config.packing is not None:
+        lengths = dict(lengths or {}, packed=packed_counts(config, config.target_batch_size, len(arrivals)))
     for line in report(config, start, arrivals, batches, seconds, files, lengths, input_fn.chunk_report()):
         print(line, file=out)

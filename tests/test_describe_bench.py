@@ -254,3 +254,16 @@ def test_bench_stops_after_the_time_limit(tmp_path):
     assert result.returncode == 0, result.stderr
     assert values(result.stdout)["batches"] == "1 (reached --seconds 0.001)"
     assert "one batch: the rates include the start-up" in result.stdout
+
+
+def test_bench_packing_efficiency(padded):
+    """Packed rows report their real-token share: the 8 records (1..8 tokens) packed best fit into rows of 9
+    go 8+1, 7+2, 6+3, 5+4: 4 rows of 9, all 36 tokens real; rows of 10 leave 8+2, 7+3, 6+4, 5+1 (36 of 40)."""
+    tmp_path, _ = padded
+    for length, real, padded_steps in [(9, 36, 36), (10, 36, 40)]:
+        write_config(tmp_path / "packed.yaml", "independent", "data", [("tokens", "tokens")], inputs=["tokens"],
+                     epochs=1, target_batch_size=1, packing={"length": length, "tensors": ["tokens"]})
+        result = run("bench", "packed.yaml", "--batches", "4", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert f"  tokens: {real / padded_steps:.4f} ({real} / {padded_steps})" in result.stdout.splitlines()
+        assert "padding efficiency: no output tensor" not in result.stdout
