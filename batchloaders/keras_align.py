@@ -22,8 +22,9 @@ What is compared:
   ragged/sparse against the tensor's ``batching``.
 - Outputs against targets by name or count only: whether a target's shape and dtype suit an
   output depends on the loss (sparse labels [B] against logits [B, C]), which the model does not say.
-- A built subclassed model exposes neither names nor shapes in Keras 3: nothing is compared, and
-  the config's ``model`` block names the dicts its ``call`` receives.
+- A built subclassed model exposes neither names nor shapes in Keras 3 beyond the dict it was built
+  on: every key of that dict must be among the config's inputs (its ``call`` would fail on a missing
+  key at the first batch), and the config's ``model`` block names the dicts its ``call`` receives.
 - With segmenting, a model whose inputs are known gets the counters it names and no other
   (:func:`carried_counters`); a subclassed model gets them all. An unbuilt model (subclassed,
   or a Sequential without an ``Input``) is refused: it would be built on the first batch, whatever
@@ -35,7 +36,7 @@ import dataclasses
 import difflib
 import re
 
-from batchloaders.errors import ConfigError, Problem
+from batchloaders.errors import ConfigError, Problem, suggest
 from batchloaders.config.model import LoaderConfig, format_shape
 
 MODEL = "<model>"
@@ -71,6 +72,7 @@ class ModelDescription:
     kind: str  # "functional", "sequential" or "subclassed"
     inputs: Side | None  # None: not known (a subclassed model)
     outputs: Side | None
+    built_with: tuple[str, ...] = ()  # a subclassed model: the keys of the dict it was built on
 
 
 def _attribute(model, name: str):
@@ -110,7 +112,7 @@ def describe_model(model) -> ModelDescription:
             "from whatever the first batch holds: build it first (call it on one batch of features, or "
             "model.build(input_shape); a Sequential model can start with a keras.Input)")))
     if inputs is None:  # Keras 3 keeps no inputs of a subclassed model, even once it is built
-        return ModelDescription("subclassed", None, None)
+        return ModelDescription("subclassed", None, None, _built_keys(model))
     outputs = _attribute(model, "outputs") or []
     structure_in = _attribute(model, "input") if kind == "functional" else None
     structure_out = _attribute(model, "output") if kind == "functional" else None
@@ -118,6 +120,30 @@ def describe_model(model) -> ModelDescription:
     out_names = list(_attribute(model, "output_names") or []) if kind == "functional" else []
     out_names = (out_names + [None] * len(outputs))[:len(outputs)]
     return ModelDescription(kind, _side(structure_in, inputs, in_names), _side(structure_out, outputs, out_names))
+
+
+def _built_keys(model) -> tuple[str, ...]:
+    """The keys of the dict a subclassed model was built on (Keras records its shapes), or () when it was
+    built on something else."""
+    shapes = getattr(model, "_build_shapes_dict", None)
+    if not isinstance(shapes, dict) or len(shapes) != 1:
+        return ()
+    built = next(iter(shapes.values()))
+    return tuple(built) if isinstance(built, dict) and all(isinstance(k, str) for k in built) else ()
+
+
+def _subclassed_problems(keys: tuple[str, ...], config: LoaderConfig) -> list[Problem]:
+    """The keys a subclassed model was built on that the config's inputs lack."""
+    out = []
+    for key in keys:
+        if key in config.inputs:
+            continue
+        other = " (the config has it as a target)" if key in config.targets else ""
+        out.append(Problem(config.source, "$.model.inputs", (
+            f"the subclassed model was built on a dict with key {key!r}, which the config's inputs lack{other}"
+            f"{suggest(key, [n for n in config.inputs if n not in keys])}: its call would fail on the first batch; "
+            f"the config's inputs: {', '.join(config.inputs) or 'none'}")))
+    return out
 
 
 def model_names(description: ModelDescription) -> tuple[list[str], list[str]] | None:
@@ -273,7 +299,7 @@ def _by_position(side: Side, names: tuple[str, ...], role: str, kind: str, confi
 
 def problems(description: ModelDescription, config: LoaderConfig) -> list[Problem]:
     """Every mismatch between the model and the config; empty when they agree (or nothing can be compared)."""
-    out = []
+    out = _subclassed_problems(description.built_with, config)
     for side, names, role in ((description.inputs, config.inputs, "input"),
                               (description.outputs, config.targets, "output")):
         if side is None:

@@ -57,6 +57,24 @@ class Subclassed(keras.Model):
         return {"label": self.dense(features["frames"])}
 
 
+class SumsItsInputs(keras.Model):
+    """Takes any dict of features (all concatenated): built on a dict, Keras records only its keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, features):
+        return {"label": self.dense(keras.ops.concatenate([keras.ops.cast(v, "float32") for v in features.values()],
+                                                          -1))}
+
+
+def built_subclassed(*keys):
+    model = SumsItsInputs()
+    model({key: np.zeros((1, 16), "float32") for key in keys})
+    return model
+
+
 def sequential(width=16, outputs=1):
     return keras.Sequential([keras.Input((width,)), keras.layers.Dense(outputs)])
 
@@ -166,6 +184,13 @@ REFUSED = [
       "with the config's model.inputs: the model has 1 input(s), but the config names 2 (frames, ids): "
       "expected exactly 1"]),
     ("unbuilt subclassed", Subclassed, {}, [UNBUILT.format("Subclassed")]),
+    ("built subclassed, misnamed", lambda: built_subclassed("frame"), {},
+     ["<dict>: $.model.inputs: the subclassed model was built on a dict with key 'frame', which the config's inputs "
+      "lack (did you mean 'frames'?): its call would fail on the first batch; the config's inputs: frames"]),
+    ("built subclassed, a target", lambda: built_subclassed("frames", "label"), {},
+     ["<dict>: $.model.inputs: the subclassed model was built on a dict with key 'label', which the config's "
+      "inputs lack (the config has it as a target): its call would fail on the first batch; the config's "
+      "inputs: frames"]),
     ("unbuilt sequential", lambda: keras.Sequential([keras.layers.Dense(1)]), {}, [UNBUILT.format("Sequential")]),
 ]
 
