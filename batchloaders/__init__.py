@@ -31,10 +31,14 @@ def __getattr__(name):
         from batchloaders.resume import ResumableIterator
 
         return ResumableIterator
+    if name == "restore_checkpoint":  # tf.train.Checkpoint.restore, a damaged checkpoint a ResumeError
+        from batchloaders.resume import restore_checkpoint
+
+        return restore_checkpoint
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
-           "register_step", "load_config", "load_manifest", "__version__"]
+           "register_step", "load_config", "load_manifest", "restore_checkpoint", "__version__"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import secrets
 from typing import Any, Mapping
 
@@ -26,6 +27,7 @@ from batchloaders import determinism, sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 
 MODES = ("state", "replay")
+_SETTINGS = "_settings"  # the fingerprint's key of what a ResumeError shows (no config field begins with _)
 # Where a config was read from and where its parts were written do not change its batches.
 _NOT_COMPARED = {"source", "json_path", "line", "column", "entry_lines", "list_file_line", "seed", "resume"}
 
@@ -43,11 +45,18 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
+def _short_hash(part: Any) -> str:
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
     """What fixes the batches, as {part: short hash or value}: every field of the compiled config (but its
     seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share."""
-    out = {name: hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
-           for name, part in _plain(config).items()}
+    out = {name: _short_hash(part) for name, part in _plain(config).items()}
     out["batch_size"] = str(batch_size)
     if input_context is not None:
         out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
@@ -56,6 +65,87 @@ def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
 
 def differences(saved: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
     return sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+
+
+def _files_shown(files: tuple[str, ...]) -> dict:
+    """The data files as their common directory and their names under it (a few bytes a file)."""
+    common = os.path.commonprefix([f.split("/")[:-1] for f in files]) if files else []
+    root = "/".join(common)
+    return {"root": root, "names": [f[len(root) + 1:] if root else f for f in files]}
+
+
+def _dataset_shown(plain: Mapping[str, Any], config) -> dict:
+    """Its single values as they are, its other parts (the manifest) by hash, its files by name."""
+    return {**{k: v if _is_scalar(v) else {"sha256": _short_hash(v)} for k, v in plain.items() if k != "files"},
+            "files": _files_shown(tuple(config.dataset.files))}
+
+
+# Parts shown in more detail than their hash; the rest are shown when they are a single value.
+_SHOWN = {"dataset": _dataset_shown}
+
+
+def settings(config, batch_size: int, input_context=None) -> dict[str, Any]:
+    """What a ResumeError shows of fingerprint's parts (kept beside it, never compared): the single-valued
+    settings as they are, the dataset's parts with its files by name."""
+    out = {}
+    for name, part in _plain(config).items():
+        if name in _SHOWN:
+            out[name] = _SHOWN[name](part, config)
+        elif _is_scalar(part):
+            out[name] = part
+    out["batch_size"] = batch_size
+    if input_context is not None:
+        out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
+    return out
+
+
+def _file_at(files: Mapping[str, Any], i: int) -> str:
+    names = files["names"]
+    if i >= len(names):
+        return "none"
+    return f"{files['root']}/{names[i]}" if files["root"] else names[i]
+
+
+def _files_differ(saved: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    count = f"saved {len(saved['names'])} files, now {len(now['names'])}"
+    first = next(i for i in range(max(len(saved["names"]), len(now["names"])))
+                 if _file_at(saved, i) != _file_at(now, i))
+    return f"dataset files: {count}; the first that differs is file {first + 1}: saved {_file_at(saved, first)}, " \
+           f"now {_file_at(now, first)}"
+
+
+def _dataset_differs(name: str, saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    out = []
+    if saved.get("files") != now.get("files"):
+        out.append(_files_differ(saved["files"], now["files"]))
+    for k in differences({k: v for k, v in saved.items() if k != "files"},
+                         {k: v for k, v in now.items() if k != "files"}):
+        out += _value_differs(f"{name}.{k}", saved.get(k), now.get(k))
+    return out
+
+
+def _value_differs(name: str, saved: Any, now: Any) -> list[str]:
+    if not (_is_scalar(saved) and _is_scalar(now)):  # known by hash only
+        return [f"{name}: differs from the saved one"]
+    return [f"{name}: saved {json.dumps(saved)}, now {json.dumps(now)}"]
+
+
+# Parts described otherwise than by their value (_value_differs).
+_DESCRIBE_DIFFERENCE = {"dataset": _dataset_differs}
+
+
+def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now: Mapping[str, Any]) -> list[str]:
+    """One line per setting that differs, with its saved and current values where both are known."""
+    out = []
+    for name in names:
+        if saved is None:
+            out.append(f"{name}: differs (the checkpoint keeps no values of its settings: an earlier version "
+                       "of batchloaders saved it)")
+        elif name in saved and name in now:
+            out += _DESCRIBE_DIFFERENCE.get(name, _value_differs)(name, saved[name], now[name])
+        else:
+            out.append(f"{name}: differs from the saved one")
+    return out
 
 
 class ResumableIterator(tf.Module):
@@ -102,8 +192,12 @@ class ResumableIterator(tf.Module):
         self._input_fn, self._input_context, self._params = input_fn, input_context, params
         self.mode = mode
         self._expected = fingerprint(config, batch_size, input_context)
-        # Small variables (a few hundred bytes in all): what the checkpoint compares and replays from.
-        self._fingerprint = tf.Variable(json.dumps({"mode": mode, **self._expected}, sort_keys=True),
+        shown = settings(config, batch_size, input_context)
+        self._settings = json.dumps(shown, sort_keys=True)  # (a string: tf.Module would wrap a dict to track it)
+        # Small variables (a few hundred bytes and a few a data file): what the checkpoint compares, replays
+        # from and shows in a ResumeError (_SETTINGS, never compared: older checkpoints lack it).
+        self._fingerprint = tf.Variable(json.dumps({"mode": mode, **self._expected, _SETTINGS: shown},
+                                                   sort_keys=True),
                                         trainable=False, name="fingerprint")
         self._seed = tf.Variable(seed if seed is not None else secrets.randbits(62), dtype=tf.int64,
                                  trainable=False, name="seed")
@@ -140,12 +234,20 @@ class ResumableIterator(tf.Module):
             problems.append(f"the checkpoint was saved in {saved.get('mode')!r} mode, this iterator runs in "
                             f"{self.mode!r} mode: expected the same mode (the config's resume)")
         saved.pop("mode", None)
+        shown = saved.pop(_SETTINGS, None)
         differ = differences(saved, self._expected)
         if differ:
             problems.append(f"the checkpoint was saved by a pipeline whose {', '.join(differ)} differ(s) from this "
                             "one's: expected the config (and batch size, input pipeline) it was saved with")
+            problems += describe_differences(differ, shown, json.loads(self._settings))
         if problems:
             raise ResumeError([Problem("<checkpoint>", "$.iterator", p) for p in problems])
+
+    def _restoring_from(self) -> str:
+        """The path of the checkpoint whose iterator state waits for this one's tf.data iterator to be made."""
+        for position in self._deferred_dependencies.get("iterator", ()):
+            return position.checkpoint.save_path_string
+        return "<checkpoint>"
 
     def _start(self) -> None:
         self._check()
@@ -169,8 +271,11 @@ class ResumableIterator(tf.Module):
         elif self._running.batches is None:
             # Tracked from here on: a restore waiting for this dependency gives it the saved state now.
             dataset = self._input_fn(self._input_context, params=params)
+            restoring_from = self._restoring_from()  # (tracking the iterator forgets it)
             try:  # (the saved state is read into the iterator as it is tracked)
                 self.iterator = iter(dataset)
+            except tf.errors.DataLossError as e:
+                raise damaged(restoring_from, e, "$.iterator.iterator") from None
             except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError) as e:
                 raise _unfit_state(e) from None
             self._running.batches = self.iterator
@@ -182,14 +287,59 @@ class ResumableIterator(tf.Module):
 def _unfit_state(error: tf.errors.OpError) -> ResumeError:
     """The saved iterator state does not fit this pipeline though the config is the same: the pipeline is
     built differently (another version of batchloaders or TensorFlow compiled it)."""
-    said = (error.message or str(error)).strip().splitlines()[0]
-    said = said.split("}} ", 1)[-1]  # without TensorFlow's function-node prefix
+    said = _first_line(error)
     return ResumeError(Problem("<checkpoint>", "$.iterator", (
         f"the saved iterator state does not fit this pipeline (TensorFlow: {said}); the config is the same, so "
         "the pipeline was built differently when it was saved (by another version of batchloaders or "
         "TensorFlow); expected a checkpoint saved by this version, or resume: replay in the config (a replay "
         "checkpoint keeps only the seed and the batches consumed, and fits every version that gives the same "
         "batches)")))
+
+
+def _first_line(error: BaseException) -> str:
+    said = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+    return said.split("}} ", 1)[-1]  # without TensorFlow's function-node prefix
+
+
+# What is wrong with a checkpoint TensorFlow cannot read, by the error reading it gave (first match).
+_DAMAGE = (
+    (IndexError, "Read less bytes", "its data file (.data-*) holds fewer bytes than its index says: it was cut "
+                                    "short (a save that was killed, or a copy not finished)"),
+    (tf.errors.DataLossError, "", "its bytes are not those saved (a checksum does not match): it was damaged "
+                                  "after the save"),
+    (tf.errors.NotFoundError, "Failed to find any matching files", "no checkpoint is there: its index file "
+                                                                   "(.index) is missing"),
+    (tf.errors.OpError, "No such file or directory", "a file of it is missing"),
+    (tf.errors.OpError, "sstable", "its index file (.index) cannot be read: it is damaged or cut short"),
+    (tf.errors.OpError, "Unable to read file", "its index file (.index) cannot be read: it is damaged or cut short"),
+)
+
+
+def _damage(error: BaseException) -> str | None:
+    return next((what for kind, said, what in _DAMAGE if isinstance(error, kind) and said in str(error)), None)
+
+
+def damaged(save_path: str, error: BaseException, where: str = "$") -> ResumeError:
+    """The ResumeError for a checkpoint whose files TensorFlow cannot read: its path and what is wrong."""
+    return ResumeError(Problem(save_path, where, (
+        f"the checkpoint cannot be read: {_damage(error) or 'it is damaged'} (TensorFlow: {_first_line(error)}); "
+        "expected the files of a finished save: restore an earlier checkpoint (tf.train.CheckpointManager keeps "
+        "max_to_keep of them)")))
+
+
+def restore_checkpoint(checkpoint: tf.train.Checkpoint, save_path: str | None):
+    """``checkpoint.restore(save_path)``, where a damaged or cut-short checkpoint raises a ResumeError naming its
+    path and what is wrong instead of TensorFlow's DataLossError (or IndexError, OpError) of the read.
+
+    >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
+    >>> batchloaders.restore_checkpoint(checkpoint, tf.train.latest_checkpoint(directory))
+    """
+    try:
+        return checkpoint.restore(save_path)
+    except (IndexError, tf.errors.OpError) as error:
+        if save_path is None or _damage(error) is None:
+            raise  # not a read of the checkpoint's files (a tf.data iterator state of another pipeline, say)
+        raise damaged(save_path, error) from None
 
 
 class _Running:
