@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any, Callable, Mapping
 
@@ -167,7 +168,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 
             # The finished pipeline (prefetch and options included) is what the workers run.
             dataset = service.distribute(dataset, call_config, params)
-        return LocatedDataset(dataset, locator)
+        from batchloaders.resume import identity
+
+        return LocatedDataset(dataset, locator, json.dumps(identity(call_config, batch_size, input_context),
+                                                           sort_keys=True))
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

@@ -14,6 +14,7 @@ them with the locators of the pipelines built in this process.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import tensorflow as tf
@@ -83,12 +84,34 @@ def register(locator: Locator) -> None:
 
 
 
-class _LocatingIterator(iterator_ops.OwnedIterator):
-    """An eager iterator whose data errors come out as DataError (inside a tf.function it is a plain one)."""
+# The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
+IDENTITY = "_BATCHLOADERS_IDENTITY"
 
-    def __init__(self, dataset, locator: Locator):
-        self._locator = locator
+
+class _LocatingIterator(iterator_ops.OwnedIterator):
+    """An eager iterator whose data errors come out as DataError (inside a tf.function it is a plain one), and
+    whose checkpoints (``tf.train.Checkpoint(iterator=it)``) keep the pipeline's identity: a restore into a
+    pipeline that would give other batches is a ResumeError naming what differs, not a silent carry-on."""
+
+    def __init__(self, dataset, locator: Locator, identity: str | None):
+        self._locator, self._identity = locator, identity
         super().__init__(dataset)
+
+    def _serialize_to_tensors(self):
+        out = super()._serialize_to_tensors()
+        if self._identity is not None:
+            out[IDENTITY] = tf.constant(self._identity)
+        return out
+
+    def _restore_from_tensors(self, restored_tensors):
+        if self._identity is not None and IDENTITY in restored_tensors:
+            from batchloaders.resume import mismatch
+
+            saved = json.loads(restored_tensors[IDENTITY].numpy().decode())
+            found = mismatch(saved, json.loads(self._identity))
+            if found:
+                raise errors.ResumeError([errors.Problem("<checkpoint>", "$.iterator", p) for p in found])
+        return super()._restore_from_tensors({"_STATE": restored_tensors["_STATE"]})
 
     def _next_internal(self):
         if not tf.executing_eagerly():
@@ -105,13 +128,14 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
 
 
 class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):
-    """``dataset`` as it is, whose eager iterators raise located DataErrors."""
+    """``dataset`` as it is, whose eager iterators raise located DataErrors and check restored checkpoints
+    against ``identity`` (resume.identity as JSON)."""
 
-    def __init__(self, dataset: tf.data.Dataset, locator: Locator):
-        self._locator = locator
+    def __init__(self, dataset: tf.data.Dataset, locator: Locator, identity: str | None = None):
+        self._locator, self._identity = locator, identity
         super().__init__(dataset, dataset._variant_tensor)  # noqa: SLF001 - the same pipeline, not a new one
 
     def __iter__(self):
         if tf.executing_eagerly() and not tf.inside_function():
-            return _LocatingIterator(self, self._locator)
+            return _LocatingIterator(self, self._locator, self._identity)
         return super().__iter__()

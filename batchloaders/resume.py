@@ -148,6 +148,23 @@ def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now:
     return out
 
 
+def identity(config, batch_size: int, input_context=None) -> dict[str, Any]:
+    """What a checkpoint keeps to tell whether it fits a pipeline: the fingerprint, and the settings a
+    ResumeError shows (never compared)."""
+    return {**fingerprint(config, batch_size, input_context), _SETTINGS: settings(config, batch_size, input_context)}
+
+
+def mismatch(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What a ResumeError says when ``saved`` (an identity, its settings possibly missing) is not ``current``'s."""
+    saved, current = dict(saved), dict(current)
+    shown, now = saved.pop(_SETTINGS, None), current.pop(_SETTINGS)
+    differ = differences(saved, current)
+    if not differ:
+        return []
+    return [f"the checkpoint was saved by a pipeline whose {', '.join(differ)} differ(s) from this one's: expected "
+            "the config (and batch size, input pipeline) it was saved with", *describe_differences(differ, shown, now)]
+
+
 class ResumableIterator(tf.Module):
     """A Python iterator over ``input_fn``'s batches whose position ``tf.train.Checkpoint`` saves and restores.
 
@@ -234,12 +251,7 @@ class ResumableIterator(tf.Module):
             problems.append(f"the checkpoint was saved in {saved.get('mode')!r} mode, this iterator runs in "
                             f"{self.mode!r} mode: expected the same mode (the config's resume)")
         saved.pop("mode", None)
-        shown = saved.pop(_SETTINGS, None)
-        differ = differences(saved, self._expected)
-        if differ:
-            problems.append(f"the checkpoint was saved by a pipeline whose {', '.join(differ)} differ(s) from this "
-                            "one's: expected the config (and batch size, input pipeline) it was saved with")
-            problems += describe_differences(differ, shown, json.loads(self._settings))
+        problems += mismatch(saved, {**self._expected, _SETTINGS: json.loads(self._settings)})
         if problems:
             raise ResumeError([Problem("<checkpoint>", "$.iterator", p) for p in problems])
 
@@ -307,6 +319,10 @@ _DAMAGE = (
                                     "short (a save that was killed, or a copy not finished)"),
     (tf.errors.DataLossError, "", "its bytes are not those saved (a checksum does not match): it was damaged "
                                   "after the save"),
+    (tf.errors.NotFoundError, "_BATCHLOADERS_IDENTITY not found", "its iterator was saved without the pipeline's "
+                                                                   "identity this version keeps (a plain tf.data "
+                                                                   "iterator, or an earlier version of batchloaders), "
+                                                                   "so whether it fits this pipeline cannot be told"),
     (tf.errors.NotFoundError, "Failed to find any matching files", "no checkpoint is there: its index file "
                                                                    "(.index) is missing"),
     (tf.errors.OpError, "No such file or directory", "a file of it is missing"),

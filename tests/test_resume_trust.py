@@ -205,3 +205,39 @@ def test_a_damaged_iterator_state_read_at_the_first_batch_is_a_resume_error_nami
     [line] = problems(raised)
     assert line.startswith(f"{path}: $.iterator.iterator: the checkpoint cannot be read: its bytes are not those "
                            "saved (a checksum does not match): it was damaged after the save (TensorFlow: ")
+
+
+def plain_iterator(data, **args):
+    """The iterator of input_fn()'s dataset, as a user checkpoints it without ResumableIterator."""
+    return iter(batchloaders.build_input_fn(config(data, "state", **args))())
+
+
+def test_a_plain_iterator_checkpoint_resumes_where_it_was_saved(data, tmp_path):
+    saving = plain_iterator(data)
+    assert ids([next(saving)]) == [[0, 1, 2, 3]]
+    path = tf.train.Checkpoint(iterator=saving).save(str(tmp_path / "plain"))
+    restored = plain_iterator(data)
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert ids(restored) == [[100, 101, 102, 103], [200, 201, 202, 203]]
+
+
+@pytest.mark.parametrize("changed, lines", OTHER_CONFIGS[:3], ids=["batch size", "drop_remainder", "fewer files"])
+def test_a_plain_iterator_checkpoint_of_another_config_is_refused(data, tmp_path, changed, lines):
+    """tf.train.Checkpoint(iterator=iter(dataset)) keeps the pipeline's identity beside tf.data's state: a restore
+    into another config used to carry on silently (batch size) or fail in TensorFlow (fewer files)."""
+    saving = plain_iterator(data)
+    next(saving)
+    path = tf.train.Checkpoint(iterator=saving).save(str(tmp_path / "plain"))
+    restoring = plain_iterator(data, **changed)
+    with pytest.raises(ResumeError) as raised:
+        tf.train.Checkpoint(iterator=restoring).restore(path)
+    said = problems(raised)
+    assert said[0].startswith("<checkpoint>: $.iterator: the checkpoint was saved by a pipeline whose ")
+    assert said[1:] == [line.format(parts=data / "parts", data=data) for line in lines]
+
+
+def test_a_plain_tf_data_checkpoint_is_named_as_such(data, tmp_path):
+    path = tf.train.Checkpoint(iterator=iter(tf.data.Dataset.range(3))).save(str(tmp_path / "tfdata"))
+    with pytest.raises(ResumeError) as raised:
+        batchloaders.restore_checkpoint(tf.train.Checkpoint(iterator=plain_iterator(data)), path)
+    assert "its iterator was saved without the pipeline's identity this version keeps" in problems(raised)[0]
