@@ -35,7 +35,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import chunking, determinism
+from batchloaders import chunking, determinism, origins
 from batchloaders.graphs import as_written, masked
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
@@ -43,33 +43,6 @@ from batchloaders.config.model import LoaderConfig
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 EPOCH_END, LAST = "epoch_end", "last"
 TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter
-
-
-SEQUENCE_KEY = "sequence_key"  # extras: each sequence's key, when the config names no ``key`` tensor
-
-
-def wants_key(config: LoaderConfig) -> bool:
-    """Whether segmenting names each sequence by where it was read (``extras[SEQUENCE_KEY]``)."""
-    return config.segmenting is not None and config.segmenting.key is None
-
-
-def wants_source(config: LoaderConfig) -> bool:
-    """Whether the loader must give each example's :func:`source_extras`: a chunking source_key feature
-    uses them, and segmenting without a ``key`` names each sequence by them."""
-    return chunking.wants_source(config) or wants_key(config)
-
-
-def source_extras(config: LoaderConfig, file_index, record, step=None) -> dict:
-    """The extras naming where each example was read: ``source_key`` for chunking, '<file path>:<record index>';
-    :data:`SEQUENCE_KEY` for segmenting, the same plus ``:<step>`` where ``step`` is given (a continuous window's
-    first step within its record: windows starting in one record are distinct sequences)."""
-    out = {}
-    if chunking.wants_source(config):
-        out["source_key"] = chunking.source_keys(config, file_index, record)
-    if wants_key(config):
-        key = chunking.source_keys(config, file_index, record)
-        out[SEQUENCE_KEY] = key if step is None else tf.strings.join([key, ":", tf.strings.as_string(step)])
-    return out
 
 
 def names(config: LoaderConfig) -> tuple[str, ...]:
@@ -126,7 +99,7 @@ def segment_block(values: dict, lengths: dict, extras: dict, config: LoaderConfi
     comes from, each example's number of segments (0: skipped) and key, and the block's counts."""
     spec = config.segmenting
     unroll = spec.num_unroll
-    keys = extras[SEQUENCE_KEY] if spec.key is None else _key_strings(values[spec.key])
+    keys = extras[origins.SEQUENCE_KEY] if spec.key is None else _key_strings(values[spec.key])
     steps = {name: chunking.length_of(values, lengths, name) for name in spec.tensors}
     with tf.control_dependencies(_checks(config, steps, keys)):
         total = tf.identity(steps[spec.tensors[0]])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, segmenting, sharding, sources
+from batchloaders import block_sizes, origins, sharding, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
@@ -81,7 +81,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
-    keyed = segmenting.wants_source(config)
+    keyed = origins.wanted(config)
     # Sharded by window, a pipeline keeps every nth window: no longer back to back.
     back_to_back = fixed and config.stride is None and sharding.plan(config, input_context).rule != sharding.RECORD
 
@@ -97,10 +97,9 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     def make_windows(element):
         buffer, starts, lens = dict(element["buffer"]), element["starts"], element["lens"]
         extras = {}
-        if keyed:  # a window is named by its first frame: its record, and for segmenting its step in the record
-            extras = segmenting.source_extras(config, tf.fill(tf.shape(starts), element["file"]),
-                                              tf.gather(buffer.pop(RECORD), starts),
-                                              tf.gather(buffer.pop(STEP), starts))
+        if keyed:  # a window is named by its first frame: its record and its step in the record
+            extras = origins.extras(config, tf.fill(tf.shape(starts), element["file"]),
+                                    tf.gather(buffer.pop(RECORD), starts), tf.gather(buffer.pop(STEP), starts))
         # (An element may hold no window: it is made into none.)
         if back_to_back:  # windows of one size: a gather of their steps and a reshape
             size = config.min_window
