@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchloaders import chunking, origins
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
 from batchloaders.graphs import as_written, masked
@@ -63,15 +64,7 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
         else:  # a fixed first axis: every example is as long as it
             by = tf.shape(block["values"][spec.by], out_type=tf.int64)
             length = tf.fill([tf.cast(waiting, tf.int64) + by[0]], by[1])
-        checks = []
-        if spec.max_tokens is not None:
-            longest = tf.reduce_max(tf.concat([length, [0]], 0))
-            checks.append(tf.debugging.Assert(longest <= spec.max_tokens, [tf.strings.format(
-                f"{config.source}: {spec.json_path}.max_tokens: found an example whose {spec.by} has {{}} steps, "
-                f"longer than the budget of {spec.max_tokens} tokens: expected max_tokens at least the longest "
-                "example", longest)]))
-        with tf.control_dependencies(checks):
-            bucket = tf.reduce_sum(tf.cast(length[:, None] >= boundaries[None, :], tf.int64), 1)
+        bucket = tf.reduce_sum(tf.cast(length[:, None] >= boundaries[None, :], tf.int64), 1)
         order = tf.argsort(bucket, stable=True)
         sorted_bucket = tf.gather(bucket, order)
         counts = tf.math.bincount(tf.cast(bucket, tf.int32), minlength=buckets, maxlength=buckets, dtype=tf.int64)
@@ -128,6 +121,32 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
         return tf.data.Dataset.from_tensor_slices((starts, out["rows"], out["bucket"])).map(as_written(one))
 
     return ds.flat_map(as_written(batches))
+
+
+WHAT = {"independent": "the record", "discrete_sequence": "the window starting at this record",
+        "continuous_sequence": "the window whose first step is in this record"}  # what an example is
+
+
+def over_budget(config: LoaderConfig, values: dict, lengths: dict, extras: dict) -> list:
+    """Checks that no example of a block is longer than max_tokens (when only the data can tell: BucketSpec's
+    ``check_longest``), failing at the first one with a message naming its file and record (origins.py), which
+    errors.data_error_from makes a DataError; no check otherwise."""
+    spec = config.bucketing
+    if spec is None or not spec.check_longest:
+        return []
+    steps = chunking.length_of(values, lengths, spec.by)
+    over = steps > spec.max_tokens
+
+    def fail():  # the message is built only when an example is over the budget
+        at = tf.argmax(tf.cast(over, tf.int32), output_type=tf.int32)
+        message = tf.strings.join([
+            origins.located(config, extras, at), f": {config.source}: {spec.json_path}.max_tokens: "
+            f"{WHAT[config.type]} has ", tf.strings.as_string(steps[at]), f" steps in tensor {spec.by!r}, more than "
+            f"the budget of {spec.max_tokens} tokens: an example over the budget fits no batch; expected "
+            "max_tokens at least the longest example, or shorter examples"])
+        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
+            return tf.constant(False)
+    return [tf.cond(tf.reduce_any(over), fail, lambda: tf.constant(True))]
 
 
 def last_block(spec) -> dict:

@@ -35,7 +35,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import chunking, determinism
+from batchloaders import chunking, determinism, origins
 from batchloaders.graphs import as_written, masked
 from batchloaders.secondary.const import default_value
 from batchloaders.config.model import LoaderConfig
@@ -43,12 +43,6 @@ from batchloaders.config.model import LoaderConfig
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 EPOCH_END, LAST = "epoch_end", "last"
 TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter
-
-
-def wants_source(config: LoaderConfig) -> bool:
-    """Whether the loader must give each example's ``extras["source_key"]``: a chunking source_key feature
-    uses it, and segmenting without a ``key`` names each sequence by it."""
-    return chunking.wants_source(config) or (config.segmenting is not None and config.segmenting.key is None)
 
 
 def names(config: LoaderConfig) -> tuple[str, ...]:
@@ -105,7 +99,7 @@ def segment_block(values: dict, lengths: dict, extras: dict, config: LoaderConfi
     comes from, each example's number of segments (0: skipped) and key, and the block's counts."""
     spec = config.segmenting
     unroll = spec.num_unroll
-    keys = extras["source_key"] if spec.key is None else _key_strings(values[spec.key])
+    keys = extras[origins.SEQUENCE_KEY] if spec.key is None else _key_strings(values[spec.key])
     steps = {name: chunking.length_of(values, lengths, name) for name in spec.tensors}
     with tf.control_dependencies(_checks(config, steps, keys)):
         total = tf.identity(steps[spec.tensors[0]])

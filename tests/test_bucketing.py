@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from batchloaders import ConfigError, bucketing, build_input_fn, load_config
+from batchloaders import ConfigError, DataError, bucketing, build_input_fn, data_errors, load_config
+from batchloaders.errors import Problem
 from conftest import feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 
@@ -101,10 +102,90 @@ def test_a_token_budget_bounds_every_batch(tokens):
     assert max(x.shape[0] for x, _ in got) > 1  # short examples do share batches
 
 
-def test_an_example_longer_than_the_budget_is_an_error_naming_its_length(tokens):
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"max_tokens: found an example whose tokens has 2[1-3] "
-                                                             r"steps, longer than the budget of 20 tokens"):
-        batches(config(tokens, {"by": "tokens", "max_tokens": 20}))
+def test_an_example_longer_than_the_budget_is_a_data_error_naming_its_file_and_record(tokens):
+    """Only the data tells how long a feature list is: the running pipeline stops at the first example over the
+    budget (in reading order: file 0, record 3 has (3 * 7) % 23 + 1 = 22 steps)."""
+    with pytest.raises(DataError) as caught:
+        with data_errors():
+            batches(config(tokens, {"by": "tokens", "max_tokens": 20}))
+    assert caught.value.problems == (Problem(
+        str(tokens / "part-0.tfrecords"), "record 3",
+        "<dict>: $.args.bucketing.max_tokens: the record has 22 steps in tensor 'tokens', more than the budget of 20 "
+        "tokens: an example over the budget fits no batch; expected max_tokens at least the longest example, or "
+        "shorter examples"),)
+
+
+def test_a_discrete_window_over_the_budget_is_a_data_error_naming_its_first_record(tmp_path):
+    """Windows of 2 records of 3 + 4 and 2 + 9 frames: the second (from record 2) has 11 > 8."""
+    write_discrete(tmp_path, [[(3, 1), (4, 1), (2, 1), (9, 1)]])
+    cfg = sequence_config(tmp_path, "discrete_sequence", [("frames", "frames")], inputs=["frames"], lo=2, hi=2,
+                          padding=True, bucketing={"by": "frames", "max_tokens": 8})
+    with pytest.raises(DataError) as caught:
+        with data_errors():
+            list(build_input_fn(cfg)().as_numpy_iterator())
+    assert caught.value.problems == (Problem(
+        str(tmp_path / "part-0.tfrecords"), "record 2",
+        "<dict>: $.args.bucketing.max_tokens: the window starting at this record has 11 steps in tensor 'frames', "
+        "more than the budget of 8 tokens: an example over the budget fits no batch; expected max_tokens at least "
+        "the longest example, or shorter examples"),)
+
+
+SHORT_BUDGET = ("found max_tokens {budget}, fewer than the longest example's steps: tensor {by!r} {why}; an example "
+                "over the budget fits no batch: expected max_tokens at least {longest}")
+
+
+@pytest.mark.parametrize("loader,args,by,budget,why,longest,alternative", [
+    # continuous windows of 3..9 steps: one of 9 may be drawn or not (seed 1 draws none), it never fits
+    ("continuous_sequence", {"min_window": 3, "max_window": 9, "seed": 1}, "y", 8,
+     "has up to 9 steps: a window holds up to max_window = 9 steps ($.args.max_window)", 9,
+     ", or max_window at most 8"),
+    ("continuous_sequence", {"min_window": 9, "max_window": 9}, "y", 8, "has shape [9]: 9 steps in every example", 9,
+     ""),
+    # a discrete window's context feature: one row per record
+    ("discrete_sequence", {"min_window": 1, "max_window": 4}, "rid", 3,
+     "has up to 4 steps: a window holds up to max_window = 4 records, one row each ($.args.max_window)", 4,
+     ", or max_window at most 3"),
+    # a fixed shape in the manifest
+    ("independent", {}, "pair", 1, "has shape [2]: 2 steps in every example", 2, ""),
+    # a pad_to step's fixed length
+    ("independent", {"processing_steps": [{"type": "pad_to", "tensor": "frames", "args": {"size": 12}}]}, "frames", 10,
+     "has shape [12, 2]: 12 steps in every example", 12, ""),
+], ids=["continuous-max_window", "continuous-fixed", "discrete-context", "manifest-shape", "pad_to"])
+def test_a_budget_the_config_says_some_example_exceeds_is_a_config_error(tmp_path, loader, args, by, budget, why,
+                                                                         longest, alternative):
+    if loader == "continuous_sequence":
+        write_continuous(tmp_path, [[3, 1, 5, 2, 6, 2] * 4, [4] * 8], layout="sequence")
+        primary = [("x", "x"), ("y", "y")]
+    else:
+        write_discrete(tmp_path, [[(3, 1), (4, 1), (2, 1), (9, 1)]])
+        primary = [("frames", "frames"), ("rid", "rid"), ("pair", "pair")]
+    cfg = loader_config(tmp_path, primary, inputs=[t for _, t in primary], loader=loader, padding=True,
+                        bucketing={"by": by, "max_tokens": budget}, **args)
+    with pytest.raises(ConfigError) as caught:
+        build_input_fn(cfg)
+    assert [(p.path, p.message) for p in caught.value.problems] == [(
+        "$.args.bucketing.max_tokens",
+        SHORT_BUDGET.format(budget=budget, by=by, why=why, longest=longest) + alternative)]
+
+
+@pytest.mark.parametrize("loader", ["independent", "continuous_sequence"])
+def test_a_budget_that_fits_gives_the_batches_of_its_buckets(tokens, tmp_path, loader):
+    """max_tokens makes the same batches as its resolved boundaries and batch sizes given by hand, whether the
+    data is checked against it (feature lists) or the config bounds it (windows of at most max_window = 9)."""
+    if loader == "independent":
+        cfg = config(tokens, {"by": "tokens", "max_tokens": 23})  # the longest example has 23 steps
+    else:
+        write_continuous(tmp_path, [[3, 1, 5, 2, 6, 2] * 4, [4] * 8], layout="sequence")
+        cfg = sequence_config(tmp_path, loader, [("y", "y")], inputs=["y"], lo=3, hi=9, seed=2, padding=True,
+                              target_batch_size=4, bucketing={"by": "y", "max_tokens": 9})
+    spec = load_config(cfg).bucketing
+    assert spec.check_longest == (loader == "independent")
+    by_hand = {**cfg, "args": {**cfg["args"], "bucketing": {"by": spec.by, "boundaries": list(spec.boundaries),
+                                                            "batch_sizes": list(spec.batch_sizes)}}}
+    got, want = (list(build_input_fn(c)().as_numpy_iterator()) for c in (cfg, by_hand))
+    assert len(got) == len(want) > 5
+    for a, b in zip(got, want):
+        tf.nest.map_structure(np.testing.assert_array_equal, a, b)
 
 
 def test_with_shuffle_epochs_and_drop_remainder(tokens):

@@ -351,7 +351,7 @@ def test_config_errors_are_located(data, segmenting, args, inputs, path, fragmen
     assert any(p.path == path and fragment in p.message for p in caught.value.problems), caught.value.problems
 
 
-def test_continuous_windows_are_segmented_with_the_key_of_the_record_holding_their_first_step(tmp_path):
+def test_continuous_windows_are_segmented_with_the_key_of_their_first_step(tmp_path):
     from seqdata import write_continuous
 
     d = write_continuous(tmp_path / "c", [5, 3])  # records of 4 frames: 20 and 12 frames; y = 1000 * f + p
@@ -368,7 +368,8 @@ def test_continuous_windows_are_segmented_with_the_key_of_the_record_holding_the
     for f, frames in ((0, 20), (1, 12)):
         for start in range(0, frames - 5, 6):  # back-to-back windows of 6 frames; a shorter end piece is dropped
             steps = [1000 * f + p for p in range(start, start + 6)]
-            want[f"{os.path.join(d, f'part-{f}.tfrecords')}:{start // 4}"] = [(0, steps[:4]), (1, steps[4:])]
+            want[f"{os.path.join(d, f'part-{f}.tfrecords')}:{start // 4}:{start % 4}"] = [(0, steps[:4]),
+                                                                                            (1, steps[4:])]
     assert joined == want
 
 

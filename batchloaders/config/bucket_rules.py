@@ -4,7 +4,9 @@ With ``max_tokens`` the batch size of bucket i is the largest with batch size x 
 length the bucket admits <= max_tokens. Buckets then need a longest length: the given
 boundaries are extended by 10% steps (at least one step each) up to past max_tokens, and
 without boundaries they start at 8 steps, so that the last, open bucket only receives
-examples longer than the budget, which are an error.
+examples longer than the budget, which are an error: a ConfigError when the config and manifest bound
+the longest example (a fixed first axis, or a window of at most max_window steps or records), else a
+check in the running pipeline naming the first such example's file and record.
 """
 from __future__ import annotations
 
@@ -23,8 +25,32 @@ def token_boundaries(given: list[int], max_tokens: int) -> list[int]:
     return out
 
 
-def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs=()) -> BucketSpec | None:
-    """The resolved spec, or None after reporting why the block cannot be used."""
+def window_bounds(loader_type: str, max_window, primaries: dict, steps) -> dict[str, tuple[int, str, str]]:
+    """{tensor: (most steps, why, what else to lower)} for the primary tensors whose first axis is a sequence
+    loader's window axis and that no processing step changes: a window holds at most max_window steps
+    (continuous_sequence) or max_window records, one row each (a discrete_sequence context feature)."""
+    if not isinstance(max_window, int) or loader_type == "independent":
+        return {}
+    changed = {step.tensor for step in steps}
+    unit = "steps" if loader_type == "continuous_sequence" else "records, one row each"
+    return {name: (max_window, f"has up to {max_window} steps: a window holds up to max_window = {max_window} "
+                               f"{unit} ($.args.max_window)", "max_window")
+            for name, feature in primaries.items()
+            if name not in changed and (loader_type == "continuous_sequence" or not feature.var_len)}
+
+
+def _longest(by: str, info, bounds: dict) -> tuple[int, str, str | None] | None:
+    """(most steps, why, what else to lower) of tensor ``by`` in an example when the config and manifest tell;
+    else None."""
+    if info is not None and info.shape and info.shape[0] is not None:
+        return info.shape[0], f"has shape {format_shape(info.shape)}: {info.shape[0]} steps in every example", None
+    return bounds.get(by)
+
+
+def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs=(),
+                bounds: dict | None = None) -> BucketSpec | None:
+    """The resolved spec, or None after reporting why the block cannot be used. ``bounds``: see
+    :func:`window_bounds`."""
     at = ("args", "bucketing")
     ok = True
     by = block["by"]
@@ -84,6 +110,13 @@ def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs
                              f"boundaries pad it to up to {boundaries[-1] - 1}: expected a padding shape of -1 on "
                              "axis 0, or boundaries up to that length + 1")
                 ok = False
+    longest = _longest(by, info, bounds or {}) if ok else None
+    if budget is not None and longest is not None and longest[0] > budget:
+        steps, why, other = longest
+        check(at + ("max_tokens",), f"found max_tokens {budget}, fewer than the longest example's steps: tensor "
+                                    f"{by!r} {why}; an example over the budget fits no batch: expected max_tokens "
+                                    f"at least {steps}" + (f", or {other} at most {budget}" if other else ""))
+        ok = False
     if not ok:
         return None
     if budget is not None:
@@ -92,7 +125,7 @@ def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs
         sizes = [max(1, budget // (b - 1)) if b > 1 else budget for b in boundaries] + [1]
     sizes = [min(size, MAX_BATCH_SIZE) for size in sizes]  # a budget over tiny lengths would ask for millions
     spec = BucketSpec(by, tuple(boundaries), tuple(sizes), budget, tuple(block.get("pad_to_boundary", [])),
-                      json_path(at))
+                      json_path(at), check_longest=budget is not None and longest is None)
     return spec if _fits_memory(spec, tensors, pad_specs or {}, outputs, check) else None
 
 

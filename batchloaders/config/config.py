@@ -308,9 +308,10 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
         padding, pad_specs = _padding(args.get("padding", False), tensors, seen, check, scopes)
     bucketing = None
     if "bucketing" in args and valid(("args", "bucketing")):
-        from batchloaders.config.bucket_rules import bucket_spec
+        from batchloaders.config.bucket_rules import bucket_spec, window_bounds
 
-        bucketing = bucket_spec(args["bucketing"], tensors, seen, check, pad_specs, wanted or set(seen))
+        bounds = window_bounds(loader_type, args.get("max_window"), primaries, steps)
+        bucketing = bucket_spec(args["bucketing"], tensors, seen, check, pad_specs, wanted or set(seen), bounds)
     if packing is not None:  # rows are dense: a row holds several examples, so no row is "an example"
         for name in packing.tensors:
             spec = pad_specs.get(name)

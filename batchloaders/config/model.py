@@ -135,6 +135,9 @@ class BucketSpec:
     max_tokens: int | None
     pad_to_boundary: tuple[str, ...]
     json_path: str
+    # With max_tokens: whether only the data can tell the longest example (the running pipeline checks each).
+    # Derived from the fields above and the manifest: not compared (resume.py), so saved fingerprints still match.
+    check_longest: bool = dataclasses.field(default=False, compare=False)
 
     def admits(self, bucket: int) -> int | None:
         """The longest length bucket ``bucket`` holds; None for the last, open one."""

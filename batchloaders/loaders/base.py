@@ -122,6 +122,10 @@ def blocks(config: LoaderConfig, decode, zero_tails: frozenset, flush: bool):
     def run(element):
         batch = decoded(element, config, decode, zero_tails)
         values = {n: batch.values[n] for n in names}
+        checks = bucketing.over_budget(config, batch.values, batch.lengths, batch.extras)
+        if checks:  # an example over max_tokens stops the run, naming its file and record
+            with tf.control_dependencies(checks):
+                values = {n: tf.identity(v) for n, v in values.items()}
         lengths = {n: tf.cast(batch.lengths[n], tf.int64) for n in names if n in batch.lengths}
         # Regrouping cuts each example's steps by its length: a registered step or secondary feature whose
         # lengths run past its values would otherwise fail deep in TensorFlow, naming nothing.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, chunking, segmenting, sharding, sources
+from batchloaders import block_sizes, origins, sharding, sources
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.integrity import names_in_block
@@ -50,12 +50,14 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
     return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
 
 
-RECORD = "@record"  # with a source_key feature: each frame's record number, carried along with the frames
+# With source keys: each frame's record number and step within that record, carried along with the frames.
+RECORD, STEP = "@record", "@step"
 
 
 def frames(serialized, first_record, filename, manifest, selected: dict, block: int, records: bool = False) -> dict:
     """Parse a block of (at most ``block``) records and concatenate them along the first axis:
-    {to_name: [steps, ...]}; ``records``: also {RECORD: [steps]}, the record each step comes from."""
+    {to_name: [steps, ...]}; ``records``: also {RECORD: [steps], STEP: [steps]}, the record each step comes
+    from and the step's place in it."""
     names = names_in_block(filename, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
     checks = _check_same_lengths(lengths, filename, first_record)
@@ -71,6 +73,7 @@ def frames(serialized, first_record, filename, manifest, selected: dict, block: 
             per_record = lengths[name] if name in lengths else tf.fill(tf.shape(v, out_type=tf.int64)[:1],
                                                                        tf.shape(v, out_type=tf.int64)[1])
             out[RECORD] = tf.repeat(first_record + tf.range(tf.size(per_record, out_type=tf.int64)), per_record)
+            out[STEP] = tf.ragged.range(per_record).flat_values
     return out
 
 
@@ -78,7 +81,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
-    keyed = segmenting.wants_source(config)
+    keyed = origins.wanted(config)
     # Sharded by window, a pipeline keeps every nth window: no longer back to back.
     back_to_back = fixed and config.stride is None and sharding.plan(config, input_context).rule != sharding.RECORD
 
@@ -94,9 +97,9 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
     def make_windows(element):
         buffer, starts, lens = dict(element["buffer"]), element["starts"], element["lens"]
         extras = {}
-        if keyed:  # a window is named by the record of its first frame
-            extras["source_key"] = chunking.source_keys(config, tf.fill(tf.shape(starts), element["file"]),
-                                                        tf.gather(buffer.pop(RECORD), starts))
+        if keyed:  # a window is named by its first frame: its record and its step in the record
+            extras = origins.extras(config, tf.fill(tf.shape(starts), element["file"]),
+                                    tf.gather(buffer.pop(RECORD), starts), tf.gather(buffer.pop(STEP), starts))
         # (An element may hold no window: it is made into none.)
         if back_to_back:  # windows of one size: a gather of their steps and a reshape
             size = config.min_window

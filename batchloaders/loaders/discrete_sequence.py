@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, chunking, segmenting
+from batchloaders import block_sizes, origins
 from batchloaders.features.parsing import parse_batch
 from batchloaders.graphs import as_written, masked
 from batchloaders.loaders import windows
@@ -120,8 +120,8 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         flat = (lambda x: tf.reshape(x, [-1])) if fixed_count is not None else (lambda x: masked(x, valid))
         names = reader.record_names(flat(files), flat(batch["record"]))
         out = assemble(flat(batch["serialized"]), batch["count"], manifest, selected, fixed_count, names)
-        if segmenting.wants_source(config):  # a window's first record names it
-            out["extras"]["source_key"] = chunking.source_keys(config, batch["file"], batch["record"][:, 0])
+        if origins.wanted(config):  # a window's first record names it (windows never overlap)
+            out["extras"].update(origins.extras(config, batch["file"], batch["record"][:, 0]))
         return out
 
     planned = windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
