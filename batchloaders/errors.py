@@ -80,6 +80,7 @@ MARKER = "batchloaders data error"  # begins the message of every damaged-file e
 _DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+(?:\+\d+)?): (?P<text>.*)$", re.S)
 
 
+_PLACED = re.compile(r"^(?P<file>[^\n]*?): (?P<path>\$\.args\.[^\s:]*): (?P<text>.*)$", re.S)
 _NOT_A_PROTO = "Could not parse example input"
 # parse_sequence_example checks a feature list's values over the whole batch and names no record.
 _UNNAMED = re.compile(r"Feature list '(?P<feature>[^']*)' has an unexpected number of values|"
@@ -133,6 +134,9 @@ def data_error_from(error: BaseException, locators=None) -> "DataError | None":
         data = _DATA_ERROR.match(found.group("text").replace("\\'", "'"))
         if data:
             return DataError(Problem(data.group("file"), _record(data.group("where")), data.group("text").strip()))
+        placed = _PLACED.match(found.group("text").replace("\\'", "'"))
+        if placed:  # a config item's check of the values it was given (building.py)
+            return DataError(Problem(placed.group("file"), placed.group("path"), placed.group("text").strip()))
         return None
     found = _OPEN.search(message) if type(error).__name__ in _OPEN_ERRORS else None
     if found:

@@ -84,6 +84,26 @@ def register(locator: Locator) -> None:
 
 
 
+_KINDS: dict[type, type] = {}
+
+
+def also_as(converted: errors.DataError, original: BaseException) -> errors.DataError:
+    """``converted``, also an instance of the TensorFlow error it stands for (a DataError that is an
+    InvalidArgumentError, say), so that code catching TensorFlow's error type keeps working."""
+    base = type(original)
+    if not isinstance(original, tf.errors.OpError):
+        return converted
+    if base not in _KINDS:
+        _KINDS[base] = type(f"Data{base.__name__}", (errors.DataError, base),
+                            {"__module__": __name__, "__doc__": f"A DataError raised where TensorFlow raised {base.__name__}."})
+    error = _KINDS[base].__new__(_KINDS[base])
+    errors.DataError.__init__(error, converted.problems)
+    # What tf.errors.OpError's properties read: the located text is the message.
+    error._node_def, error._op, error._message = original.node_def, None, str(converted)
+    error._error_code, error._experimental_payloads = original.error_code, {}
+    return error
+
+
 # The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
 IDENTITY = "_BATCHLOADERS_IDENTITY"
 
@@ -124,7 +144,7 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
             converted = errors.data_error_from(error, [self._locator])
             if converted is None:
                 raise
-            raise converted from error
+            raise also_as(converted, error) from error
 
 
 class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):

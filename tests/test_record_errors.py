@@ -199,3 +199,52 @@ def test_records_beyond_the_manifests_count(tmp_path, loader, on_corrupt):
     assert problem.message == (f"the manifest {d / '__manifest__.json'} lists 10 records for this file, but it holds "
                                "more (records were added after the manifest was written: `batchloaders manifest DIR` "
                                "writes it again)")
+
+
+NARROW = [  # (manifest dtype, stored kind, the bad record's values, the value named, what the dtype holds)
+    ("int32", "int", [2**40 + 107, -2**40, 2**31], "1099511627883", "-2147483648 to 2147483647"),
+    ("uint8", "int", [1, -1, 2], "-1", "0 to 255"),
+    ("float16", "float", [1.0, 1e6, 2.0], "1000000", "-65504.0 to 65504.0"),
+]
+
+
+@pytest.mark.parametrize("dtype, kind, values, named, holds", NARROW, ids=[r[0] for r in NARROW])
+def test_values_the_manifests_dtype_cannot_hold(tmp_path, dtype, kind, values, named, holds):
+    """int64 data read as int32 arrived wrapped ([0, 0, -2147483648] for these), and check-data said OK."""
+    from batchloaders.tools import check_data
+
+    d = tmp_path / dtype
+    write_manifest(d, [feature("v", dtype, [3], kind)])
+    write_records(d / "part-0.tfrecords", [example(v=(kind, values if r == BAD_RECORD else [r, r, r]))
+                                           for r in range(10)])
+    input_fn = batchloaders.build_input_fn(loader_config(d, [("v", "v")], inputs=["v"]))
+    with pytest.raises(DataError) as caught:
+        for _ in input_fn():
+            pass
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(d / "part-0.tfrecords"), f"record {BAD_RECORD}")
+    assert problem.message.startswith(f"feature 'v' holds {named}")
+    assert f"which the manifest's dtype {dtype} cannot hold (values from {holds};" in problem.message
+    manifest = batchloaders.load_manifest(str(d / "__manifest__.json"))
+    _, said = check_data.check_file(str(d / "part-0.tfrecords"), manifest, records=10)
+    shown = repr(float(named) if kind == "float" else int(named))
+    assert said == [f"record {BAD_RECORD}: feature 'v': the manifest says dtype {dtype}, found the value {shown}, "
+                    f"which {dtype} cannot hold"]
+
+
+def test_a_cast_step_that_would_wrap_a_value_names_the_step(tmp_path):
+    d = tmp_path / "cast"
+    write_manifest(d, [feature("x", "float32", [2], "float")])
+    write_records(d / "part-0.tfrecords", [example(x=("float", [r, 3e9 if r == 3 else r])) for r in range(5)])
+    config = loader_config(d, [("x", "x")], inputs=["x"],
+                           processing_steps=[{"tensor": "x", "type": "cast", "args": {"dtype": "int32"}}])
+    with pytest.raises(DataError) as caught:
+        for _ in batchloaders.build_input_fn(config)():
+            pass
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == ("<dict>", "$.args.processing_steps[0]")
+    assert problem.message == "the cast to int32 found the value 3e+09, which int32 cannot hold (out_of_range: " \
+                              "saturate clamps)"
+    config["args"]["processing_steps"][0]["args"]["out_of_range"] = "saturate"
+    got = [b["x"].tolist() for b in batchloaders.build_input_fn(config)().as_numpy_iterator()]
+    assert got == [[[0, 0], [1, 1]], [[2, 2], [3, 2**31 - 128]], [[4, 4]]]

@@ -74,7 +74,12 @@ CAST = [
     ("bool", [2], [[True, False], [False, False]], None, {"dtype": "float32"}, [[1.0, 0.0], [0.0, 0.0]], None),
     ("int64", [2], [[2049, -3]], None, {"dtype": "float16"}, [[2048, -3]], None),  # float16 rounds past 2048
     ("int32", [2], [[255, 7]], None, {"dtype": "uint8"}, [[255, 7]], None),
-    ("float64", [], [0.1, 1e300], None, {"dtype": "float32"}, [np.float32(0.1), np.inf], None),
+    ("float64", [], [0.1, np.inf, -np.inf], None, {"dtype": "float32"}, [np.float32(0.1), np.inf, -np.inf], None),
+    ("float64", [], [0.1, 1e300, -1e300], None, {"dtype": "float32", "out_of_range": "saturate"},
+     [np.float32(0.1), np.finfo(np.float32).max, np.finfo(np.float32).min], None),
+    ("float32", [3], [[NAN, 3e9, -3e9]], None, {"dtype": "int32", "out_of_range": "saturate"},
+     [[0, 2**31 - 128, -2**31]], None),  # clamped in float32, whose largest value under 2**31 is 2**31 - 128
+    ("int64", [None], [[200, G], [7, 255]], [1, 2], {"dtype": "uint8"}, [[200], [7, 255]], [1, 2]),  # padding unchecked
     ("string", [], [b"a", b""], None, {"dtype": "string"}, [b"a", b""], None),
     ("int64", [None, 2], [[[1, -2], [3, 4], [G, G]], [[5, 6], [G, G], [G, G]], [[G, G]] * 3], [2, 1, 0],
      {"dtype": "float64"}, [[[1, -2], [3, 4]], [[5, 6]], []], [2, 1, 0]),
@@ -86,6 +91,30 @@ def test_cast_values(dtype, shape, values, lengths, args, want, want_lengths):
     out, new_lengths, info = apply("cast", args, dtype, shape, values, lengths)
     assert info == TensorInfo(args["dtype"], tuple(shape))
     check_rows(out, new_lengths, info, want, want_lengths)
+
+
+# (input dtype, batch, lengths, output dtype, the value the error names): tf.cast would change these silently
+CAST_OUT_OF_RANGE = [
+    ("float32", [[1.0, NAN]], None, "int32", "nan"),
+    ("float32", [[1.0, 3e9]], None, "int32", "3e+09"),
+    ("int64", [[2**40 + 1, -2**40]], None, "int32", "1099511627777"),
+    ("int64", [[1, -1]], None, "uint8", "-1"),
+    ("float64", [[1.0, 1e300]], None, "float32", "1e+300"),
+    ("int64", [[7, G], [1, 70000]], [1, 2], "float16", "70000"),  # a valid entry past the padding's
+]
+
+
+@pytest.mark.parametrize("dtype, values, lengths, to, found", CAST_OUT_OF_RANGE)
+def test_cast_refuses_a_value_the_dtype_cannot_hold(dtype, values, lengths, to, found):
+    load_builtin_types()
+    kind = STEPS.get("cast")
+    info = TensorInfo(dtype, (None,) if lengths is not None else (2,))
+    given = None if lengths is None else tf.constant(lengths, tf.int64)
+    run = tf.function(lambda: kind.build({"dtype": to}, tf.constant(values, tf.as_dtype(dtype)), given, info)[0])
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:  # in a graph, as in the pipeline
+        run()
+    assert (f"<a processing step>: the cast to {to} found the value {found}, which {to} cannot hold (out_of_range: "
+            "saturate clamps)") in caught.value.message
 
 
 # ---------------------------------------------------------------- reshape

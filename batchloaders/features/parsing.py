@@ -65,6 +65,39 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
     return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
 
 
+def _range_of(stored: str, dtype: tf.DType) -> tuple | None:
+    """(lowest, highest) of ``dtype`` when values stored as ``stored`` (int, float) may not fit it; else None."""
+    if stored == "int" and dtype.is_integer and dtype != tf.int64:
+        return dtype.min, dtype.max
+    if stored == "float" and dtype == tf.float16:
+        return float(dtype.min), float(dtype.max)
+    return None
+
+
+def check_range(x: tf.Tensor, feature: ManifestFeature, names) -> tf.Operation | None:
+    """Fail, naming the record, when a stored value does not fit the manifest's narrower dtype (an int64
+    read as int32, a float32 read as float16), which tf.cast would wrap or make infinite without a word;
+    None when every stored value fits. The message is built at every call, as in :func:`check_raw_sizes`."""
+    dtype = tf_dtype(feature.dtype)
+    bounds = _range_of(feature.deserialize_type, dtype)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    flat = tf.reshape(x, [-1])
+    wrong = (flat < tf.constant(lo, flat.dtype)) | (flat > tf.constant(hi, flat.dtype))
+    if flat.dtype.is_floating:  # inf and NaN are held by float16 as they are
+        wrong = wrong & tf.math.is_finite(flat)
+    at = tf.argmax(tf.concat([tf.cast(wrong, tf.int32), [1]], 0), output_type=tf.int32)
+    per_record = tf.maximum(tf.size(flat) // tf.maximum(tf.shape(x, out_type=tf.int32)[0], 1), 1)
+    record = tf.constant("a record") if names is None else naming.at(names, at // per_record)
+    stored = "int64 (int64_list)" if feature.deserialize_type == "int" else "float32 (float_list)"
+    message = tf.strings.join([
+        record, f": feature {feature.name!r} holds ", tf.strings.as_string(tf.concat([flat, [0]], 0)[at]),
+        f", which the manifest's dtype {feature.dtype} cannot hold (values from {lo} to {hi}; the record stores "
+        f"{stored}): expected a dtype that holds the data in the manifest"])
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
+
+
 def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None) -> tf.Tensor:
     """Turn a parsed storage tensor into the manifest's dtype and shape.
 
@@ -96,7 +129,13 @@ def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None
         out = _reshape(out, lead, shape)
         return tf.not_equal(out, 0) if dtype == tf.bool else out
     out = _reshape(x, lead, shape)
-    return out if out.dtype == dtype else tf.cast(out, dtype)
+    if out.dtype == dtype:
+        return out
+    fits = check_range(out, feature, names)
+    if fits is not None:
+        with tf.control_dependencies([fits]):
+            out = tf.identity(out)
+    return tf.cast(out, dtype)
 
 
 def _reshape(x: tf.Tensor, lead, shape: list[int]) -> tf.Tensor:

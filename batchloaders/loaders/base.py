@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, builtin_types, chunking, determinism, packing, segmenting, sources
+from batchloaders import bucketing, building, builtin_types, chunking, determinism, packing, segmenting, sources
 from batchloaders.batching import Batch, finalize
 from batchloaders.extend import check_batch, checked
 from batchloaders.graphs import as_written
@@ -33,7 +33,8 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
             continue
         kind = STEPS.get(item.type)
         what = f"step {item.type!r}"
-        with checked(config.source, item.json_path, what, kind.scope == BUILTIN):
+        with checked(config.source, item.json_path, what, kind.scope == BUILTIN), building.item(config.source,
+                                                                                             item.json_path):
             values, lengths = kind.build(item.args, batch.values[item.tensor], batch.lengths.get(item.tensor),
                                          item.input_info, item.output_info)
             check_batch(values, lengths, item.output_info, what)

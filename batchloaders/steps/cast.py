@@ -2,9 +2,12 @@
 
 Numbers and bools convert among themselves: a number becomes ``true`` when it is not
 zero, ``true``/``false`` become 1/0, a float becomes an integer by truncation toward
-zero. A value the new dtype cannot hold (a NaN or a float beyond an integer dtype's
-range, a negative number cast to an unsigned dtype) gives what ``tf.cast`` gives on the
-platform. Strings cast only to ``string``: a cast between ``string`` and any other dtype
+zero. A value the new dtype cannot hold (a NaN, infinity or number beyond an integer
+dtype's range, a negative number cast to an unsigned dtype, a finite float beyond a
+smaller float dtype's range) stops the run with an error naming the step and the value
+(``out_of_range: error``, the default: ``tf.cast`` would wrap it or make it infinite
+without a word), or is clamped to the new dtype's range, NaN becoming 0
+(``out_of_range: saturate``). Padding is not checked. Strings cast only to ``string``: a cast between ``string`` and any other dtype
 is refused when the config is checked. Shape and lengths are unchanged; each entry is
 converted on its own, so padding cannot reach a valid entry.
 """
@@ -25,11 +28,59 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
     return TensorInfo(dtype, info.shape)
 
 
+def _range(source, target) -> tuple[float, float] | None:
+    """(lo, hi), exclusive, of the values of ``source`` that ``target`` holds (floats: finite values), in
+    float64; None when every value fits (or casts by a rule of its own: bool, string)."""
+    if target.is_bool or source.is_bool or target == source or not (source.is_integer or source.is_floating):
+        return None
+    if target.is_integer:
+        if source.is_integer and source.min >= target.min and source.max <= target.max:
+            return None
+        return float(target.min) - 1, float(target.max) + 1  # floats truncate toward zero
+    if source.max <= target.max:
+        return None
+    return -float(target.max), float(target.max)  # a finite float beyond them becomes infinite
+
+
 def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):
     """Cast a batch ``values`` [B, ...]; entries are independent, so ``lengths`` pass through."""
     import tensorflow as tf
 
-    return tf.cast(values, tf.as_dtype(args["dtype"])), lengths
+    target = tf.as_dtype(args["dtype"])
+    bounds = _range(values.dtype, target)
+    if bounds is None:
+        return tf.cast(values, target), lengths
+    if args.get("out_of_range", "error") == "saturate":
+        if values.dtype.is_floating:
+            values = tf.where(tf.math.is_nan(values), tf.zeros_like(values), values)
+        return tf.dtypes.saturate_cast(values, target), lengths
+    with tf.control_dependencies([_fits(values, lengths, bounds, target)]):
+        return tf.cast(values, target), lengths
+
+
+def _fits(values, lengths, bounds, target):
+    """An assertion that every valid entry of ``values`` is within ``bounds`` (padding beyond ``lengths`` is not
+    looked at), its message naming the step (building.py) and the first value that is not."""
+    import tensorflow as tf
+
+    from batchloaders import building
+
+    wide = tf.cast(values, tf.float64)
+    lo, hi = bounds
+    wrong = ~((wide > lo) & (wide < hi))  # NaN is never within
+    if target.is_floating:
+        wrong = wrong & tf.math.is_finite(wide)  # inf and NaN stay what they are in a float
+    if lengths is not None:
+        valid = tf.sequence_mask(lengths, tf.shape(values, out_type=tf.int64)[1])
+        wrong = wrong & tf.reshape(valid, tf.concat([tf.shape(valid), tf.ones([values.shape.rank - 2], tf.int32)], 0))
+    flat_wrong, flat = tf.reshape(wrong, [-1]), tf.reshape(values, [-1])
+    at = tf.argmax(tf.concat([tf.cast(flat_wrong, tf.int32), [1]], 0), output_type=tf.int32)
+    value = tf.concat([flat, tf.zeros([1], flat.dtype)], 0)[at]
+    found = tf.strings.as_string(value, shortest=True) if flat.dtype.is_floating else tf.strings.as_string(value)
+    # (TensorFlow elides the middle of a long assertion message: kept short)
+    message = tf.strings.join([building.place(), f": the cast to {target.name} found the value ", found,
+                               f", which {target.name} cannot hold (out_of_range: saturate clamps)"])
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
 
 
 SCHEMA = {
@@ -44,6 +95,14 @@ SCHEMA = {
             "description": "The dtype after the cast.",
             "type": "string",
             "enum": list(DTYPES)
+        },
+        "out_of_range": {
+            "title": "out of range",
+            "description": "What a value the new dtype cannot hold does: error (the default) stops the run naming "
+                           "the step and the value; saturate clamps it to the dtype's range, NaN becoming 0.",
+            "type": "string",
+            "enum": ["error", "saturate"],
+            "default": "error"
         }
     }
 }

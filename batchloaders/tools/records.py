@@ -411,6 +411,12 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
             if bad:
                 more = f" ({len(bad):,} of {count(len(steps), 'step')} are wrong)" if len(bad) > 1 else ""
                 problems.append(f"{says}, found at step {bad[0]} {describe_stored(steps[bad[0]])}{more}")
+                continue
+            unfit = next(((i, v) for i, step in enumerate(steps) if (v := out_of_range(feature, step)) is not None),
+                         None)
+            if unfit is not None:
+                problems.append(f"feature {name!r}{tensors}: the manifest says dtype {feature.dtype}, found at step "
+                                f"{unfit[0]} the value {unfit[1]!r}, which {feature.dtype} cannot hold")
         elif name not in context:
             if name in lists:
                 problems.append(f"{says} (a context feature, var_len false), found a feature list of "
@@ -419,4 +425,26 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
                 problems.append(f"{says}, found no such feature{suggest(name, context.keys())}")
         elif not matches(feature, context[name]):
             problems.append(f"{says}, found {describe_stored(context[name])}")
+        elif (unfit := out_of_range(feature, context[name])) is not None:
+            problems.append(f"feature {name!r}{tensors}: the manifest says dtype {feature.dtype}, found the value "
+                            f"{unfit!r}, which {feature.dtype} cannot hold")
     return problems
+
+
+# The range of each dtype narrower than what its deserialize_type stores (int64, float32) that a value read
+# into it must fit; tf.cast would wrap an integer, or make a float infinite, without a word.
+NARROWER = {("int", "int8"): (-2**7, 2**7 - 1), ("int", "int16"): (-2**15, 2**15 - 1),
+            ("int", "int32"): (-2**31, 2**31 - 1), ("int", "uint8"): (0, 2**8 - 1), ("int", "uint16"): (0, 2**16 - 1),
+            ("int", "uint32"): (0, 2**32 - 1), ("int", "uint64"): (0, 2**63 - 1),
+            ("float", "float16"): (-65504.0, 65504.0)}
+
+
+def out_of_range(feature: ManifestFeature, value) -> int | float | None:
+    """The first value of a tf.train.Feature the manifest's dtype cannot hold, or None."""
+    bounds = NARROWER.get((feature.deserialize_type, feature.dtype))
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    # inf and NaN are held by float16 as they are: only a finite value can overflow.
+    return next((v for v in getattr(value, STORED[feature.deserialize_type]).value
+                 if not lo <= v <= hi and math.isfinite(v)), None)
