@@ -308,13 +308,12 @@ def _info(info) -> str:
 
 
 def _plugin_origin(kind) -> str | None:
-    """Where a plugin type was registered ("file, line N"); None for a built-in type."""
+    """Where a plugin type was registered ("file: function f, line N"); None for a built-in type."""
     from batchloaders.registry import BUILTIN
 
-    origin = kind.origin if kind is not None else ""
-    if kind is None or kind.scope == BUILTIN or " (" not in origin:
+    if kind is None or kind.scope == BUILTIN or not kind.origin:
         return None
-    return origin.split(" (", 1)[1][:-1]  # origin: "module.function (file, line N)"
+    return kind.origin
 
 
 def _plugin(kind) -> str:
