@@ -508,4 +508,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         install()
     run: Callable[[argparse.Namespace], int] = args.run
-    sys.exit(run(args))
+    try:
+        status = run(args)
+        sys.stdout.flush()  # inside the try: a pipe closed meanwhile fails here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): nothing more can be shown. Point stdout at devnull so that
+        # the interpreter's own flush at exit does not fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    sys.exit(status)
