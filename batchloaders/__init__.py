@@ -2,8 +2,8 @@
 
 Importing the package does not import TensorFlow; ``build_input_fn`` does, on first use.
 """
-from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, Problem, ResumeError,
-                                 ServiceError, data_error_from, data_errors)
+from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, PluginsNotChecked, Problem,
+                                 ResumeError, ServiceError, data_error_from, data_errors)
 from batchloaders.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
@@ -38,7 +38,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 
-__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "Problem",
+__all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "PluginsNotChecked", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
            "register_step", "load_config", "load_manifest", "restore_checkpoint", "__version__"]

@@ -391,13 +391,14 @@ def _read_lines(config: LoaderConfig, files: dict, examples: int, rate_examples:
 
 
 def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | None = None,
-        progress: TextIO | None = None) -> None:
-    """Benchmark the config at ``path`` and print the report to ``out`` (progress bar on ``progress``)."""
+        progress: TextIO | None = None, trust_plugins: bool = True) -> None:
+    """Benchmark the config at ``path`` and print the report to ``out`` (progress bar on ``progress``).
+    ``trust_plugins``: as :func:`batchloaders.load_config` takes it."""
     from batchloaders.input_fn import build_input_fn
     from batchloaders.config.config import load_config
 
     out = out or sys.stdout
-    config = load_config(path)
+    config = load_config(path, trust_plugins=trust_plugins)
     input_fn = build_input_fn(config)
     dataset = input_fn()
     start, arrivals = timed_pass(dataset, batches, seconds, Progress(progress, batches, seconds) if progress else None)

@@ -11,6 +11,13 @@ Every file is checked; a last line counts the invalid ones. Exit status: 0 when 
 file is valid, 1 when any is not, 2 on a usage error. ``validate --data`` then runs
 check-data on every valid config (this imports TensorFlow).
 
+A config is data: no command imports the plugins a config's ``plugins:`` list names unless
+given ``--trust-plugins`` (or the file itself with ``--plugins``), so that validating a pull
+request's configs in CI runs none of its code. Untrusted, ``validate`` checks everything but
+the items of plugin types and prints a ``note:`` line per such item (exit 0; 1 with
+``--strict-plugins``); the commands that need the types (describe, bench, preview) fail naming them.
+A closed output pipe (``describe CONFIG | head -1``) ends the command quietly with status 141.
+
 ``batchloaders describe CONFIG`` prints what a config compiles to (tensors,
 padding, parsing path); ``batchloaders bench CONFIG`` runs it and prints its
 throughput.
@@ -40,11 +47,14 @@ import os
 import sys
 from typing import Callable, Sequence, TextIO
 
-from batchloaders.errors import BatchLoaderError
+from batchloaders.errors import BatchLoaderError, PluginsNotChecked
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# 128 + SIGPIPE: what a shell reports for a program stopped by a closed pipe (`yes | head -1`), so that
+# `set -o pipefail` sees the command did not finish, as with any other program.
+EXIT_BROKEN_PIPE = 141
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -72,33 +82,39 @@ def expand(paths: Sequence[str]) -> list[str]:
     return files
 
 
-def validate_file(path: str) -> list[str]:
+def validate_file(path: str, *, trust_plugins: bool = False) -> list[str]:
     """Problems of one manifest or config as printable lines; empty when it is valid."""
-    return _checked(path)[0]
+    return _checked(path, trust_plugins)[0]
 
 
-def _checked(path: str) -> tuple[list[str], str]:
-    """(problems as printable lines, what was assumed) of one manifest or config."""
+def _checked(path: str, trust_plugins: bool = False) -> tuple[list[str], str, list[str]]:
+    """(problems as printable lines, what was assumed, the items of plugin types left unchecked as printable
+    lines) of one manifest or config."""
     try:
         if is_manifest(path):
             load_manifest(path)
         else:
-            config = load_config(path)
+            config = load_config(path, trust_plugins=trust_plugins)
             if config.model_assumed:
                 return [], (f" (no model block: every feature is taken as a model input, none as a target: "
-                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's names)")
+                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's names)"), []
+    except PluginsNotChecked as notice:  # valid but for what its plugins' types would say
+        return [], "", [str(problem) for problem in notice.problems]
     except BatchLoaderError as error:
-        return [str(problem) for problem in error.problems], ""
+        return [str(problem) for problem in error.problems], "", []
     except Exception as error:  # a bug of ours: report it against this file and go on to the next
         return [f"{path}: $: internal error while checking this file ({type(error).__name__}: {error}); "
-                "please report it"], ""
-    return [], ""
+                "please report it"], "", []
+    return [], "", []
 
 
-def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False) -> int:
+def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False, trust_plugins: bool = False,
+             strict_plugins: bool = False) -> int:
     """Check every file (directories non-recursively), print one line per problem, return the exit code.
 
-    ``data``: then run check-data on every valid config (this imports TensorFlow).
+    ``data``: then run check-data on every valid config (this imports TensorFlow). ``trust_plugins``:
+    import the plugins each config lists (runs their code); else an item of a plugin type is left
+    unchecked, with a ``note:`` line, and makes the file invalid only with ``strict_plugins``.
     """
     out = out or sys.stdout
     try:
@@ -109,7 +125,12 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
     invalid = problems = 0
     valid_configs = []
     for path in files:  # every file is checked, whatever the ones before it held
-        lines, assumed = _checked(path)
+        lines, assumed, notes = _checked(path, trust_plugins)
+        if notes and strict_plugins:
+            lines = notes
+        elif notes:  # a notice, not a failure: CI stays green without running a pull request's code
+            for note in notes:
+                print(f"note: {note}", file=out)
         for line in lines or [f"OK {path}{assumed}"]:
             print(line, file=out)
         invalid += bool(lines)
@@ -128,7 +149,7 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
         for path in valid_configs:
             print(f"data of {path}:", file=out)
             try:
-                status = max(status, check_data.run(path, out=out))
+                status = max(status, check_data.run(path, out=out, trust_plugins=trust_plugins))
             except BatchLoaderError as error:  # the data changed since the config was checked
                 for line in str(error).splitlines():
                     print(line, file=out)
@@ -137,7 +158,7 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    return validate(args.paths, data=args.data)
+    return validate(args.paths, data=args.data, trust_plugins=args.trust_plugins, strict_plugins=args.strict_plugins)
 
 
 def _plugin_entries(values: Sequence[str] | None) -> list[str]:
@@ -199,9 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="import MODULE (an import path, or a .py file relative to the working directory) "
                               "before reading configs, so that the steps and secondary feature types it registers "
                               "are known; repeat it or separate modules with commas")
+    # Commands that read a config: whether to run the code its own plugins list names.
+    trust = argparse.ArgumentParser(add_help=False)
+    trust.add_argument("--trust-plugins", action="store_true",
+                       help="import the .py files a config's own plugins: list names (this runs their code: only "
+                            "for configs you trust); without it no config's plugin is imported and the items of "
+                            "its plugin types are not checked")
 
     check = commands.add_parser(
-        "validate", parents=[plugins], help="check manifests and loader configs",
+        "validate", parents=[plugins, trust], help="check manifests and loader configs",
         description="Check manifests (__manifest__.json, *manifest.json) and loader configs (.yaml, .yml, "
                     ".json). Directories are searched non-recursively. Prints one line per problem and "
                     "'OK PATH' per valid file; exits 1 if any file is invalid.")
@@ -209,12 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--data", action="store_true",
                        help="then check the first records of the data files of every valid config, as check-data "
                             "does (imports TensorFlow)")
+    check.add_argument("--strict-plugins", action="store_true",
+                       help="count an item of a plugin type left unchecked (no --trust-plugins) as a problem: "
+                            "exit 1 instead of a note")
     check.set_defaults(run=_with_plugins(_run_validate))
 
     # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
     # Commands that need TensorFlow import it inside fn, so that validate never loads it.
     show = commands.add_parser(
-        "describe", parents=[plugins], help="show what a loader config compiles to",
+        "describe", parents=[plugins, trust], help="show what a loader config compiles to",
         description="Print the loader type, the data files and their record counts, the steps per epoch when "
                     "the manifest fixes them, the reading and shuffling settings, each output tensor's dtype and "
                     "per-example shape, the secondary features and steps, the padding of each tensor, the parsing "
@@ -227,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(run=_with_plugins(_run_describe))
 
     bench = commands.add_parser(
-        "bench", parents=[plugins], help="measure a loader config's throughput",
+        "bench", parents=[plugins, trust], help="measure a loader config's throughput",
         description="Run the config's dataset for --batches batches or --seconds seconds, whichever comes "
                     "first (progress on stderr), then print examples/s, batches/s, MB/s read and the padding "
                     "efficiency of each padded tensor. Exits 1 if the config is invalid or the data fails.")
@@ -239,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=_with_plugins(_run_bench))
 
     preview = commands.add_parser(
-        "preview", parents=[plugins], help="print the first batches a loader config gives",
+        "preview", parents=[plugins, trust], help="print the first batches a loader config gives",
         description="Read the first N batches exactly as input_fn() yields them (same shuffle and seed) and print "
                     "each tensor's role, dtype, shape and first values, then each padded tensor's padding fraction "
                     "over those batches. Exits 1 if the config is invalid, the data fails, or the dataset gives "
@@ -255,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     preview.set_defaults(run=_with_plugins(_run_preview))
 
     data = commands.add_parser(
-        "check-data", parents=[plugins], help="check the first records of every data file against the manifest",
+        "check-data", parents=[plugins, trust], help="check the first records of every data file against the manifest",
         description="Read the first --records records of every data file of the config's dataset and check "
                     "them against every feature of the manifest: present, stored in the right list type, with "
                     "the number of values (raw: bytes) the shape gives, as context features or feature lists "
@@ -267,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="records to check at the start of each file (default 8)")
     data.set_defaults(run=_with_plugins(_tool("check-data", "check_data",
                                               lambda tool, args: tool.run(args.config, records=args.records,
-                                                                          out=sys.stdout))))
+                                                                          out=sys.stdout,
+                                                                          trust_plugins=args.trust_plugins))))
 
     verify = commands.add_parser(
         "verify", help="re-read every data file whole and check it against the manifest",
@@ -409,7 +440,7 @@ def _run_describe(args: argparse.Namespace) -> int:
     from batchloaders import describe
 
     try:
-        describe.run(args.config, sys.stdout, as_json=args.json)
+        describe.run(args.config, sys.stdout, as_json=args.json, trust_plugins=args.trust_plugins)
     except BatchLoaderError as error:
         return _fail("describe", error)
     return EXIT_OK
@@ -420,7 +451,8 @@ def _run_bench(args: argparse.Namespace) -> int:
     from batchloaders import bench
 
     try:
-        bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr)
+        bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr,
+                  trust_plugins=args.trust_plugins)
     except bench.FAILURES as error:
         return _fail("bench", error)
     return EXIT_OK
@@ -431,7 +463,8 @@ def _run_preview(args: argparse.Namespace) -> int:
     from batchloaders.tools import preview
 
     try:
-        return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout)
+        return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout,
+                           trust_plugins=args.trust_plugins)
     except preview.PlotUnavailable as error:
         print(error, file=sys.stderr)
         return EXIT_INVALID
@@ -475,4 +508,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         install()
     run: Callable[[argparse.Namespace], int] = args.run
-    sys.exit(run(args))
+    try:
+        status = run(args)
+        sys.stdout.flush()  # inside the try: a pipe closed meanwhile fails here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): nothing more can be shown. Point stdout at devnull so that
+        # the interpreter's own flush at exit does not fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    sys.exit(status)

@@ -308,13 +308,12 @@ def _info(info) -> str:
 
 
 def _plugin_origin(kind) -> str | None:
-    """Where a plugin type was registered ("file, line N"); None for a built-in type."""
+    """Where a plugin type was registered ("file: function f, line N"); None for a built-in type."""
     from batchloaders.registry import BUILTIN
 
-    origin = kind.origin if kind is not None else ""
-    if kind is None or kind.scope == BUILTIN or " (" not in origin:
+    if kind is None or kind.scope == BUILTIN or not kind.origin:
         return None
-    return origin.split(" (", 1)[1][:-1]  # origin: "module.function (file, line N)"
+    return kind.origin
 
 
 def _plugin(kind) -> str:
@@ -591,12 +590,13 @@ def plan(config: LoaderConfig) -> dict:
     }
 
 
-def run(path: str, out: TextIO, *, as_json: bool = False) -> None:
+def run(path: str, out: TextIO, *, as_json: bool = False, trust_plugins: bool = True) -> None:
     """Load and check ``path`` (raising BatchLoaderError) and print its description (or, ``as_json``, its
-    plan as one JSON object) to ``out``."""
+    plan as one JSON object) to ``out``. ``trust_plugins=False``: import none of the config's own plugins
+    (a config of plugin types then raises PluginsNotChecked naming them)."""
     from batchloaders.config.config import load_config
 
-    config = load_config(path)
+    config = load_config(path, trust_plugins=trust_plugins)
     if as_json:
         json.dump(plan(config), out, indent=2, default=str)  # (a YAML date in batching_args, say)
         print(file=out)

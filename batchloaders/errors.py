@@ -47,6 +47,12 @@ class ConfigError(BatchLoaderError):
     """A loader config is invalid."""
 
 
+class PluginsNotChecked(ConfigError):
+    """A config is valid as far as it was checked, but names types of plugins that were not imported
+    (the command line imports a config's own plugins only with ``--trust-plugins``): one problem per
+    item left unchecked. Raised only when nothing else is wrong."""
+
+
 class ManifestError(BatchLoaderError):
     """A dataset manifest (or the dataset it describes) is invalid."""
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import re
 from typing import Any, Callable
 
@@ -72,18 +73,41 @@ class ContractError(Exception):
     """A registered function broke its contract while traced (Python result, Python op). Turned into a
     ConfigError naming the config item by :func:`checked`."""
 
+    # AutoGraph would re-raise it with its own traceback (frames of this module) prepended to the message.
+    ag_pass_through = True
 
-def _where(fn: Callable) -> tuple[str, int | None, str]:
-    """(file, line, 'module.function') of a registered function, for messages."""
+
+def _where(fn: Callable) -> tuple[str, int | None]:
+    """(file, line) of a registered function, for messages."""
     try:
         file, line = inspect.getsourcefile(fn) or "<unknown>", inspect.getsourcelines(fn)[1]
     except (OSError, TypeError):
         file, line = getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"), None
-    return file, line, f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return file, line
+
+
+def _origin(fn: Callable) -> str:
+    """Where a registered function is, as messages name it: "plugins/p.py: function bad_step, line 7" (the
+    file relative to the working directory when inside it: a plugin file's module has a private name)."""
+    file, line = _where(fn)
+    if os.path.isabs(file) and not os.path.relpath(file).startswith(".."):
+        file = os.path.relpath(file)
+    name = getattr(fn, "__qualname__", None) or _label(fn)
+    return f"{file}: function {name}" + (f", line {line}" if line else "")
+
+
+def named(word: str, name: str, item) -> str:
+    """How a message names a registered type: "step 'x'", and for a plugin's also where its function is
+    ("step 'x' (plugins/p.py: function f, line 3)"), so that the user knows whose code to fix."""
+    return _named(word, name, item.origin, item.scope)
+
+
+def _named(word: str, name: str, origin: str, scope) -> str:
+    return f"{word} {name!r}" if scope == BUILTIN or not origin else f"{word} {name!r} ({origin})"
 
 
 def _refuse(fn: Callable, call: str, message: str):
-    file, line, _ = _where(fn)
+    file, line = _where(fn)
     raise PluginError(Problem(file, call, message, line))
 
 
@@ -153,7 +177,7 @@ def _autograph(fn: Callable) -> Callable:
     return _autograph(method) if inspect.ismethod(method) else fn
 
 
-def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
+def _start(fn: Callable, call: str, name: Any, loaders) -> str:
     if not callable(fn):
         _refuse(fn, call, f"found {type(fn).__name__}: expected a function to register")
     if not isinstance(name, str) or not _NAME.match(name):
@@ -162,8 +186,7 @@ def _start(fn: Callable, call: str, name: Any, loaders) -> tuple[str, str]:
     bad = [kind for kind in loaders if kind not in ALL_LOADERS]
     if bad or not loaders:
         _refuse(fn, call, f"found loaders {list(loaders)!r}: expected a non-empty list of {', '.join(ALL_LOADERS)}")
-    file, line, qualname = _where(fn)
-    return qualname, f"{qualname} ({file}" + (f", line {line})" if line else ")")
+    return _origin(fn)
 
 
 def _register(registry, item, fn: Callable, call: str):
@@ -182,10 +205,11 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
     """
     def decorate(fn):
         call = f"register_step({name!r})"
-        _, origin = _start(fn, call, name, loaders)
+        origin = _start(fn, call, name, loaders)
         checked_schema = _checked_schema(fn, call, schema)
-        build = _as_traced(fn) if batched else _per_example_step(_as_traced(fn))
-        _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched), build,
+        what = _named("step", name, origin, _scope)
+        build = _as_traced(fn) if batched else _per_example_step(_as_traced(fn), what)
+        _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched, what), build,
                                   tuple(loaders), origin, _scope), fn, call)
         return fn
     return decorate
@@ -206,13 +230,14 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
     """
     def decorate(fn):
         call = f"register_secondary({name!r})"
-        _, origin = _start(fn, call, name, loaders)
+        origin = _start(fn, call, name, loaders)
         if after_chunking and not batched:
             _refuse(fn, call, "found after_chunking without batched: a feature built on chunks reads their metadata "
                               "from the batch (batch.extras['chunk']); expected batched=True")
         checked_schema = _checked_schema(fn, call, schema)
-        build = _as_traced(fn) if batched else _per_example_secondary(_as_traced(fn))
-        _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched), build,
+        what = _named("secondary feature", name, origin, _scope)
+        build = _as_traced(fn) if batched else _per_example_secondary(_as_traced(fn), what)
+        _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched, what), build,
                                            tuple(loaders), origin, measures, _scope, after_chunking), fn, call)
         return fn
     return decorate
@@ -229,7 +254,7 @@ def register_batcher(name: str, *, schema: dict | None = None) -> Callable:
     """
     def decorate(fn):
         call = f"register_batcher({name!r})"
-        _, origin = _start(fn, call, name, ALL_LOADERS)
+        origin = _start(fn, call, name, ALL_LOADERS)
         if name in POLICIES:
             _refuse(fn, call, f"found the name {name!r}: it is a built-in batching policy ({', '.join(POLICIES)}); "
                               "expected another name")
@@ -332,10 +357,16 @@ def _trace(function, specs, what: str, ctx: CheckContext):
     except BatchLoaderError:
         raise
     except Exception as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        ctx.report(("type",), f"{what} failed when traced on its input: {type(error).__name__}: {first}")
+        ctx.report(("type",), f"{what} failed when traced on its input: {_cause(error)}")
         return None
     return concrete.structured_outputs
+
+
+def _cause(error: Exception) -> str:
+    """'Type: first line' of what a traced function raised, without the traceback AutoGraph puts first."""
+    meta = getattr(error, "ag_error_metadata", None)
+    text = (getattr(meta, "cause_message", None) or f"{type(error).__name__}: {error}").strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _spec(info):
@@ -344,11 +375,10 @@ def _spec(info):
     return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype))
 
 
-def _traced_step(fn: Callable, batched: bool) -> Callable:
+def _traced_step(fn: Callable, batched: bool, what: str) -> Callable:
     def infer(args: dict, info, ctx: CheckContext):
         import tensorflow as tf
 
-        what = f"step {_label(fn)!r}"
         if batched:
             has_lengths = info.shape[:1] == (None,)
             gives_lengths = []  # whether the function returns lengths: a Python fact, kept out of the trace
@@ -373,9 +403,8 @@ def _traced_step(fn: Callable, batched: bool) -> Callable:
     return infer
 
 
-def _traced_secondary(fn: Callable, batched: bool) -> Callable:
+def _traced_secondary(fn: Callable, batched: bool, what: str) -> Callable:
     def infer(args: dict, ctx: CheckContext):
-        what = f"secondary feature {_label(fn)!r}"
         if batched:
             ctx.report(("type",), f"{what} is batched and has no infer function: expected infer= in "
                                   "register_secondary (a batched secondary sees the whole batch)")
@@ -432,11 +461,10 @@ def _as_promised(value, info, what: str):
         return tf.identity(value) if checks else value
 
 
-def _per_example_step(fn: Callable) -> Callable:
+def _per_example_step(fn: Callable, what: str) -> Callable:
     def build(args, values, lengths, info_in, info_out):
         import tensorflow as tf
 
-        what = f"step {_label(fn)!r}"
         result = tf.map_fn(lambda x: _as_promised(fn(x, **args), info_out, what), _examples(values, lengths),
                            fn_output_signature=_signature(info_out))
         return _as_batch(result)
@@ -458,11 +486,10 @@ def check_batch(values, lengths, info, what: str) -> None:
                             f"({format_shape(info.shape)}) without its lengths: expected (values, lengths)")
 
 
-def _per_example_secondary(fn: Callable) -> Callable:
+def _per_example_secondary(fn: Callable, what: str) -> Callable:
     def build(args, batch, info):
         import tensorflow as tf
 
-        what = f"secondary feature {_label(fn)!r}"
         elems = {n: _examples(v, batch.lengths.get(n)) for n, v in batch.values.items()}
         result = tf.map_fn(lambda features: _as_promised(fn(features, **args), info, what), elems,
                            fn_output_signature=_signature(info))

@@ -1,8 +1,10 @@
 """Importing the plugin modules a config (``plugins:``) or the command line (``--plugins``) names.
 
-A plugin is imported only when named, never found by scanning. An entry ending in
-``.py`` is a file, relative to the config's directory (the working directory on the
-command line); anything else is a module import path, looked up on ``sys.path`` and
+A plugin is imported only when named, never found by scanning. A config's entry is a ``.py``
+file inside the config's directory tree (:func:`entry_problem`): a config is data, and a
+config under review must not choose which installed module or outside file runs. On the
+command line (the user's own choice) an entry ending in ``.py`` is a file relative to the
+working directory; anything else is a module import path, looked up on ``sys.path`` and
 then, for a top-level name, as ``NAME.py`` or package ``NAME/`` in that same directory.
 
 One file is imported once per process, whatever it is called (a path, or a module
@@ -12,7 +14,8 @@ config's own ``plugins:`` import register under that file's path (its scope, see
 valid never depends on which configs were checked before it. ``--plugins`` imports
 are seen by every config of the run, also when a config's own list imported the file first
 in the same process. Any failure is reported per entry: the module is missing, raises on
-import, or registers a bad or taken name.
+import, or registers a bad or taken name. Loading is serialised by one lock, so that threads
+building configs that name the same file import it once and all see its types.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 
 from batchloaders.errors import BatchLoaderError
@@ -28,6 +32,26 @@ from batchloaders.extend import registering
 from batchloaders.registry import BATCHERS, GLOBAL, SECONDARY, STEPS
 
 _BY_PATH: dict[str, object] = {}  # resolved file -> module imported from it
+# Held while importing: a second thread must find the file imported, not half-run. Reentrant: a
+# plugin may itself build a config naming another plugin while it is imported.
+_LOCK = threading.RLock()
+
+
+def entry_problem(entry: str, base_dir: str) -> str | None:
+    """Why a config's ``plugins`` entry may not be imported from that config (None when it may);
+    checked without running anything, whether or not the plugins are then imported."""
+    if not entry.endswith(".py"):
+        return (f"found {entry!r}: expected a .py file path relative to the config's directory (a config "
+                "imports no module by name; import a module with --plugins or in your own program)")
+    base = os.path.realpath(base_dir)
+    path = os.path.realpath(os.path.join(base, entry))
+    if os.path.commonpath([base, path]) != base:  # (a symbolic link is judged by where it leads)
+        return (f"found {entry!r}, which is {path}, outside the config's directory {base}: expected a .py file "
+                "inside the config's directory tree (import a plugin kept elsewhere with --plugins or in your "
+                "own program)")
+    if not os.path.isfile(path):
+        return f"plugin file {entry!r} does not exist (no file {path}); expected a .py file relative to the config's directory"
+    return None
 
 
 def load(entries, *, base_dir: str, near: str = "the config's directory", scoped: bool = True
@@ -37,6 +61,11 @@ def load(entries, *, base_dir: str, near: str = "the config's directory", scoped
     ``scoped``: register the types of newly imported files under their path (a config's list)
     rather than for every config (the command line).
     """
+    with _LOCK:
+        return _load(entries, base_dir, near, scoped)
+
+
+def _load(entries, base_dir: str, near: str, scoped: bool) -> tuple[list[str], list[tuple[int, str]]]:
     scopes, problems = [], []
     for i, entry in enumerate(entries):
         try:

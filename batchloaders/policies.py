@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.extend import batched_output, checked
+from batchloaders.extend import batched_output, checked, named
 from batchloaders.registry import BATCHERS
 
 
@@ -42,7 +42,7 @@ def sparse(values, lengths):
 def registered(spec, values, lengths, source: str):
     """The output of the batcher the padding entry names, checked to be TensorFlow values."""
     kind = BATCHERS.get(spec.batching)
-    what = f"batcher {spec.batching!r}"
+    what = named("batcher", spec.batching, kind)
     with checked(source, spec.json_path, what, builtin=False):
         return batched_output(kind.build(ragged(values, lengths) if lengths is not None else values,
                                          **spec.batching_args), what)

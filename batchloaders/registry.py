@@ -43,7 +43,7 @@ class SecondaryType:
     # (args, batch, info) -> (values [B, ...], lengths [B] or None); runs inside tf.data
     build: Callable[..., Any]
     loaders: tuple[str, ...] = ALL_LOADERS
-    origin: str = ""  # "module.function (file, line)" that registered it, for messages
+    origin: str = ""  # "file: function f, line N" of the function registered, for messages
     # The arg naming a tensor this type measures as the processing steps leave it (``length``):
     # such a feature is built after the steps on that tensor, not with the other secondaries.
     measures: str | None = None

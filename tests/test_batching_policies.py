@@ -131,7 +131,9 @@ def test_batcher_contract_and_args_are_checked(datasets, batchers):
                                           r"as_numpy batcher needs batching_args\)"):
         load_config(missing)
     python_value = config(datasets, "independent", [{"tensor": "x", "batching": "as_numpy", "batching_args": {"k": 2}}])
-    with pytest.raises(ConfigError, match=r"\$\.args\.padding\[0\]: batcher 'as_numpy' returned ndarray"):
+    with pytest.raises(ConfigError, match=r"\$\.args\.padding\[0\]: batcher 'as_numpy' \(tests/test_batching_policies.py: "
+                                          r"function test_batcher_contract_and_args_are_checked.<locals>.as_numpy, "
+                                          r"line \d+\) returned ndarray"):
         build_input_fn(python_value)()
     with pytest.raises(batchloaders.PluginError, match="it is a built-in batching policy"):
         batchloaders.register_batcher("ragged")(lambda examples: examples)

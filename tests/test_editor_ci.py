@@ -91,6 +91,25 @@ def test_the_hook_fails_a_broken_config_naming_file_line_and_path(tmp_path):
             "column 3)") in result.stdout
 
 
+def test_the_hook_runs_no_plugin_of_the_configs_it_checks(demo_data, tmp_path):
+    """A pull request's config may name a plugin of its own: the hook (and a CI job running the same command)
+    checks the rest of it and says what it left unchecked, without running the plugin's code."""
+    assert "--trust-plugins" not in hook()["entry"]
+    configs = tmp_path / "configs"
+    (configs / "plugins").mkdir(parents=True)
+    (tmp_path / "demo_data").symlink_to(REPO / "demo_data", target_is_directory=True)  # the config's data
+    (configs / "plugins" / "evil.py").write_text("import pathlib\npathlib.Path(__file__).with_name('ran').touch()\n")
+    text = (REPO / "configs" / "chars_plugin.yaml").read_text()
+    (configs / "pr.yaml").write_text(text.replace("plugins/text_steps.py", "plugins/evil.py"))
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "type: lowercase" in t)
+    column = text.splitlines()[line - 1].index("type: lowercase") + 1
+    result = run_hook(["configs/pr.yaml"], cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, (
+        "note: configs/pr.yaml: $.args.processing_steps[0].type: not checked: plugin type 'lowercase' from "
+        f"plugins/evil.py (pass --trust-plugins to import it) (line {line}, column {column})\nOK configs/pr.yaml\n"))
+    assert not (configs / "plugins" / "ran").exists()
+
+
 def test_schema_path_prints_the_installed_schema_directory():
     result = subprocess.run([str(console_script()), "schema", "--path"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -105,7 +124,7 @@ def test_schema_without_a_directory_or_path_is_a_usage_error():
     assert "expected DIR" in result.stderr
 
 
-@pytest.mark.parametrize("command", [["describe", "configs/chars_plugin.yaml"],
+@pytest.mark.parametrize("command", [["describe", "--trust-plugins", "configs/chars_plugin.yaml"],
                                      ["check-data", "configs/chars_independent.yaml", "--records", "2"]])
 def test_commands_that_import_tensorflow_print_none_of_its_start_up_lines(demo_data, command):
     """describe of a plugin config traces the plugin's step, which imports TensorFlow deep inside."""

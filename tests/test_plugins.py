@@ -128,12 +128,6 @@ def test_per_example_step_and_secondary_from_a_plugin_file(project, registry_sco
                                                     for n in labels], rtol=1e-6)
 
 
-def test_plugin_module_by_import_path_next_to_the_config(project, registry_scope):
-    path = config(project, plugins=["my_steps"], steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 3}}])
-    features, labels = one_batch(path)
-    np.testing.assert_array_equal(features["frames"], padded([3 * frames_of(n) for n in labels]))
-
-
 def test_python_control_flow_on_tensors_runs_as_it_was_checked(project, registry_scope):
     """A plugin is traced through AutoGraph when checked (as tf.function traces), so the pipeline runs it
     that way too: a Python ``if`` and ``for`` on tensors work, per example and batched."""
@@ -259,13 +253,22 @@ def test_batched_plugin_without_infer_is_traced(project, registry_scope):
     np.testing.assert_array_equal(features["frames"], [frames_of(n)[0] for n in labels])
 
 
+def origin(path, function: str) -> str:
+    """How messages name a plugin's function: its file (absolute outside the working directory), the
+    function, the line registering it."""
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "register_" in t)
+    return f"{os.path.realpath(path)}: function {function}, line {line}"
+
+
 BROKEN_PROMISES = {
-    # infer says one thing, the function makes another: refused when the pipeline is built, naming the step.
+    # infer says one thing, the function makes another: refused when the pipeline is built, naming the step
+    # and the plugin's file and function ({origin}).
     "dtype": ("@batchloaders.register_step('p', infer=lambda a, i, c: TensorInfo('float32', i.shape), batched=True)\n"
               "def p(args, values, lengths, i, o):\n    return tf.cast(values, tf.int32), lengths\n",
-              "step 'p' made a batch int32 [?, ?, 2]: expected float32 [?, ?, 2]"),
+              "step 'p' ({origin}) made a batch int32 [?, ?, 2]: expected float32 [?, ?, 2]"),
     "numpy": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
-              "def p(args, values, lengths, i, o):\n    return np.zeros(3), lengths\n", "step 'p' returned ndarray"),
+              "def p(args, values, lengths, i, o):\n    return np.zeros(3), lengths\n",
+              "step 'p' ({origin}) returned ndarray"),
     "lengths": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
                 "def p(args, values, lengths, i, o):\n    return values, None\n", "without its lengths"),
     "per_example_shape": ("@batchloaders.register_step('p', infer=lambda a, i, c: TensorInfo('float32', (5,)))\n"
@@ -283,6 +286,7 @@ def test_a_function_that_breaks_its_infer_promise_is_refused_when_built(project,
     with pytest.raises(ConfigError) as caught:
         build_input_fn(path)()
     (problem,) = caught.value.problems
+    message = message.format(origin=origin(project / "promise.py", "p"))
     assert problem.path == "$.args.processing_steps[0]" and message in problem.message, problem.message
 
 
@@ -298,8 +302,10 @@ def test_a_per_example_size_the_trace_cannot_see_is_checked_while_running(projec
     import tensorflow as tf
 
     path = config(project, plugins=["late.py"], steps=[{"tensor": "frames", "type": "first3"}])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="first3.{1,3} returned an example whose axis 0 is "
-                                                             r"not 3 long \(its infer function says \[3, 2\]\)"):
+    # (TensorFlow's message quotes the step's name with escaped quotes.)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"first3.{1,3} \(.*late.py: function first3, line 5\) "
+                                                             r"returned an example whose axis 0 is not 3 long \(its "
+                                                             r"infer function says \[3, 2\]\)"):
         collect(build_input_fn(path)())
 
 
@@ -312,8 +318,8 @@ def test_a_configs_plugins_are_seen_by_that_config_only(project, registry_scope)
     with pytest.raises(ConfigError, match=r"b.yaml: \$\.args\.processing_steps\[0\]\.type: unknown processing step "
                                           r"type 'scale'"):
         load_config(b)
-    # The same file by module name and by path is one import: no "registered twice".
-    both = config(project, plugins=["my_steps", "my_steps.py"], steps=[{"tensor": "frames", "type": "scale",
+    # The same file by two paths is one import: no "registered twice".
+    both = config(project, plugins=["./my_steps.py", "my_steps.py"], steps=[{"tensor": "frames", "type": "scale",
                                                                         "args": {"factor": 2}}], name="both.yaml")
     assert load_config(both).processing_steps[0].type == "scale"
 
@@ -327,7 +333,7 @@ def test_same_module_name_in_two_folders_gives_each_config_its_own(tmp_path, reg
         (folder / "local_steps.py").write_text(
             f"import batchloaders\n@batchloaders.register_step('times{factor}')\n"
             f"def f(x):\n    return x * {factor}\n")
-        made.append((config(folder, plugins=["local_steps"], steps=[{"tensor": "frames", "type": f"times{factor}"}]),
+        made.append((config(folder, plugins=["local_steps.py"], steps=[{"tensor": "frames", "type": f"times{factor}"}]),
                      factor))
     for path, factor in made:
         features, labels = one_batch(path)
@@ -372,7 +378,7 @@ def test_plugin_args_are_checked_against_the_registered_schema(project, registry
 
 
 BAD_PLUGINS = [
-    ("missing_module", None, r"plugin module 'missing_module' cannot be imported: no module named 'missing_module'"),
+    ("missing_module", None, r"found 'missing_module': expected a \.py file path relative to the config's directory"),
     ("broken.py", "import tensorflow\nraise RuntimeError('no GPU here')\n",
      r"plugin 'broken.py' failed to import: RuntimeError: no GPU here \(.*broken.py, line 2\)"),
     ("nofile.py", None, "plugin file 'nofile.py' does not exist"),
@@ -399,29 +405,46 @@ def test_a_plugin_that_cannot_be_loaded_is_a_config_error_naming_it(project, reg
     assert __import__("re").search(message, problem.message), problem.message
 
 
-CONTRACT_BREAKERS = {
+CONTRACT_BREAKERS = {  # the message after "step 'NAME' (breaks.py: function f, line N) "
     "numpy_result": ("import numpy as np\n@batchloaders.register_step('np_step')\ndef f(x):\n"
-                     "    return np.zeros(3)\n", "returned ndarray"),
+                     "    return np.zeros(3)\n", "returned ndarray array([0., 0., 0.]): expected a tf.Tensor made of "
+                                                 "TensorFlow ops (no Python or NumPy values)"),
+    "dict_result": ("@batchloaders.register_step('dict_step')\ndef f(x):\n    return {'a': x}\n",
+                    "returned dict {'a': <tf.Tensor 'x:0' shape=(None, 2) dtype=float32>}: expected a tf.Tensor made "
+                    "of TensorFlow ops (no Python or NumPy values)"),
     "py_function": ("import tensorflow as tf\n@batchloaders.register_step('py_step')\ndef f(x):\n"
-                    "    return tf.py_function(lambda t: t, [x], tf.float32)\n", "calls back into Python"),
+                    "    return tf.py_function(lambda t: t, [x], tf.float32)\n",
+                    "calls back into Python (EagerPyFunc, from tf.py_function or tf.numpy_function): expected "
+                    "TensorFlow ops only, so that the pipeline runs without the Python interpreter"),
     "numpy_function": ("import tensorflow as tf\n@batchloaders.register_step('np_fn')\ndef f(x):\n"
                        "    return tf.ensure_shape(tf.numpy_function(lambda t: t, [x], tf.float32), [None, 2])\n",
-                       "calls back into Python"),
+                       "calls back into Python (PyFunc, from tf.py_function or tf.numpy_function): expected "
+                       "TensorFlow ops only, so that the pipeline runs without the Python interpreter"),
     "raises": ("@batchloaders.register_step('bad_rank')\ndef f(x):\n    return x[:, :, 0]\n",
-               "failed when traced on its input"),
+               "failed when traced on its input: ValueError: Index out of range using input dim 2; input has only 2 "
+               "dims for '{{node strided_slice}}"),
 }
 
 
+@pytest.mark.parametrize("form", ["yaml", "dict"])
 @pytest.mark.parametrize("case", sorted(CONTRACT_BREAKERS))
-def test_steps_that_are_not_tensorflow_ops_are_refused_when_checked(project, registry_scope, case):
+def test_steps_that_are_not_tensorflow_ops_are_refused_when_checked(project, registry_scope, monkeypatch, case, form):
+    """The message names the config item, and the plugin's file and function (not this package's tracing code):
+    relative to the working directory when the plugin is inside it, as a program passing a dict has it."""
     body, message = CONTRACT_BREAKERS[case]
     (project / "breaks.py").write_text("import batchloaders\n" + body)
     name = body.split("register_step('")[1].split("'")[0]
     path = config(project, plugins=["breaks.py"], steps=[{"tensor": "frames", "type": name}])
+    line = body.splitlines().index(f"@batchloaders.register_step('{name}')") + 2
+    where, source = f"{os.path.realpath(project / 'breaks.py')}: function f, line {line}", path
+    if form == "dict":  # a dict's plugins are relative to the working directory
+        monkeypatch.chdir(project)
+        path, where, source = yaml.safe_load(open(path)), f"breaks.py: function f, line {line}", "<dict>"
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     (problem,) = caught.value.problems
-    assert problem.path == "$.args.processing_steps[0].type" and message in problem.message, problem.message
+    assert (problem.file, problem.path) == (source, "$.args.processing_steps[0].type")
+    assert problem.message.startswith(f"step {name!r} ({where}) {message}"), problem.message
 
 
 def test_a_python_callback_hidden_behind_infer_is_refused_when_the_pipeline_is_built(project, registry_scope):
@@ -436,9 +459,12 @@ def test_a_python_callback_hidden_behind_infer_is_refused_when_the_pipeline_is_b
         '''))
     path = config(project, plugins=["hidden.py"], steps=[{"tensor": "frames", "type": "hidden"}])
     load_config(path)  # passes: infer says what it returns
-    with pytest.raises(ConfigError, match=r"c.yaml: \$.args.processing_steps\[0\]: step 'hidden' calls back into "
-                                          r"Python \(EagerPyFunc"):
+    with pytest.raises(ConfigError) as caught:
         build_input_fn(path)()
+    (problem,) = caught.value.problems
+    assert (problem.file, problem.path) == (path, "$.args.processing_steps[0]")
+    assert problem.message.startswith(f"step 'hidden' ({origin(project / 'hidden.py', 'hidden')}) calls back into "
+                                      "Python (EagerPyFunc"), problem.message
 
 
 def test_registering_a_taken_name_in_code_is_refused(registry_scope):

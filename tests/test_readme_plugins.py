@@ -60,7 +60,8 @@ def test_the_commands_shown_succeed(blocks):
         assert words[0] == ".venv/bin/batchloaders", line
         done = run([sys.executable, "-m", "batchloaders", *words[1:]])
         assert done.returncode == 0, (line, done.stdout, done.stderr)
-    assert "lowercase" in run([sys.executable, "-m", "batchloaders", "describe", "configs/chars_plugin.yaml"]).stdout
+    assert "lowercase" in run([sys.executable, "-m", "batchloaders", "describe", "--trust-plugins",
+                               "configs/chars_plugin.yaml"]).stdout
 
 
 def test_the_training_code_shown_runs(blocks):

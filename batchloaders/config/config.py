@@ -11,9 +11,10 @@ import dataclasses
 import os
 from typing import Any, Iterable, Mapping
 
-from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, path_parts, suggest
+from batchloaders.errors import (BatchLoaderError, ConfigError, ManifestError, PluginsNotChecked, Problem, json_path,
+                                 path_parts, suggest)
 from batchloaders import builtin_types
-from batchloaders.registry import ALWAYS, BATCHERS, SECONDARY, STEPS, CheckContext
+from batchloaders.registry import ALWAYS, BATCHERS, POLICIES, SECONDARY, STEPS, CheckContext
 from batchloaders.config import datasets
 from batchloaders.config import accounting
 from batchloaders.config.resources import check_resources
@@ -22,12 +23,16 @@ from batchloaders.config.model import (LoaderConfig, PadSpec, PrimaryFeature, Se
                                      TensorInfo)
 
 
-def load_config(config: str | os.PathLike | Mapping, *, model_names: tuple[Iterable[str], Iterable[str]] | None = None
-                ) -> LoaderConfig:
+def load_config(config: str | os.PathLike | Mapping, *, model_names: tuple[Iterable[str], Iterable[str]] | None = None,
+                trust_plugins: bool = True) -> LoaderConfig:
     """Load a config from a path (.yaml/.yml/.json) or a dict and check it completely.
 
     ``model_names`` = (inputs, targets) replaces the config's ``model`` block
-    (used when a Keras model is passed to ``build_input_fn``).
+    (used when a Keras model is passed to ``build_input_fn``). ``trust_plugins=False`` (the
+    command line without ``--trust-plugins``) imports none of the config's ``plugins:``: every
+    other part is checked, and a config whose only gap is its plugin types raises
+    :class:`PluginsNotChecked` naming them. Either way each entry must be a .py file inside
+    the config's directory tree.
     """
     if isinstance(config, Mapping):
         check_plain(config, "<dict>", ConfigError)
@@ -37,7 +42,7 @@ def load_config(config: str | os.PathLike | Mapping, *, model_names: tuple[Itera
     else:
         raise ConfigError(Problem("<config>", "$", f"found a {type(config).__name__}: expected a path to a "
                                                   ".yaml/.json config or a dict"))
-    return config_from_document(doc, model_names=model_names)
+    return config_from_document(doc, model_names=model_names, trust_plugins=trust_plugins)
 
 
 def config_from_text(text: str, source: str = "<text>", *, base_dir: str = ".", model_names=None) -> LoaderConfig:
@@ -70,12 +75,16 @@ class _Checker:
         return not any(bad[:n] == parts or parts[:len(bad)] == bad for bad in self.invalid)
 
 
-def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
+def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool = True) -> LoaderConfig:
     from batchloaders.config.schema import schema_check
 
     builtin_types.load()
-    scopes = ALWAYS | _load_plugins(doc)  # the types this config may name
+    listed = _plugin_entries(doc)
+    scopes = ALWAYS | (_load_plugins(doc, listed) if trust_plugins else frozenset())  # the types it may name
     problems, invalid = schema_check(doc, "loader_config.schema.json", scopes)
+    unchecked: dict[tuple, Problem] = {}  # path of an item of a plugin type not imported -> the notice
+    if listed and not trust_plugins:
+        problems, unchecked = _set_aside(doc, problems, invalid, scopes, [e for _, e in listed])
     data = doc.data
     check = _Checker(doc, problems, invalid)
     # Semantic checks need a known loader type and an args object; past that, they run on
@@ -238,8 +247,12 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
     for i, st in enumerate(all_steps if isinstance(all_steps, list) else []):
         at = ("args", "processing_steps", i)
         if not valid(at):
-            # A broken step leaves its tensor unknown: nothing can say what it would become.
+            # A broken step, or one of a plugin type not imported, leaves its tensor unknown: nothing
+            # can say what it would become. The tensor it names must exist all the same.
             if isinstance(st, dict) and isinstance(st.get("tensor"), str):
+                if at + ("type",) in unchecked and st["tensor"] not in seen and valid(at + ("tensor",)):
+                    check(at + ("tensor",), f"tensor {st['tensor']!r} is not a primary or secondary feature"
+                                            f"{suggest(st['tensor'], seen)}; expected one of: {', '.join(seen)}")
                 tensors.pop(st["tensor"], None)
             continue
         kind, name, step_args = STEPS.get(st["type"], scopes), st["tensor"], dict(st.get("args", {}))
@@ -331,7 +344,7 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
                                                   "padding", "secondary_features", "processing_steps"))
     if rules_ok:
         _loader_rules(loader_type, args, manifest, tensors, padding, secondary, steps, check)
-    if not check.problems:
+    if not check.problems and not unchecked:  # (the memory of a tensor a plugin makes is unknown)
         check_resources(args, loader_type, tensors, pad_specs, wanted or set(seen), check, steps, chunking)
     if not check.problems:  # the manifest's record counts, when it lists the files
         check.problems.extend(accounting.size_problems(dataset))
@@ -339,6 +352,8 @@ def config_from_document(doc: Document, *, model_names=None) -> LoaderConfig:
 
     if check.problems:
         raise check.error()
+    if unchecked:
+        raise PluginsNotChecked(sorted(unchecked.values(), key=lambda p: (p.line or 0, p.path)))
 
     def opt(key, default=None):
         value = args.get(key, default)
@@ -377,19 +392,63 @@ def secondary_measures(secondary, to_name: str) -> str | None:
     return None
 
 
-def _load_plugins(doc: Document) -> frozenset:
-    """Import the modules the config's ``plugins`` list names, before anything looks a type up;
-    returns their scopes (the types registered by them are visible to this config)."""
+def _plugin_entries(doc: Document) -> list[tuple[int, str]]:
+    """(index, entry) of the config's ``plugins`` list, each a .py file inside the config's directory
+    tree (else a ConfigError at the entry); checked without importing anything."""
     from batchloaders import plugins
 
     entries = doc.data.get("plugins") if isinstance(doc.data, dict) else None
     if not isinstance(entries, list):
-        return frozenset()  # absent, or reported by the schema check
+        return []  # absent, or reported by the schema check
     named = [(i, e) for i, e in enumerate(entries) if isinstance(e, str) and e]
+    problems = [doc.problem(("plugins", i), why) for i, e in named if (why := plugins.entry_problem(e, doc.base_dir))]
+    if problems:
+        raise ConfigError(problems)
+    return named
+
+
+def _load_plugins(doc: Document, named: list[tuple[int, str]]) -> frozenset:
+    """Import the modules the config's ``plugins`` list names, before anything looks a type up;
+    returns their scopes (the types registered by them are visible to this config)."""
+    from batchloaders import plugins
+
     scopes, problems = plugins.load([e for _, e in named], base_dir=doc.base_dir)
     if problems:
         raise ConfigError([doc.problem(("plugins", named[i][0]), message) for i, message in problems])
     return frozenset(scopes)
+
+
+# Where a config names a registered type: (list under args, key naming the type) -> its registry.
+_TYPE_KEYS = {("processing_steps", "type"): STEPS, ("secondary_features", "type"): SECONDARY,
+              ("padding", "batching"): BATCHERS}
+
+
+def _set_aside(doc: Document, problems: list[Problem], invalid: set, scopes, files: list[str]
+               ) -> tuple[list[Problem], dict[tuple, Problem]]:
+    """The schema's problems without "unknown type" for the types no imported registry has (a plugin's,
+    as the config lists plugins), and a notice per such item. Its path stays invalid: the checks that
+    need what the item makes skip it, the rest run."""
+    origin = files[0] if len(files) == 1 else "one of " + ", ".join(files)
+    unchecked = {}
+    for parts in invalid:
+        if len(parts) != 4 or parts[0] != "args" or (parts[1], parts[3]) not in _TYPE_KEYS:
+            continue
+        registry = _TYPE_KEYS[parts[1], parts[3]]
+        name = _at(doc.data, parts)
+        if isinstance(name, str) and registry.get(name, scopes) is None and name not in POLICIES:
+            unchecked[parts] = doc.problem(parts, f"not checked: plugin type {name!r} from {origin} (pass "
+                                                  "--trust-plugins to import it)")
+    kept = [p for p in problems if p.path not in {json_path(parts) for parts in unchecked}]
+    return kept, unchecked
+
+
+def _at(data, parts: tuple):
+    for part in parts:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
 
 
 def _unproduced(inputs, targets, seen: dict, check) -> None:

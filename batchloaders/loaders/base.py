@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from batchloaders import bucketing, building, builtin_types, chunking, determinism, packing, segmenting, sources
 from batchloaders.batching import Batch, finalize
-from batchloaders.extend import check_batch, checked
+from batchloaders.extend import check_batch, checked, named
 from batchloaders.graphs import as_written
 from batchloaders.registry import BUILTIN, SECONDARY, STEPS
 from batchloaders.config.model import LoaderConfig, SecondaryFeature
@@ -32,7 +32,7 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
             _secondary(batch, config, item, SECONDARY.get(item.type))
             continue
         kind = STEPS.get(item.type)
-        what = f"step {item.type!r}"
+        what = named("step", item.type, kind)
         with checked(config.source, item.json_path, what, kind.scope == BUILTIN), building.item(config.source,
                                                                                              item.json_path):
             values, lengths = kind.build(item.args, batch.values[item.tensor], batch.lengths.get(item.tensor),
@@ -48,7 +48,7 @@ def transform(batch: Batch, config: LoaderConfig) -> Batch:
 
 
 def _secondary(batch: Batch, config: LoaderConfig, feature, kind) -> None:
-    what = f"secondary feature {feature.type!r}"
+    what = named("secondary feature", feature.type, kind)
     with checked(config.source, feature.json_path, what, kind.scope == BUILTIN):
         values, lengths = kind.build(feature.args, batch, feature.info)
         check_batch(values, lengths, feature.info, what)

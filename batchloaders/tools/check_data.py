@@ -26,7 +26,7 @@ from typing import Sequence, TextIO
 
 import tensorflow as tf
 
-from batchloaders.errors import BatchLoaderError, ConfigError
+from batchloaders.errors import BatchLoaderError, ConfigError, PluginsNotChecked
 from batchloaders.config import datasets
 from batchloaders.config.config import load_config
 from batchloaders.config.document import load_file
@@ -37,7 +37,7 @@ from batchloaders.tools.records import (ReadError, RecordProblems, check_record,
 DEFAULT_RECORDS = 8
 
 
-def load_dataset(path: str) -> Dataset:
+def load_dataset(path: str, *, trust_plugins: bool = True) -> Dataset:
     """The dataset (manifest and data files) of the loader config at ``path``; raise its problems.
 
     A config whose only problems are the data disagreeing with the manifest's
@@ -45,7 +45,9 @@ def load_dataset(path: str) -> Dataset:
     the data is how those problems are looked into.
     """
     try:
-        return load_config(path).dataset
+        return load_config(path, trust_plugins=trust_plugins).dataset
+    except PluginsNotChecked:  # valid but for its plugin types, which reading the data does not need
+        return _dataset_only(path)
     except BatchLoaderError as error:
         dataset = _dataset_only(path)
         if dataset is None or any(problem.file != dataset.manifest.path for problem in error.problems):
@@ -116,7 +118,8 @@ def check_files(files: Sequence[str], manifest: Manifest, records: int = DEFAULT
     return 1 if bad else 0
 
 
-def run(config: str, records: int = DEFAULT_RECORDS, out: TextIO | None = None) -> int:
-    """Check the first records of every data file of a loader config; raise BatchLoaderError if it is invalid."""
-    dataset = load_dataset(config)
+def run(config: str, records: int = DEFAULT_RECORDS, out: TextIO | None = None, *, trust_plugins: bool = True) -> int:
+    """Check the first records of every data file of a loader config; raise BatchLoaderError if it is invalid.
+    ``trust_plugins``: as :func:`batchloaders.load_config` takes it (the data check itself needs no plugin)."""
+    dataset = load_dataset(config, trust_plugins=trust_plugins)
     return check_files(dataset.files, dataset.manifest, records, out)

@@ -402,8 +402,9 @@ def draw(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
 
 
 def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, plot: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT) -> int:
+        timeout: float = DEFAULT_TIMEOUT, trust_plugins: bool = True) -> int:
     """Print the first ``batches`` batches of the config at ``path``; return the exit status (0).
+    ``trust_plugins``: as :func:`batchloaders.load_config` takes it.
 
     Raises BatchLoaderError (NoBatchError when the dataset gives no batch, or
     none within ``timeout`` seconds), tf.errors.OpError for data failures, and
@@ -413,7 +414,7 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     from batchloaders.config.config import load_config
 
     out = out or sys.stdout
-    config = load_config(path)
+    config = load_config(path, trust_plugins=trust_plugins)
     dataset = build_input_fn(config)()
     raw = take(dataset, batches, timeout, config.source)
     if not raw:
