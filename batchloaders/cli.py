@@ -198,10 +198,13 @@ def _run_schema(args: argparse.Namespace) -> int:
     generated = type_schemas.write(args.directory)
     for name in schema.schema_names():
         path = os.path.join(args.directory, name)
-        if path not in generated and os.path.abspath(path) != os.path.abspath(
+        # The shipped folder itself (schemas/ is reached through a link, so compare real paths) already holds
+        # them; the text is read before the file is opened for writing, which would empty it.
+        if path not in generated and os.path.realpath(path) != os.path.realpath(
                 os.path.join(str(schema._schemas_dir()), name)):
+            text = schema.schema_text(name)
             with open(path, "w", encoding="utf-8") as f:
-                f.write(schema.schema_text(name))
+                f.write(text)
     print(f"wrote {len(schema.schema_names())} schema files to {args.directory} (point your editor at "
           f"{os.path.join(args.directory, 'loader_config.schema.json')})")
     return EXIT_OK

@@ -136,3 +136,16 @@ def test_commands_that_import_tensorflow_print_none_of_its_start_up_lines(demo_d
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert result.stdout.startswith("config: configs/chars_plugin.yaml" if command[0] == "describe" else "OK ")
+
+
+def test_schema_into_the_shipped_folder_leaves_it_whole(capsys):
+    """`batchloaders schema schemas` from the repository (the folder the package reads through its link)
+    emptied every schema file it had not generated: each was opened for writing before it was read."""
+    from batchloaders import cli
+
+    before = {p.name: p.read_bytes() for p in (REPO / "schemas").glob("*.json")}
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["schema", str(REPO / "schemas")])
+    assert exited.value.code == 0
+    after = {p.name: p.read_bytes() for p in (REPO / "schemas").glob("*.json")}
+    assert after == before and all(before.values())
