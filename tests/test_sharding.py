@@ -93,8 +93,9 @@ def test_shares_are_the_rules_disjoint_and_cover_the_data(data, loader, n, caplo
     for i in range(n):
         caplog.clear()
         shares.append(elements(collect(input_fn(context(n, i))), loader))
-        assert len(caplog.records) == 1  # once per input_fn call
-        assert caplog.records[0].name == "batchloaders"
+        # once per input_fn call (TensorFlow's own warnings, such as a checkpoint of an earlier test being
+        # garbage-collected now, are not ours to count)
+        assert [r.name for r in caplog.records if r.name != "tensorflow"] == ["batchloaders"]
         assert sorted(shares[i]) == rule_share(everything, n, i)
     assert collections.Counter(e for share in shares for e in share) == collections.Counter(everything)
     assert len(set(everything)) == len(everything)  # so the equal multisets mean disjoint shares
