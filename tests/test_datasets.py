@@ -390,6 +390,40 @@ def test_list_file_size_limit_is_exact(tmp_path, monkeypatch):
                    f"found {list_file} of 101 bytes: expected a list file of at most 100 bytes")
 
 
+def test_list_file_entry_bound_counts_entries_not_comments(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "MAX_LIST_ENTRIES", 3)
+    make_tree(tmp_path, {"a.tfrecords": "file"})
+    list_file = tmp_path / "files.txt"
+    list_file.write_text("# three entries\na.tfrecords\n\na.tfrecords\na.tfrecords\n")
+    assert len(load_config(list_config(tmp_path, list_file)).dataset.files) == 3
+    list_file.write_text("# four entries\na.tfrecords\n\na.tfrecords\na.tfrecords\n# fourth:\na.tfrecords\n")
+    config = list_config(tmp_path, list_file)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert_problem(info.value, config, "list_file",
+                   f"found more than 3 data file entries in {list_file}, the first too many on line 7: expected at "
+                   "most 3 (split the dataset, or make its files larger)")
+
+
+def test_list_file_is_read_one_line_at_a_time(tmp_path):
+    """64 MiB of comment lines: read in a bounded buffer, never whole (it used to be read, decoded and split:
+    three copies of the file)."""
+    import tracemalloc
+
+    list_file = tmp_path / "files.txt"
+    list_file.write_text(("#" * 4095 + "\n") * (16 * 1024))
+    config = list_config(tmp_path, list_file)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as info:
+            load_config(config)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_problem(info.value, config, "list_file", f"{list_file} lists no data file: expected one path per line")
+    assert peak < 8 * 2**20, f"{peak:,} bytes"
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda path: os.mkfifo(path), "found '{M}' ({M}), a FIFO: expected a file"),
     (lambda path: os.symlink("gone.json", path), "found '{M}' ({M}), a dangling symlink to 'gone.json': expected a file"),

@@ -32,7 +32,7 @@ from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
 from batchloaders.config.datasets import DEFAULT_PATTERN, _walk
-from batchloaders.config.document import load_file, parse_text
+from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.config.model import COMPRESSIONS
 from batchloaders.tools.infer import SAMPLE_RECORDS, infer
@@ -82,7 +82,7 @@ def _existing(path: str) -> dict:
     if not os.path.lexists(path):
         return {}
     try:
-        data = load_file(path, ManifestError).data
+        data = load_file(path, ManifestError, MANIFEST).data
     except BatchLoaderError as error:
         raise Refused(f"{error}\nfix or remove the existing manifest first") from None
     if not isinstance(data, dict):
@@ -179,7 +179,8 @@ def write(directory: str, err: TextIO) -> list[str]:
     data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
     text = to_json(data) + "\n"
     try:  # what validate would say of it
-        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json"))
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
+                                                       bounds=MANIFEST))
     except BatchLoaderError as error:
         raise Refused(f"{error}\nno manifest written: it would be invalid") from None
     _replace(manifest_path, text)
