@@ -24,7 +24,7 @@ FEATURES = [feature("id", "int64", [], "int")]
 LIST_EXPECTED = "expected every entry to name an existing regular file"
 TEXT_EXPECTED = "expected a text file with one data file path per line"
 WALK_EXPECTED = ("expected every entry the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches to be "
-                 "a regular file and every directory to be listable")  # (a str.format template: braces doubled)
+                 "a regular file and every directory to be listable, both within data_dir")  # (a str.format template: braces doubled)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -110,10 +110,9 @@ ORDER = [
     ("a symlinked directory is listed under its first name in sorted order",
      {"data/z/f.tfrecords": "file", "data/link": "-> z"},
      ["link/f.tfrecords"]),
-    ("a directory outside data_dir is followed, once",
-     {"outside/o.tfrecords": "file", "data/e2": "-> ../outside", "data/e1": "-> ../outside",
-      "data/own.tfrecords": "file"},
-     ["e1/o.tfrecords", "own.tfrecords"]),
+    ("a symlink out of data_dir to a file the pattern does not match is ignored, as any such name",
+     {"outside/notes.txt": "file", "data/notes.txt": "-> ../outside/notes.txt", "data/own.tfrecords": "file"},
+     ["own.tfrecords"]),
     ("a directory named *.tfrecords is walked; non-data names are ignored whatever they are",
      {"data/d.tfrecords/x.tfrecords": "file", "data/notes.txt": "file", "data/broken": "-> nowhere",
       "data/pipe": "fifo", "data/x.tfrecords.bak": "file", "data/self": "-> self"},
@@ -245,6 +244,38 @@ def test_dir_dataset_errors(tmp_path, name, tree, message):
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert_problem(info.value, config, "data_dir", message.format(d=tmp_path / "data"))
+
+
+OUTSIDE = [
+    ("a directory outside data_dir (it used to be walked)",
+     {"outside/o.tfrecords": "file", "data/e2": "-> ../outside", "data/e1": "-> ../outside",
+      "data/own.tfrecords": "file"},
+     "'e1' is a symlink to a directory outside data_dir ('{t}/outside'): not followed; 'e2' is a symlink to a "
+     "directory outside data_dir ('{t}/outside'): not followed"),
+    ("the root directory (it used to walk the whole file system, /proc included)",
+     {"data/own.tfrecords": "file", "data/sub/root": "-> /"},
+     "'sub/root' is a symlink to a directory outside data_dir ('/'): not followed"),
+    ("a data file outside data_dir",
+     {"outside/o.tfrecords": "file", "data/o.tfrecords": "-> ../outside/o.tfrecords"},
+     "'o.tfrecords' is a symlink to a regular file outside data_dir ('{t}/outside/o.tfrecords'): not followed"),
+    ("a link out, reached through a link within (listed once, under its first name)",
+     {"outside/o.tfrecords": "file", "data/in": "-> sub", "data/sub/out": "-> ../../outside"},
+     "'in/out' is a symlink to a directory outside data_dir ('{t}/outside'): not followed"),
+]
+
+
+@pytest.mark.parametrize("name, tree, quoted", OUTSIDE, ids=[row[0] for row in OUTSIDE])
+def test_symlinks_out_of_data_dir_are_not_followed(tmp_path, name, tree, quoted):
+    import time
+
+    make_tree(tmp_path, {"data/__manifest__.json": "manifest", **tree})
+    config = dir_config(tmp_path, tmp_path / "data")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert time.monotonic() - started < 5
+    assert_problem(info.value, config, "data_dir", f"found paths under {tmp_path / 'data'} that cannot be read: "
+                   + quoted.format(t=tmp_path) + ": " + WALK_EXPECTED.format())
 
 
 def test_directory_that_cannot_be_listed_is_reported(tmp_path, monkeypatch):

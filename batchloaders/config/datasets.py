@@ -134,7 +134,7 @@ def _resolve_dir(args: dict, base: str, fail) -> Dataset:
     if problems:
         fail("data_dir", f"found paths under {data_dir} that cannot be read: {quote_entries(problems)}: expected "
                          f"every entry the pattern {pattern!r} matches to be a regular file and every directory "
-                         "to be listable")
+                         "to be listable, both within data_dir")
     if not files:
         fail("pattern" if "pattern" in args else "data_dir",
              f"the pattern {pattern!r} matches no file under {data_dir}: expected at least one data file"
@@ -217,9 +217,13 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     """Every data file under ``data_dir`` (a relative path ``match`` accepts; by default the
     DEFAULT_PATTERN) in sorted order of its relative path's components.
 
-    Symlinks are followed, but each real directory is listed once and each real
-    file (same device and inode) is included once: the first occurrence in
-    that order wins, so a symlink loop ends at the directory it points back to.
+    Symlinks within data_dir are followed, but each real directory is listed once
+    and each real file (same device and inode) is included once: the first
+    occurrence in that order wins, so a symlink loop ends at the directory it
+    points back to. A symlink out of data_dir is not followed (the walk stays in
+    the dataset: a link to / would walk the whole file system, /proc included)
+    and is a problem when it is a directory or a file the pattern matches, so
+    that no data goes missing without a word (a list dataset names files anywhere).
     Returns the files and a description of each path that cannot be read.
     """
     match = match or pattern_matcher(DEFAULT_PATTERN)
@@ -227,6 +231,7 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     problems: list[str] = []
     seen_dirs = {(top.st_dev, top.st_ino)}
     seen_files: set[tuple[int, int]] = set()
+    root = os.path.realpath(data_dir)
 
     def listing(path: str, rel: tuple[str, ...]):
         try:
@@ -248,7 +253,12 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
             continue
         path, rel = item
         what, st = _kind(path)
-        if what == "directory":
+        outside = _outside(path, root) if st is not None else None
+        if outside is not None:
+            if what == "directory" or match("/".join(rel)):
+                problems.append(f"{shorten(os.path.join(*rel))} is a symlink to {_article(what)} outside data_dir "
+                                f"({shorten(outside)}): not followed")
+        elif what == "directory":
             key = (st.st_dev, st.st_ino)
             if key not in seen_dirs:
                 seen_dirs.add(key)
@@ -263,6 +273,14 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
                 problems.append(f"{shorten(os.path.join(*rel))} " + ("vanished during the walk" if what == "missing"
                                                                      else f"is {_article(what)}"))
     return files, problems
+
+
+def _outside(path: str, root: str) -> str | None:
+    """Where the symlink ``path`` leads when that is outside the real directory ``root``; None otherwise."""
+    if not os.path.islink(path):
+        return None  # its directory is inside root, so it is too
+    real = os.path.realpath(path)
+    return None if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else real
 
 
 def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Dataset:
