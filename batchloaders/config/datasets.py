@@ -275,12 +275,17 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     return files, problems
 
 
+def within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it, symlinks of both resolved."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _outside(path: str, root: str) -> str | None:
-    """Where the symlink ``path`` leads when that is outside the real directory ``root``; None otherwise."""
+    """Where the symlink ``path`` leads when that is outside the directory ``root``; None otherwise."""
     if not os.path.islink(path):
-        return None  # its directory is inside root, so it is too
-    real = os.path.realpath(path)
-    return None if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else real
+        return None  # its directory is within root, so it is too
+    return None if within(path, root) else os.path.realpath(path)
 
 
 def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Dataset:

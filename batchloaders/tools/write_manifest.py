@@ -91,7 +91,7 @@ def _existing(path: str) -> dict:
     return data
 
 
-def _compression(files: Sequence[str], existing: dict) -> str | None:
+def _compression(directory: str, files: Sequence[str], existing: dict) -> str | None:
     """The manifest's compression if it gives one, else the one the files' bytes show."""
     if "compression" in existing:
         compression = existing["compression"]
@@ -101,14 +101,14 @@ def _compression(files: Sequence[str], existing: dict) -> str | None:
         return compression
     found: dict[str | None, str] = {}
     for path in files:
-        kind = sniff(path)
+        kind = sniff(path, directory)
         if kind.kind == "other":
             raise Refused(f"{shown(path)}: not a TFRecord file: {kind.detail}")
         if kind.kind != "empty":
             found.setdefault(kind.compression, path)
     if len(found) > 1:
         raise Refused("the data files are not all compressed alike: " + "; ".join(
-            f"{shown(path)} is {sniff(path).describe()}" for path in found.values()))
+            f"{shown(path)} is {sniff(path, None).describe()}" for path in found.values()))
     return next(iter(found), None)
 
 
@@ -131,14 +131,14 @@ def write(directory: str, err: TextIO) -> list[str]:
     files = data_files(directory)
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
-    compression = _compression(files, existing)
+    compression = _compression(directory, files, existing)
 
     progress = Progress("manifest", len(files), err)
     entries, problems = [], []
     try:
         for path in files:
             try:
-                scan = scan_file(path, compression, progress=progress)
+                scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
             except OSError as error:
                 problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
                 continue
