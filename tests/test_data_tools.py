@@ -453,6 +453,33 @@ def test_data_tools_quote_no_bytes_of_files_outside_the_dataset_directory(tmp_pa
         "3 of 4 files have problems"], [])
 
 
+def test_manifest_removes_the_temporary_files_of_a_killed_run_and_nothing_else(tmp_path, monkeypatch, capsys):
+    """Left in d/ before the run: a temporary manifest of a killed run (an hour old, unlocked), one a live writer
+    holds locked, one written after this run began, our pattern in a subdirectory, and other names."""
+    import fcntl
+    import time
+
+    make(tmp_path, monkeypatch, {"part-0.tfrecords": good(0)})
+    d = tmp_path / "d"
+    (d / "sub").mkdir()
+    hour_ago, later = time.time() - 3600, time.time() + 3600
+    files = {".__manifest__.killed1.tmp": hour_ago, ".__manifest__.writing.tmp": hour_ago,
+             ".__manifest__.newer.tmp": later, "sub/.__manifest__.deeper.tmp": hour_ago,
+             ".__manifest__.tmp": hour_ago, "__manifest__.json.tmp": hour_ago, "notes.tmp": hour_ago}
+    for name, mtime in files.items():
+        (d / name).write_text("{")
+        os.utime(d / name, (mtime, mtime))
+    with open(d / ".__manifest__.writing.tmp", "rb") as writing:
+        fcntl.flock(writing, fcntl.LOCK_EX)  # as a run writing its manifest holds it
+        status, out, err = cli(capsys, "manifest", "d")
+    assert (status, err) == (0, ["batchloaders manifest: removed .__manifest__.killed1.tmp, the temporary manifest "
+                                 "of a run stopped while writing"])
+    size = (d / "part-0.tfrecords").stat().st_size
+    assert out[-1] == f"wrote d/__manifest__.json: 1 file, 3 records, {size:,} bytes"
+    left = sorted(str(p.relative_to(d)) for p in d.rglob("*tmp"))
+    assert left == sorted(name for name in files if name != ".__manifest__.killed1.tmp")
+
+
 def test_progress_is_quiet_off_a_terminal_and_redrawn_on_one():
     class Terminal(io.StringIO):
         def isatty(self):
