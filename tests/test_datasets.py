@@ -23,8 +23,9 @@ from conftest import collect, example, feature, loader_config, write_manifest, w
 FEATURES = [feature("id", "int64", [], "int")]
 LIST_EXPECTED = "expected every entry to name an existing regular file"
 TEXT_EXPECTED = "expected a text file with one data file path per line"
+# (a str.format template: braces doubled)
 WALK_EXPECTED = ("expected every entry the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches to be "
-                 "a regular file and every directory to be listable, both within data_dir")  # (a str.format template: braces doubled)
+                 "a regular file and every directory to be listable, both within data_dir")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
