@@ -61,13 +61,17 @@ class Sniffed:
                 "empty": "empty"}.get(self.kind, "not a TFRecord file")
 
 
-def _first_bytes(data: bytes) -> str:
+def _first_bytes(data: bytes, show: bool) -> str:
+    """', 69 64 2c 78 (b'id,x'),' for messages, or '' when the file's bytes are not to be shown."""
     head = data[:8]
-    return f"{head.hex(' ')} ({head!r})"
+    return f", {head.hex(' ')} ({head!r})," if show else ""
 
 
-def sniff_bytes(head: bytes) -> Sniffed:
-    """:func:`sniff` on the first bytes of a file (all of it when it is shorter than SNIFF_BYTES)."""
+def sniff_bytes(head: bytes, show: bool = True) -> Sniffed:
+    """:func:`sniff` on the first bytes of a file (all of it when it is shorter than SNIFF_BYTES).
+
+    ``show``: whether a file that is not TFRecord may be quoted (its first 8 bytes, or its stream's).
+    """
     if not head:
         return Sniffed("empty")
     if is_record_header(head):
@@ -80,7 +84,7 @@ def sniff_bytes(head: bytes) -> Sniffed:
         return Sniffed("other", f"it is {count(len(head), 'byte')}, shorter than one record header "
                                 f"({HEADER_BYTES} bytes), and not a GZIP or ZLIB stream")
     else:
-        return Sniffed("other", f"its first bytes, {_first_bytes(head)}, are neither a TFRecord record header "
+        return Sniffed("other", f"its first bytes{_first_bytes(head, show)} are neither a TFRecord record header "
                                 "(with its checksum) nor the start of a GZIP or ZLIB stream (or the first record's "
                                 "header is damaged)")
     # A compressed stream: its content must be TFRecord too.
@@ -94,8 +98,8 @@ def sniff_bytes(head: bytes) -> Sniffed:
     if len(content) < HEADER_BYTES and not stream.eof:
         return Sniffed(kind)  # cut short, or more input needed: reading the file says
     if not is_record_header(content):
-        return Sniffed("other", f"it is a {STREAM[kind]} stream whose content is not TFRecord "
-                                f"(it begins {_first_bytes(content)})")
+        begins = f" (it begins {_first_bytes(content, show)[2:-1]})" if show else ""
+        return Sniffed("other", f"it is a {STREAM[kind]} stream whose content is not TFRecord{begins}")
     return Sniffed(kind)
 
 

@@ -417,6 +417,69 @@ def test_verify_and_manifest_refuse_what_is_not_a_dataset(tmp_path, monkeypatch,
                                                         "(files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz})"])
 
 
+SECRET = b"root:*:20000:0:99999:7:::\n"  # what /etc/shadow begins with: a file no tool may quote
+NEITHER = ("are neither a TFRecord record header (with its checksum) nor the start of a GZIP or ZLIB stream (or the "
+           "first record's header is damaged)")
+
+
+def _list_dataset_with_files_elsewhere(tmp_path, monkeypatch) -> str:
+    """d/ (manifest, part-0, notes.tfrecords of TEXT) and a list naming part-0, notes and two files of secrets/
+    outside d/: SECRET as it is and gzipped. Returns the config's name; cwd is tmp_path."""
+    import gzip
+
+    make(tmp_path, monkeypatch, {"part-0.tfrecords": good(0), "notes.tfrecords": TEXT})
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "shadow.tfrecords").write_bytes(SECRET)
+    (tmp_path / "secrets" / "shadow.tfrecords.gz").write_bytes(gzip.compress(SECRET * 2))
+    (tmp_path / "files.txt").write_text("d/part-0.tfrecords\nd/notes.tfrecords\nsecrets/shadow.tfrecords\n"
+                                        "secrets/shadow.tfrecords.gz\n")
+    config = loader_config("unused", [("id", "id")], inputs=["id"])
+    config["args"]["dataset"] = {"type": "list", "args": {"manifest_file": "d/__manifest__.json",
+                                                          "list_file": "files.txt"}}
+    (tmp_path / "list.json").write_text(json.dumps(config))
+    return "list.json"
+
+
+@pytest.mark.parametrize("command,ok", [("check-data", f"OK {P0} (3 records checked)"),
+                                        ("verify", f"OK {P0} (3 records)")])
+def test_data_tools_quote_no_bytes_of_files_outside_the_dataset_directory(tmp_path, monkeypatch, capsys,
+                                                                          command, ok):
+    config = _list_dataset_with_files_elsewhere(tmp_path, monkeypatch)
+    assert cli(capsys, command, config) == (1, [
+        ok,
+        f"d/notes.tfrecords: not a TFRecord file: its first bytes, 69 64 2c 78 0a 31 2c 32 (b'id,x\\n1,2'), {NEITHER}",
+        f"secrets/shadow.tfrecords: not a TFRecord file: its first bytes {NEITHER}",
+        "secrets/shadow.tfrecords.gz: not a TFRecord file: it is a GZIP stream whose content is not TFRecord",
+        "3 of 4 files have problems"], [])
+
+
+def test_manifest_removes_the_temporary_files_of_a_killed_run_and_nothing_else(tmp_path, monkeypatch, capsys):
+    """Left in d/ before the run: a temporary manifest of a killed run (an hour old, unlocked), one a live writer
+    holds locked, one written after this run began, our pattern in a subdirectory, and other names."""
+    import fcntl
+    import time
+
+    make(tmp_path, monkeypatch, {"part-0.tfrecords": good(0)})
+    d = tmp_path / "d"
+    (d / "sub").mkdir()
+    hour_ago, later = time.time() - 3600, time.time() + 3600
+    files = {".__manifest__.killed1.tmp": hour_ago, ".__manifest__.writing.tmp": hour_ago,
+             ".__manifest__.newer.tmp": later, "sub/.__manifest__.deeper.tmp": hour_ago,
+             ".__manifest__.tmp": hour_ago, "__manifest__.json.tmp": hour_ago, "notes.tmp": hour_ago}
+    for name, mtime in files.items():
+        (d / name).write_text("{")
+        os.utime(d / name, (mtime, mtime))
+    with open(d / ".__manifest__.writing.tmp", "rb") as writing:
+        fcntl.flock(writing, fcntl.LOCK_EX)  # as a run writing its manifest holds it
+        status, out, err = cli(capsys, "manifest", "d")
+    assert (status, err) == (0, ["batchloaders manifest: removed .__manifest__.killed1.tmp, the temporary manifest "
+                                 "of a run stopped while writing"])
+    size = (d / "part-0.tfrecords").stat().st_size
+    assert out[-1] == f"wrote d/__manifest__.json: 1 file, 3 records, {size:,} bytes"
+    left = sorted(str(p.relative_to(d)) for p in d.rglob("*tmp"))
+    assert left == sorted(name for name in files if name != ".__manifest__.killed1.tmp")
+
+
 def test_progress_is_quiet_off_a_terminal_and_redrawn_on_one():
     class Terminal(io.StringIO):
         def isatty(self):

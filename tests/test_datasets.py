@@ -23,8 +23,9 @@ from conftest import collect, example, feature, loader_config, write_manifest, w
 FEATURES = [feature("id", "int64", [], "int")]
 LIST_EXPECTED = "expected every entry to name an existing regular file"
 TEXT_EXPECTED = "expected a text file with one data file path per line"
+# (a str.format template: braces doubled)
 WALK_EXPECTED = ("expected every entry the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches to be "
-                 "a regular file and every directory to be listable")  # (a str.format template: braces doubled)
+                 "a regular file and every directory to be listable, both within data_dir")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -110,10 +111,9 @@ ORDER = [
     ("a symlinked directory is listed under its first name in sorted order",
      {"data/z/f.tfrecords": "file", "data/link": "-> z"},
      ["link/f.tfrecords"]),
-    ("a directory outside data_dir is followed, once",
-     {"outside/o.tfrecords": "file", "data/e2": "-> ../outside", "data/e1": "-> ../outside",
-      "data/own.tfrecords": "file"},
-     ["e1/o.tfrecords", "own.tfrecords"]),
+    ("a symlink out of data_dir to a file the pattern does not match is ignored, as any such name",
+     {"outside/notes.txt": "file", "data/notes.txt": "-> ../outside/notes.txt", "data/own.tfrecords": "file"},
+     ["own.tfrecords"]),
     ("a directory named *.tfrecords is walked; non-data names are ignored whatever they are",
      {"data/d.tfrecords/x.tfrecords": "file", "data/notes.txt": "file", "data/broken": "-> nowhere",
       "data/pipe": "fifo", "data/x.tfrecords.bak": "file", "data/self": "-> self"},
@@ -245,6 +245,38 @@ def test_dir_dataset_errors(tmp_path, name, tree, message):
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert_problem(info.value, config, "data_dir", message.format(d=tmp_path / "data"))
+
+
+OUTSIDE = [
+    ("a directory outside data_dir (it used to be walked)",
+     {"outside/o.tfrecords": "file", "data/e2": "-> ../outside", "data/e1": "-> ../outside",
+      "data/own.tfrecords": "file"},
+     "'e1' is a symlink to a directory outside data_dir ('{t}/outside'): not followed; 'e2' is a symlink to a "
+     "directory outside data_dir ('{t}/outside'): not followed"),
+    ("the root directory (it used to walk the whole file system, /proc included)",
+     {"data/own.tfrecords": "file", "data/sub/root": "-> /"},
+     "'sub/root' is a symlink to a directory outside data_dir ('/'): not followed"),
+    ("a data file outside data_dir",
+     {"outside/o.tfrecords": "file", "data/o.tfrecords": "-> ../outside/o.tfrecords"},
+     "'o.tfrecords' is a symlink to a regular file outside data_dir ('{t}/outside/o.tfrecords'): not followed"),
+    ("a link out, reached through a link within (listed once, under its first name)",
+     {"outside/o.tfrecords": "file", "data/in": "-> sub", "data/sub/out": "-> ../../outside"},
+     "'in/out' is a symlink to a directory outside data_dir ('{t}/outside'): not followed"),
+]
+
+
+@pytest.mark.parametrize("name, tree, quoted", OUTSIDE, ids=[row[0] for row in OUTSIDE])
+def test_symlinks_out_of_data_dir_are_not_followed(tmp_path, name, tree, quoted):
+    import time
+
+    make_tree(tmp_path, {"data/__manifest__.json": "manifest", **tree})
+    config = dir_config(tmp_path, tmp_path / "data")
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert time.monotonic() - started < 5
+    assert_problem(info.value, config, "data_dir", f"found paths under {tmp_path / 'data'} that cannot be read: "
+                   + quoted.format(t=tmp_path) + ": " + WALK_EXPECTED.format())
 
 
 def test_directory_that_cannot_be_listed_is_reported(tmp_path, monkeypatch):
@@ -388,6 +420,40 @@ def test_list_file_size_limit_is_exact(tmp_path, monkeypatch):
         load_config(config)
     assert_problem(info.value, config, "list_file",
                    f"found {list_file} of 101 bytes: expected a list file of at most 100 bytes")
+
+
+def test_list_file_entry_bound_counts_entries_not_comments(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "MAX_LIST_ENTRIES", 3)
+    make_tree(tmp_path, {"a.tfrecords": "file"})
+    list_file = tmp_path / "files.txt"
+    list_file.write_text("# three entries\na.tfrecords\n\na.tfrecords\na.tfrecords\n")
+    assert len(load_config(list_config(tmp_path, list_file)).dataset.files) == 3
+    list_file.write_text("# four entries\na.tfrecords\n\na.tfrecords\na.tfrecords\n# fourth:\na.tfrecords\n")
+    config = list_config(tmp_path, list_file)
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert_problem(info.value, config, "list_file",
+                   f"found more than 3 data file entries in {list_file}, the first too many on line 7: expected at "
+                   "most 3 (split the dataset, or make its files larger)")
+
+
+def test_list_file_is_read_one_line_at_a_time(tmp_path):
+    """64 MiB of comment lines: read in a bounded buffer, never whole (it used to be read, decoded and split:
+    three copies of the file)."""
+    import tracemalloc
+
+    list_file = tmp_path / "files.txt"
+    list_file.write_text(("#" * 4095 + "\n") * (16 * 1024))
+    config = list_config(tmp_path, list_file)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as info:
+            load_config(config)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_problem(info.value, config, "list_file", f"{list_file} lists no data file: expected one path per line")
+    assert peak < 8 * 2**20, f"{peak:,} bytes"
 
 
 @pytest.mark.parametrize("make, message", [

@@ -15,7 +15,10 @@ import pytest
 
 from batchloaders import BatchLoaderError, ConfigError, ManifestError, build_input_fn, load_config
 from batchloaders.config import limits
-from batchloaders.config.document import MAX_FILE_BYTES, parse_text
+from batchloaders.config import document
+from batchloaders.config.document import MANIFEST, parse_text
+from batchloaders.config.limits import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_MANIFEST_BYTES,
+                                        MAX_MANIFEST_NODES)
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.schema import load_schema, schema_names
 from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
@@ -87,8 +90,8 @@ def test_plain_yaml_still_loads_dates_as_strings_and_merges_keys():
 JSON_REFUSED = [
     ("NaN", '{"type": NaN}', None, None, "found NaN, which is not a JSON number: expected a finite number"),
     ("Infinity", '{"type": -Infinity}', None, None, "found -Infinity, which is not a JSON number"),
-    ("deep nesting", "[" * 100_000, 1, 65, "nested too deep: expected at most 64 levels"),
-    ("deep nesting past a string", '{"a": "[[{{",\n "b":' + " [" * 100_000, 2, 133,
+    ("deep nesting", "[" * 10_000, 1, 65, "nested too deep: expected at most 64 levels"),
+    ("deep nesting past a string", '{"a": "[[{{",\n "b":' + " [" * 10_000, 2, 133,
      "nested too deep: expected at most 64 levels"),
     ("nesting past the limit", "[" * 65 + "]" * 65, None, None, "nested more than 64 levels deep"),
     ("duplicate key", '{"a": 1, "a": 2}', None, None, "duplicate key 'a'"),
@@ -107,17 +110,121 @@ def test_bad_json_is_a_config_error(tmp_path, name, text, line, column, words):
     assert words in problem.message, problem.message
 
 
-def test_files_that_are_not_text_or_too_big_are_refused(tmp_path):
+def test_files_that_are_not_text_are_refused(tmp_path):
     binary = tmp_path / "c.yaml"
     binary.write_bytes(b"type: independent\n\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match=r"c\.yaml: \$: found bytes that are not UTF-8 text at byte 18: expected "
                                           r"a UTF-8 text file \(is this a data file\?\) \(line 2\)"):
         load_config(binary)
-    big = tmp_path / "big.json"
-    with open(big, "wb") as f:
-        f.truncate(MAX_FILE_BYTES + 1)
-    with pytest.raises(ManifestError, match=r"big\.json: \$: found a file over 64 MiB: expected a config or manifest"):
-        load_manifest(big)
+
+
+def _sparse(path, size):
+    with open(path, "wb") as f:  # no bytes written: a file that is read past its first byte would be all NULs
+        f.truncate(size)
+
+
+def _padded_config(path, size):
+    text = "type: independent\n"
+    path.write_text(text + "#" * (size - len(text) - 1) + "\n")
+
+
+# (description, file name, writes a file of that size, loads it, size, message)
+TOO_MANY_BYTES = [
+    ("a config one byte over its bound", "c.yaml", _padded_config, load_config, MAX_CONFIG_BYTES + 1,
+     "found a file of 1,048,577 bytes: expected a loader config of at most 1 MiB (is this a data file?)"),
+    ("a config of 10 MiB", "c.json", _sparse, load_config, 10 * 2**20,
+     "found a file of 10,485,760 bytes: expected a loader config of at most 1 MiB (is this a data file?)"),
+    ("a manifest one byte over its bound", "m.json", _sparse, load_manifest, MAX_MANIFEST_BYTES + 1,
+     "found a file of 67,108,865 bytes: expected a manifest of at most 64 MiB (is this a data file?)"),
+]
+
+
+@pytest.mark.parametrize("name,file,write,load,size,message", TOO_MANY_BYTES, ids=[c[0] for c in TOO_MANY_BYTES])
+def test_documents_over_their_size_are_refused_before_parsing(tmp_path, name, file, write, load, size, message):
+    path = tmp_path / file
+    write(path, size)
+    with pytest.raises(BatchLoaderError) as info:
+        load(path)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path, problem.message, problem.line) == (str(path), "$", message, None)
+
+
+def test_a_config_at_its_size_bound_is_read(tmp_path):
+    path = tmp_path / "c.yaml"
+    _padded_config(path, MAX_CONFIG_BYTES)
+    with pytest.raises(ConfigError, match="missing required key 'args'"):  # parsed, then checked
+        load_config(path)
+
+
+def _zeros(fmt, key, n):
+    """A document of one key holding a list of n zeros: its nodes are the map, the key, the list and the zeros
+    (the zero at index i is node i + 4), so node N is at column len(head) + 3 * (N - 4) + 1 of line 1."""
+    head = f'{{"{key}": [' if fmt == "json" else f"{key}: ["
+    return head + "0, " * (n - 1) + "0" + ("]}" if fmt == "json" else "]") + "\n", len(head)
+
+
+def _node_column(head, n):
+    return head + 3 * (n - 4) + 1
+
+
+TOO_MANY_NODES = [
+    ("a YAML config", False, "yaml", "junk", ConfigError, lambda: MAX_CONFIG_NODES, None,
+     "found more than 20,000 nodes (maps, lists, keys and values), the first too many here: expected at most "
+     "20,000 in a loader config"),
+    ("a JSON config", False, "json", "junk", ConfigError, lambda: MAX_CONFIG_NODES, None,
+     "found more than 20,000 nodes (maps, lists, keys and values), the first too many here: expected at most "
+     "20,000 in a loader config"),
+    ("a JSON manifest (over the bound only: json reads 4 million values in seconds)", True, "json", "files",
+     ManifestError, lambda: MAX_MANIFEST_NODES, None,
+     "found more than 4,000,000 nodes (maps, lists, keys and values), the first too many here: expected at most "
+     "4,000,000 in a manifest"),
+    ("a YAML manifest (bound lowered: YAML's own bound is 200,000)", True, "yaml", "files", ManifestError,
+     lambda: 1000, 1000,
+     "found more than 1,000 nodes (maps, lists, keys and values), the first too many here: expected at most "
+     "1,000 in a manifest written in YAML (write a large manifest as JSON)"),
+]
+
+
+@pytest.mark.parametrize("name,manifest,fmt,key,error,bound,yaml_bound,message", TOO_MANY_NODES,
+                         ids=[c[0] for c in TOO_MANY_NODES])
+def test_documents_with_more_nodes_than_their_bound_are_refused_at_the_first_too_many(
+        monkeypatch, name, manifest, fmt, key, error, bound, yaml_bound, message):
+    if yaml_bound:
+        monkeypatch.setattr(document, "MAX_YAML_NODES", yaml_bound)
+    bounds = {"bounds": MANIFEST} if manifest else {}
+    limit = bound()
+    at_bound, head = _zeros(fmt, key, limit - 3)
+    if limit < 100_000:  # one value under the bound is read
+        assert parse_text(at_bound, f"d.{fmt}", error, **bounds).data == {key: [0] * (limit - 3)}
+    over, head = _zeros(fmt, key, limit - 2)
+    with pytest.raises(error) as info:
+        parse_text(over, f"d.{fmt}", error, **bounds)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.path, problem.message, problem.line, problem.column) == (
+        f"d.{fmt}", "$", message, 1, _node_column(head, limit + 1))
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_a_huge_list_in_a_config_stops_parsing_at_the_bound(tmp_path, fmt):
+    """Just under the config's byte bound, 340,000 zeros: refused after 20,000 nodes, in well under a second's
+    worth of allocations (PyYAML would hold about 1 KB per node of the whole list before any check)."""
+    import time
+    import tracemalloc
+
+    text, _ = _zeros(fmt, "junk", 340_000)
+    assert len(text) < MAX_CONFIG_BYTES
+    path = tmp_path / f"c.{fmt}"
+    path.write_text(text)
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConfigError, match="found more than 20,000 nodes"):
+            load_config(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"{peak:,} bytes"
+    assert time.monotonic() - started < 10
 
 
 def test_in_memory_configs_are_checked_too():

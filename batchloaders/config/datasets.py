@@ -14,9 +14,11 @@ import errno
 import os
 import re
 import stat
+from typing import Iterator
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
+from batchloaders.config.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.config.model import Dataset
 
@@ -24,8 +26,6 @@ from batchloaders.config.model import Dataset
 # their compressed forms (whether they are compressed is the manifest's compression, not the name).
 DEFAULT_PATTERN = "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}"
 MAX_ALTERNATIVES = 1024  # {a,b} groups multiply: a pattern must not spell millions of globs
-MAX_LIST_BYTES = 256 * 2**20  # a list file larger than this is refused
-MAX_LINE_CHARS = 4096  # a longer line means the list file is not a list of paths
 MAX_QUOTED = 5  # entries an error quotes before "... and N more"
 MAX_QUOTE_CHARS = 120  # an entry longer than this is quoted shortened
 
@@ -46,10 +46,11 @@ def shorten(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
     return repr(text)
 
 
-def quote_entries(items: list[str], limit: int = MAX_QUOTED) -> str:
-    """The first ``limit`` items joined by '; ', then '; ... and N more' if there are more."""
+def quote_entries(items: list[str], limit: int = MAX_QUOTED, total: int | None = None) -> str:
+    """The first ``limit`` items joined by '; ', then '; ... and N more' if there are more (of ``total``)."""
+    total = len(items) if total is None else total
     shown = "; ".join(items[:limit])
-    return shown + (f"; ... and {len(items) - limit} more" if len(items) > limit else "")
+    return shown + (f"; ... and {total - limit} more" if total > limit else "")
 
 
 def _kind(path: str) -> tuple[str, os.stat_result | None]:
@@ -133,7 +134,7 @@ def _resolve_dir(args: dict, base: str, fail) -> Dataset:
     if problems:
         fail("data_dir", f"found paths under {data_dir} that cannot be read: {quote_entries(problems)}: expected "
                          f"every entry the pattern {pattern!r} matches to be a regular file and every directory "
-                         "to be listable")
+                         "to be listable, both within data_dir")
     if not files:
         fail("pattern" if "pattern" in args else "data_dir",
              f"the pattern {pattern!r} matches no file under {data_dir}: expected at least one data file"
@@ -216,9 +217,13 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     """Every data file under ``data_dir`` (a relative path ``match`` accepts; by default the
     DEFAULT_PATTERN) in sorted order of its relative path's components.
 
-    Symlinks are followed, but each real directory is listed once and each real
-    file (same device and inode) is included once: the first occurrence in
-    that order wins, so a symlink loop ends at the directory it points back to.
+    Symlinks within data_dir are followed, but each real directory is listed once
+    and each real file (same device and inode) is included once: the first
+    occurrence in that order wins, so a symlink loop ends at the directory it
+    points back to. A symlink out of data_dir is not followed (the walk stays in
+    the dataset: a link to / would walk the whole file system, /proc included)
+    and is a problem when it is a directory or a file the pattern matches, so
+    that no data goes missing without a word (a list dataset names files anywhere).
     Returns the files and a description of each path that cannot be read.
     """
     match = match or pattern_matcher(DEFAULT_PATTERN)
@@ -226,6 +231,7 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     problems: list[str] = []
     seen_dirs = {(top.st_dev, top.st_ino)}
     seen_files: set[tuple[int, int]] = set()
+    root = os.path.realpath(data_dir)
 
     def listing(path: str, rel: tuple[str, ...]):
         try:
@@ -247,7 +253,12 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
             continue
         path, rel = item
         what, st = _kind(path)
-        if what == "directory":
+        outside = _outside(path, root) if st is not None else None
+        if outside is not None:
+            if what == "directory" or match("/".join(rel)):
+                problems.append(f"{shorten(os.path.join(*rel))} is a symlink to {_article(what)} outside data_dir "
+                                f"({shorten(outside)}): not followed")
+        elif what == "directory":
             key = (st.st_dev, st.st_ino)
             if key not in seen_dirs:
                 seen_dirs.add(key)
@@ -264,6 +275,19 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     return files, problems
 
 
+def within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it, symlinks of both resolved."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _outside(path: str, root: str) -> str | None:
+    """Where the symlink ``path`` leads when that is outside the directory ``root``; None otherwise."""
+    if not os.path.islink(path):
+        return None  # its directory is within root, so it is too
+    return None if within(path, root) else os.path.realpath(path)
+
+
 def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Dataset:
     manifest_path = _local_path(args, "manifest_file", base, fail)
     list_path = _local_path(args, "list_file", base, fail)
@@ -274,23 +298,29 @@ def _resolve_list(args: dict, base: str, fail, list_file_line: int | None) -> Da
         if what != "file":
             fail(key, f"found {args[key]!r} ({path}), {_article(what)}: expected a file")
 
-    lines = _read_list(list_path, lambda message: fail("list_file", message))
-    files, numbers, bad = [], [], []
+    files, numbers, bad, bad_count = [], [], [], 0
     list_dir = os.path.dirname(list_path)
-    for number, line in enumerate(lines, 1):
+    for number, line in _read_list(list_path, lambda message: fail("list_file", message)):
         entry = line.strip()
         if not entry or entry.startswith("#"):
             continue
+        if len(files) == MAX_LIST_ENTRIES:
+            fail("list_file", f"found more than {MAX_LIST_ENTRIES:,} data file entries in {list_path}, the first "
+                              f"too many on line {number}: expected at most {MAX_LIST_ENTRIES:,} (split the "
+                              "dataset, or make its files larger)")
         if url_scheme(entry) is None:
             raw, entry = entry, os.path.normpath(os.path.join(list_dir, os.path.expanduser(entry)))
             what, _ = _kind(entry)
             if what != "file":
-                bad.append(f"line {number}: {shorten(raw)} " + ("does not exist" if what == "missing" else
-                                                                  f"is {_article(what)}"))
+                bad_count += 1
+                if len(bad) < MAX_QUOTED:  # only these are quoted
+                    bad.append(f"line {number}: {shorten(raw)} " + ("does not exist" if what == "missing" else
+                                                                      f"is {_article(what)}"))
         files.append(entry)
         numbers.append(number)
     if bad:
-        fail("list_file", f"{list_path} names data files that cannot be read: {quote_entries(bad)}: expected "
+        fail("list_file", f"{list_path} names data files that cannot be read: {quote_entries(bad, total=bad_count)}: "
+                          "expected "
                           "every entry to name an existing regular file")
     if not files:
         fail("list_file", f"{list_path} lists no data file: expected one path per line")
@@ -302,12 +332,9 @@ def _size(n: int) -> str:
     return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n} bytes"
 
 
-def _line_at(data: bytes, offset: int) -> int:
-    return data.count(b"\n", 0, offset) + 1
-
-
-def _read_list(list_path: str, fail) -> list[str]:
-    """The lines of a list file; anything that is not a bounded UTF-8 text list fails without quoting it."""
+def _read_list(list_path: str, fail) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a list file, read one line at a time; anything that is not a bounded
+    UTF-8 text list fails at its first line that is not, without quoting it."""
     expected = "expected a text file with one data file path per line"
     try:
         # O_NONBLOCK: a FIFO swapped in after the check above must not block the open.
@@ -322,30 +349,36 @@ def _read_list(list_path: str, fail) -> list[str]:
             if st.st_size > MAX_LIST_BYTES:
                 fail(f"found {list_path} of {st.st_size} bytes: expected a list file of at most "
                      f"{_size(MAX_LIST_BYTES)}")
-            data = f.read(MAX_LIST_BYTES + 1)
+            read, number = 0, 0
+            # A line of MAX_LINE_CHARS characters takes at most 4 bytes each, and its '\n'.
+            while raw := f.readline(4 * MAX_LINE_CHARS + 1):
+                number += 1
+                read += len(raw)
+                if read > MAX_LIST_BYTES:  # it grew since fstat
+                    fail(f"found {list_path} of more than {MAX_LIST_BYTES} bytes: expected a list file of at most "
+                         f"{_size(MAX_LIST_BYTES)}")
+                yield number, _line_text(raw, number, list_path, expected, fail)
         except OSError as e:
             fail(f"cannot read {list_path} ({e.strerror}): {expected}")
-    if len(data) > MAX_LIST_BYTES:  # it grew since fstat
-        fail(f"found {list_path} of more than {MAX_LIST_BYTES} bytes: expected a list file of at most "
-             f"{_size(MAX_LIST_BYTES)}")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        fail(f"found a binary file: {list_path} holds a NUL byte on line {_line_at(data, nul)} "
-             f"(is it a data file?): {expected}")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+
+
+def _line_text(raw: bytes, number: int, list_path: str, expected: str, fail) -> str:
+    """One line of a list file as text (without its '\n'; a BOM before line 1 dropped), or fail."""
+    if b"\0" in raw:
+        fail(f"found a binary file: {list_path} holds a NUL byte on line {number} (is it a data file?): {expected}")
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    cut = not raw.endswith(b"\n") and len(raw) > 4 * MAX_LINE_CHARS
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail(f"found bytes that are not UTF-8 text on line {_line_at(data, e.start)} of {list_path} "
-             f"(is it a data file?): {expected}")
-    # Only '\n' ends a line ('\r\n' too), so line numbers are the ones an editor shows.
-    lines = text.split("\n")
-    for number, line in enumerate(lines, 1):
-        if len(line) > MAX_LINE_CHARS:
-            fail(f"found {len(line)} characters on line {number} of {list_path}: {expected}, each at most "
-                 f"{MAX_LINE_CHARS} characters")
-    return lines
+        # Only '\n' ends a line ('\r\n' too), so line numbers are the ones an editor shows.
+        text = raw.removesuffix(b"\n").decode("utf-8", errors="ignore" if cut else "strict")
+    except UnicodeDecodeError:
+        fail(f"found bytes that are not UTF-8 text on line {number} of {list_path} (is it a data file?): {expected}")
+    if cut or len(text) > MAX_LINE_CHARS:
+        found = f"more than {MAX_LINE_CHARS}" if cut else f"{len(text)}"
+        fail(f"found {found} characters on line {number} of {list_path}: {expected}, each at most "
+             f"{MAX_LINE_CHARS} characters")
+    return text
 
 
 __all__ = ["resolve", "url_scheme", "shorten", "quote_entries", "ManifestError"]

@@ -3,8 +3,8 @@
 Configs and manifests are plain data: maps with string keys, lists, strings,
 numbers, booleans and null. Anything else a YAML or JSON parser would accept
 (tags such as ``!!set``, timestamps, recursive aliases, alias chains that
-expand to billions of nodes, nesting thousands deep, NaN in JSON, huge files)
-is refused here with an error naming the file, line and column, before any
+expand to billions of nodes, nesting thousands deep, NaN in JSON, huge files,
+more nodes than a config or manifest holds) is refused here with an error naming the file, line and column, before any
 other code walks the data.
 
 Errors about a document name the line and column as well as the JSON path,
@@ -17,17 +17,27 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from typing import Any, Callable
 
 import yaml
 
 from batchloaders.errors import BatchLoaderError, Problem, json_path
+from batchloaders.config.limits import (MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_DEPTH,
+                                        MAX_MANIFEST_BYTES, MAX_MANIFEST_NODES, MAX_YAML_NODES)
 
-# Limits on what a config or manifest may be. A manifest listing every file of
-# a large dataset with counts and checksums stays far below them.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_DEPTH = 64  # nesting of maps and lists; the deepest real config nests 7 levels
-MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to a document
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """How large a kind of document may be: its file in bytes, and its nodes (maps, lists, keys and values)."""
+
+    kind: str  # what the messages call it
+    max_bytes: int
+    max_nodes: int
+
+
+CONFIG = Bounds("loader config", MAX_CONFIG_BYTES, MAX_CONFIG_NODES)
+MANIFEST = Bounds("manifest", MAX_MANIFEST_BYTES, MAX_MANIFEST_NODES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,15 +93,28 @@ class _Refused(yaml.MarkedYAMLError):
     """Input that is valid YAML but not plain data."""
 
 
+class _TooLarge(yaml.MarkedYAMLError):
+    """A document with more nodes than its kind may hold."""
+
+
+def _too_many_nodes(bounds: Bounds, limit: int) -> str:
+    yaml_only = " written in YAML (write a large manifest as JSON)" if limit < bounds.max_nodes else ""
+    return (f"found more than {limit:,} nodes (maps, lists, keys and values), the first too many here: expected "
+            f"at most {limit:,} in a {bounds.kind}{yaml_only}")
+
+
 class _PlainLoader(yaml.SafeLoader):
     """SafeLoader limited to plain data: no tags, no timestamps, string keys only, bounded depth.
 
     Also rejects a key given twice in one mapping (YAML silently keeps the last).
     """
 
-    def __init__(self, stream):
+    def __init__(self, stream, bounds: Bounds):
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
+        self._bounds = bounds
+        self._max_nodes = min(bounds.max_nodes, MAX_YAML_NODES)
         self.alias_targets: list[yaml.Node] = []
 
     def compose_node(self, parent, index):
@@ -104,6 +127,9 @@ class _PlainLoader(yaml.SafeLoader):
             tag = event.tag.replace("tag:yaml.org,2002:", "!!")
             raise _Refused(None, None, f"found the tag {tag!r}: expected plain data without tags "
                                        "(remove the tag; quote the value if it is a string)", event.start_mark)
+        self._nodes += 1  # counted before the node is built, so a huge list stops at the first node too many
+        if self._nodes > self._max_nodes:
+            raise _TooLarge(None, None, _too_many_nodes(self._bounds, self._max_nodes), event.start_mark)
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if self._depth >= MAX_DEPTH:
                 raise _Refused(None, None, f"found maps and lists nested more than {MAX_DEPTH} levels deep: "
@@ -222,15 +248,49 @@ def check_plain(data: Any, source: str, error_cls: type[BatchLoaderError]) -> No
 
 
 def parse_text(text: str, source: str, error_cls: type[BatchLoaderError], *, base_dir: str = ".",
-               fmt: str | None = None) -> Document:
-    """Parse YAML or JSON text; malformed or non-plain input raises ``error_cls`` naming the line."""
+               fmt: str | None = None, bounds: Bounds = CONFIG) -> Document:
+    """Parse YAML or JSON text; malformed, non-plain or too large input raises ``error_cls`` naming the line."""
     if fmt is None:
         fmt = "json" if source.endswith(".json") else "yaml"
     if fmt == "json":
+        nodes = _json_nodes(text, source, error_cls, bounds)
         # Worked out only when a message needs a line: 5 of the 7 ms of reading a manifest of 16 files.
-        return Document(_parse_json(text, source, error_cls), source, base_dir, _YamlPositions(text, source))
-    data, lines = _parse_yaml(text, source, error_cls)
+        positions = _YamlPositions(text, source) if nodes <= MAX_YAML_NODES else {}
+        return Document(_parse_json(text, source, error_cls), source, base_dir, positions)
+    data, lines = _parse_yaml(text, source, error_cls, bounds)
     return Document(data, source, base_dir, lines)
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_EMPTY = re.compile(r"[\[{]\s*[\]}]")
+_JSON_TOKEN = re.compile(_JSON_STRING.pattern + "|" + _JSON_EMPTY.pattern + r"|[,:\[{]")
+
+
+def _json_nodes(text: str, source: str, error_cls: type[BatchLoaderError], bounds: Bounds) -> int:
+    """The nodes of a JSON text (maps, lists, keys and values; exact when it is valid), counted on the text
+    before json builds any of them; more than ``bounds`` allow raises ``error_cls`` at the first too many."""
+    bare = _JSON_STRING.sub('""', text)
+    # Every node but the first follows a ',' or ':' or the bracket opening a non-empty map or list.
+    nodes = 1 + sum(bare.count(c) for c in ",:[{") - len(_JSON_EMPTY.findall(bare))
+    if nodes > bounds.max_nodes:
+        line, column = _json_node_position(text, bounds.max_nodes + 1)
+        raise error_cls(Problem(source, "$", _too_many_nodes(bounds, bounds.max_nodes), line, column))
+    return nodes
+
+
+def _json_node_position(text: str, n: int) -> tuple[int, int]:
+    """(line, column) where node ``n`` (1 is the whole document) of a JSON text begins."""
+    seen, at = 1, 0
+    for match in _JSON_TOKEN.finditer(text):
+        if len(match.group()) == 1:  # a separator or an opening bracket, not a string or an empty map or list
+            seen += 1
+            if seen == n:
+                at = match.end()
+                break
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    start = text.rfind("\n", 0, at) + 1
+    return text.count("\n", 0, at) + 1, at - start + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +303,7 @@ class _YamlPositions:
 
     def __call__(self) -> dict[tuple, tuple[int, int]]:
         try:
-            return _parse_yaml(self.text, self.source, BatchLoaderError)[1]
+            return _parse_yaml(self.text, self.source, BatchLoaderError, MANIFEST)[1]
         except BatchLoaderError:
             return {}
 
@@ -291,10 +351,10 @@ def _parse_json(text: str, source: str, error_cls: type[BatchLoaderError]) -> An
     return data
 
 
-def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tuple[Any, dict]:
+def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError], bounds: Bounds) -> tuple[Any, dict]:
     loader = None
     try:
-        loader = _PlainLoader(text)  # reads the whole text: unprintable characters fail here
+        loader = _PlainLoader(text, bounds)  # reads the whole text: unprintable characters fail here
         node = loader.get_single_node()
         if node is not None:
             added, deepest, cycle = 0, 0, None
@@ -316,8 +376,8 @@ def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tu
         mark = e.problem_mark or e.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
         what = " ".join(x for x in (e.context, e.problem) if x)
-        kind = "unsupported" if isinstance(e, _Refused) else "malformed"
-        raise error_cls(Problem(source, "$", f"{kind} YAML: {what}", line, column)) from None
+        kind = {_Refused: "unsupported YAML: ", _TooLarge: ""}.get(type(e), "malformed YAML: ")
+        raise error_cls(Problem(source, "$", f"{kind}{what}", line, column)) from None
     except yaml.YAMLError as e:
         raise error_cls(Problem(source, "$", f"malformed YAML: {e}")) from None
     finally:
@@ -329,21 +389,26 @@ def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError]) -> tu
     return data, lines
 
 
-def load_file(path: str | os.PathLike, error_cls: type[BatchLoaderError]) -> Document:
-    """Read a .yaml/.yml/.json file; a missing, unreadable or oversized file raises ``error_cls``."""
+def load_file(path: str | os.PathLike, error_cls: type[BatchLoaderError], bounds: Bounds = CONFIG) -> Document:
+    """Read a .yaml/.yml/.json file; a missing, unreadable or oversized file raises ``error_cls``.
+
+    ``bounds``: CONFIG or MANIFEST, how large the file and its document may be.
+    """
     path = os.fspath(path)
     if not path.endswith((".yaml", ".yml", ".json")):
         raise error_cls(Problem(path, "$", "unsupported file type: expected a .yaml, .yml or .json file"))
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(bounds.max_bytes + 1) if size <= bounds.max_bytes else b""
     except FileNotFoundError:
         raise error_cls(Problem(path, "$", "file not found")) from None
     except OSError as e:
         raise error_cls(Problem(path, "$", f"cannot read file: {e.strerror or e}")) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise error_cls(Problem(path, "$", f"found a file over {MAX_FILE_BYTES // 2**20} MiB: expected a config "
-                                           "or manifest (is this a data file?)"))
+    if size > bounds.max_bytes or len(raw) > bounds.max_bytes:  # or it grew since fstat
+        raise error_cls(Problem(path, "$", f"found a file of {max(size, len(raw)):,} bytes: expected a "
+                                           f"{bounds.kind} of at most {bounds.max_bytes // 2**20} MiB "
+                                           "(is this a data file?)"))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -351,4 +416,4 @@ def load_file(path: str | os.PathLike, error_cls: type[BatchLoaderError]) -> Doc
         raise error_cls(Problem(path, "$", f"found bytes that are not UTF-8 text at byte {e.start}: expected a "
                                            "UTF-8 text file (is this a data file?)", line)) from None
     return parse_text(text, path, error_cls, base_dir=os.path.dirname(os.path.abspath(path)),
-                      fmt="json" if path.endswith(".json") else "yaml")
+                      fmt="json" if path.endswith(".json") else "yaml", bounds=bounds)

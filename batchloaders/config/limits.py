@@ -23,6 +23,21 @@ MAX_SHUFFLE_BUFFER = 2**24  # tf.data sets up every slot of a shuffle buffer fir
 MAX_COUNT = INT32_MAX  # epochs, interleave buffers, window lengths, strides
 MAX_SEED = INT64_MAX  # TensorFlow seeds are int64
 
+# Config and manifest files: refused by size before parsing, and by node count (maps, lists, keys and
+# values) while parsing, before the Python objects of the whole document exist.
+MAX_CONFIG_BYTES = 2**20  # the largest example config is 2 KB
+MAX_CONFIG_NODES = 20_000  # a config with three 1,025-item bucket lists has under 5,000
+MAX_MANIFEST_BYTES = 64 * 2**20  # a manifest's files entries take about 150 bytes each
+MAX_MANIFEST_NODES = 4_000_000  # 5 per files entry (the entry and its 4 values), with their 4 keys 9
+MAX_YAML_NODES = 200_000  # PyYAML keeps about 1 KB per node: YAML manifests and the line map of a JSON error
+MAX_DEPTH = 64  # nesting of maps and lists; the deepest real config nests 7 levels
+MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to a document
+
+# List files of list datasets: read line by line, refused at the first line past either bound.
+MAX_LIST_BYTES = 256 * 2**20
+MAX_LIST_ENTRIES = 1_000_000  # data file entries (comments and blank lines not counted)
+MAX_LINE_CHARS = 4096  # a longer line means the list file is not a list of paths
+
 # Record accounting (a manifest's files): counts and sizes are int64 in TensorFlow.
 MAX_FILE_COUNT = INT64_MAX
 

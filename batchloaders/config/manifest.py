@@ -5,7 +5,7 @@ import functools
 import os
 
 from batchloaders.errors import ManifestError
-from batchloaders.config.document import Document, load_file
+from batchloaders.config.document import MANIFEST, Document, load_file
 from batchloaders.config.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
 from batchloaders.config.model import DataFile, Manifest, ManifestFeature
 
@@ -14,7 +14,7 @@ MANIFEST_NAME = "__manifest__.json"
 
 def load_manifest(path: str | os.PathLike) -> Manifest:
     """Read, schema-check and type a manifest file; raise ManifestError listing every problem."""
-    return manifest_from_document(load_file(path, ManifestError))
+    return manifest_from_document(load_file(path, ManifestError, MANIFEST))
 
 
 def manifest_from_document(doc: Document) -> Manifest:

@@ -21,6 +21,7 @@ Exit status: 0 when every file agrees with the manifest, 1 otherwise.
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Sequence, TextIO
 
@@ -78,7 +79,7 @@ def summary(bad: int, total: int) -> str:
 
 def check_file(path: str, manifest: Manifest, records: int = DEFAULT_RECORDS) -> tuple[int, list[str]]:
     """(records checked, problems) of the first ``records`` records of one data file."""
-    found = sniff(path)
+    found = sniff(path, os.path.dirname(manifest.path))
     if found.kind == "empty":
         return 0, []
     if found.kind == "other":

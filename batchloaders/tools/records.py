@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError
 from batchloaders.errors import suggest
 from batchloaders.framing import (FRAME_BYTES, HEADER_BYTES, STREAM, Sniffed, count, is_record_header,  # noqa: F401
                                   masked_crc32c, sniff_bytes)
-from batchloaders.config.datasets import url_scheme
+from batchloaders.config.datasets import url_scheme, within
 from batchloaders.config.limits import ITEM_BYTES
 from batchloaders.config.model import Manifest, ManifestFeature
 
@@ -61,11 +61,16 @@ def compression_name(compression: str | None) -> str:
     return "null" if compression is None else repr(compression)
 
 
-def sniff(path: str) -> Sniffed:
-    """Tell an uncompressed TFRecord file, a GZIP or ZLIB stream of one, an empty file and anything else apart."""
+def sniff(path: str, dataset_dir: str | None) -> Sniffed:
+    """Tell an uncompressed TFRecord file, a GZIP or ZLIB stream of one, an empty file and anything else apart.
+
+    Only a file within ``dataset_dir`` (symlinks resolved) is quoted when it is not TFRecord: the others may be
+    anything a list names (a list file of /etc/shadow must not put its bytes into a log).
+    """
     with open_binary(path) as f:
         head = f.read(SNIFF_BYTES)
-    return sniff_bytes(head)
+    show = dataset_dir is not None and url_scheme(path) is None and within(path, dataset_dir)
+    return sniff_bytes(head, show)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -201,13 +206,17 @@ class Scan:
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
-def scan_file(path: str, compression: str | None, *, manifest: Manifest | None = None, progress=None) -> Scan:
+def scan_file(path: str, compression: str | None, *, manifest: Manifest | None = None, progress=None,
+              dataset_dir: str | None = None) -> Scan:
     """Read a data file whole: hash it, read its records with TensorFlow and check that its end adds up.
 
     ``manifest``: check every record against its features too. ``progress``: a Progress to count on.
+    ``dataset_dir`` (by default the manifest's directory): see :func:`sniff`.
     """
     scan = Scan(path)
-    found = sniff(path)
+    if dataset_dir is None and manifest is not None:
+        dataset_dir = os.path.dirname(manifest.path)
+    found = sniff(path, dataset_dir)
     if found.kind == "other":
         scan.problems.append(f"not a TFRecord file: {found.detail}")
         return scan

@@ -12,7 +12,8 @@ is no manifest yet, the features are inferred from the first records of every
 file (:mod:`batchloaders.tools.infer`), along with ``allow_var_len``;
 ``compression`` is told from the files' bytes when the manifest does not
 give it. The new manifest is checked as ``validate`` would before it
-replaces the old one (written to a temporary file, then renamed). The summary
+replaces the old one (written to a temporary file, then renamed; the temporary
+files of a run that was killed while writing are removed by the next run). The summary
 is two lines (the first wrapped here)::
 
     $ batchloaders manifest data/mnist
@@ -26,13 +27,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
+import time
 from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
 from batchloaders.config.datasets import DEFAULT_PATTERN, _walk
-from batchloaders.config.document import load_file, parse_text
+from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.config.model import COMPRESSIONS
 from batchloaders.tools.infer import SAMPLE_RECORDS, infer
@@ -40,7 +43,15 @@ from batchloaders.tools.progress import Progress
 from batchloaders.tools.records import (ReadError, compression_name, count, read_records, scan_file, shown,
                                         sniff)
 
+try:
+    import fcntl
+except ImportError:  # Windows: leftovers are told by their age alone
+    fcntl = None
+
 KEY_ORDER = ("compression", "allow_var_len", "features", "files")
+TEMP_PREFIX, TEMP_SUFFIX = ".__manifest__.", ".tmp"
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX))  # mkstemp's names
+UNLOCKED_AGE = 3600  # seconds after which a temporary manifest counts as left over where files cannot be locked
 
 
 class Refused(Exception):
@@ -82,7 +93,7 @@ def _existing(path: str) -> dict:
     if not os.path.lexists(path):
         return {}
     try:
-        data = load_file(path, ManifestError).data
+        data = load_file(path, ManifestError, MANIFEST).data
     except BatchLoaderError as error:
         raise Refused(f"{error}\nfix or remove the existing manifest first") from None
     if not isinstance(data, dict):
@@ -91,7 +102,7 @@ def _existing(path: str) -> dict:
     return data
 
 
-def _compression(files: Sequence[str], existing: dict) -> str | None:
+def _compression(directory: str, files: Sequence[str], existing: dict) -> str | None:
     """The manifest's compression if it gives one, else the one the files' bytes show."""
     if "compression" in existing:
         compression = existing["compression"]
@@ -101,14 +112,14 @@ def _compression(files: Sequence[str], existing: dict) -> str | None:
         return compression
     found: dict[str | None, str] = {}
     for path in files:
-        kind = sniff(path)
+        kind = sniff(path, directory)
         if kind.kind == "other":
             raise Refused(f"{shown(path)}: not a TFRecord file: {kind.detail}")
         if kind.kind != "empty":
             found.setdefault(kind.compression, path)
     if len(found) > 1:
         raise Refused("the data files are not all compressed alike: " + "; ".join(
-            f"{shown(path)} is {sniff(path).describe()}" for path in found.values()))
+            f"{shown(path)} is {sniff(path, None).describe()}" for path in found.values()))
     return next(iter(found), None)
 
 
@@ -128,17 +139,21 @@ def _feature_text(feature: dict) -> str:
 
 def write(directory: str, err: TextIO) -> list[str]:
     """Write the manifest; return the summary lines. Left-out features are reported on ``err``."""
+    started = time.time()
     files = data_files(directory)
+    for name in remove_leftovers(directory, started):
+        print(f"batchloaders manifest: removed {name}, the temporary manifest of a run stopped while writing",
+              file=err)
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
-    compression = _compression(files, existing)
+    compression = _compression(directory, files, existing)
 
     progress = Progress("manifest", len(files), err)
     entries, problems = [], []
     try:
         for path in files:
             try:
-                scan = scan_file(path, compression, progress=progress)
+                scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
             except OSError as error:
                 problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
                 continue
@@ -179,7 +194,8 @@ def write(directory: str, err: TextIO) -> list[str]:
     data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
     text = to_json(data) + "\n"
     try:  # what validate would say of it
-        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json"))
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
+                                                       bounds=MANIFEST))
     except BatchLoaderError as error:
         raise Refused(f"{error}\nno manifest written: it would be invalid") from None
     _replace(manifest_path, text)
@@ -202,10 +218,62 @@ def to_json(value, level: int = 0) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def remove_leftovers(directory: str, started: float) -> list[str]:
+    """Remove the temporary manifests in ``directory`` that killed runs left behind; return their names.
+
+    Only our own names, only files last written before this run ``started``, and only those no process
+    holds the lock of: a write in progress locks its file until it ends, and the lock ends with its
+    process however it dies. Without locks (Windows), only files older than UNLOCKED_AGE.
+    """
+    removed = []
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries if _TEMP_NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue  # renamed by its run since the listing, or not ours to open
+        try:
+            if os.fstat(fd).st_mtime < started and _unlocked(fd):
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _unlocked(fd: int) -> bool:
+    """Whether no process holds the lock of this open file (it is then ours until ``fd`` is closed)."""
+    if fcntl is None:
+        return time.time() - os.fstat(fd).st_mtime > UNLOCKED_AGE
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _locked_temp(directory: str) -> tuple[int, str]:
+    """A new temporary manifest in ``directory``, open and locked for this process while it writes."""
+    while True:
+        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+        if fcntl is None:
+            return fd, temp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            return fd, temp
+        os.close(fd)  # another run took it for a leftover between mkstemp and the lock: make another
+
+
 def _replace(path: str, text: str) -> None:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".__manifest__.", suffix=".tmp", dir=directory)
+    fd, temp = _locked_temp(directory)
+    # The lock belongs to the open file, not to one descriptor: a copy keeps it until the rename is done.
+    held = os.dup(fd) if fcntl is not None else None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -217,6 +285,9 @@ def _replace(path: str, text: str) -> None:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+    finally:
+        if held is not None:
+            os.close(held)
 
 
 def _mode(path: str) -> int:
