@@ -133,6 +133,12 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
                 raise errors.ResumeError([errors.Problem("<checkpoint>", "$.iterator", p) for p in found])
         return super()._restore_from_tensors({"_STATE": restored_tensors["_STATE"]})
 
+    def _copy_trackable_to_cpu(self, object_map):
+        # An asynchronous checkpoint saves a copy: a copy of this kind, so that it keeps the identity too.
+        if self not in object_map:
+            object_map[self] = _LocatingIterator(self._dataset, self._locator, self._identity)
+        object_map[self]._restore_from_tensors(self._serialize_to_tensors())
+
     def _next_internal(self):
         if not tf.executing_eagerly():
             return super()._next_internal()

@@ -251,3 +251,18 @@ def test_a_plain_tf_data_checkpoint_is_named_as_such(data, tmp_path):
     with pytest.raises(ResumeError) as raised:
         batchloaders.restore_checkpoint(tf.train.Checkpoint(iterator=plain_iterator(data)), path)
     assert "its iterator was saved without the pipeline's identity this version keeps" in problems(raised)[0]
+
+
+def test_an_asynchronous_checkpoint_of_a_plain_iterator_keeps_the_identity(data, tmp_path):
+    """An asynchronous save writes a copy of the iterator made on the CPU: it carries the identity too."""
+    saving = plain_iterator(data)
+    next(saving)
+    checkpoint = tf.train.Checkpoint(iterator=saving)
+    path = checkpoint.save(str(tmp_path / "async"),
+                           options=tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True))
+    checkpoint.sync()
+    restored = plain_iterator(data)
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    assert ids(restored) == [[100, 101, 102, 103], [200, 201, 202, 203]]
+    with pytest.raises(ResumeError, match="batch_size: saved 4, now 6"):
+        tf.train.Checkpoint(iterator=plain_iterator(data, target_batch_size=6)).restore(path)
