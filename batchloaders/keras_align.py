@@ -134,9 +134,11 @@ def _built_keys(model) -> tuple[str, ...]:
 
 def _subclassed_problems(keys: tuple[str, ...], config: LoaderConfig) -> list[Problem]:
     """The keys a subclassed model was built on that the config's inputs lack."""
+    # With segmenting, a subclassed model's features carry every segment counter too (carried_counters).
+    given = set(config.inputs) | (set(config.segmenting.names.values()) if config.segmenting is not None else set())
     out = []
     for key in keys:
-        if key in config.inputs:
+        if key in given:
             continue
         other = " (the config has it as a target)" if key in config.targets else ""
         out.append(Problem(config.source, "$.model.inputs", (

@@ -74,7 +74,7 @@ class Locator:
     def _problems(self, serialized: bytes, read_as=None) -> str | None:
         from batchloaders.tools.records import check_record
 
-        found = check_record(serialized, self.manifest, read_as or self.read_as)
+        found = check_record(serialized, self.manifest, read_as or self.read_as, named=True)
         return "; ".join(found) if found else None
 
 

@@ -104,7 +104,8 @@ def test_bad_record_is_located(tmp_path, case, loader, parallel):
     problem, = caught.value.problems
     assert problem.file == str(d / f"part-{BAD_FILE}.tfrecords")
     assert problem.path == f"record {BAD_RECORD}"
-    assert problem.message == f"feature 'x' (read as 'feats'): {CASES[case][2]}"
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES[case][2]}".replace(
+        "the manifest says", f"the manifest {d / '__manifest__.json'} says")
     assert "{{function_node" not in str(caught.value)
     assert isinstance(caught.value.__cause__, tf.errors.OpError)
 
@@ -120,7 +121,7 @@ def test_sequence_examples_read_as_examples(tmp_path):
     problem, = caught.value.problems
     assert (problem.file, problem.path) == (str(d / "part-0.tfrecords"), "record 0")
     assert problem.message.startswith("holds feature lists ('x'), so it is a tf.train.SequenceExample, but the "
-                                      "manifest says allow_var_len false")
+                                      f"manifest {d / '__manifest__.json'} says allow_var_len false")
 
 
 def test_data_errors_locates_inside_a_function(tmp_path):
@@ -142,7 +143,8 @@ def test_data_errors_locates_inside_a_function(tmp_path):
             total(iter(dataset))
     problem, = caught.value.problems
     assert (problem.file, problem.path) == (str(d / "part-1.tfrecords"), "record 7")
-    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}"
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}".replace(
+        "the manifest says", f"the manifest {d / '__manifest__.json'} says")
 
 
 def test_good_data_is_unchanged(tmp_path):
@@ -172,7 +174,8 @@ def test_keras_fit_under_data_errors(tmp_path):
             model.fit(input_fn(), epochs=1, verbose=0, shuffle=False)
     problem, = caught.value.problems
     assert (problem.file, problem.path) == (str(d / "part-1.tfrecords"), "record 7")
-    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}"
+    assert problem.message == f"feature 'x' (read as 'feats'): {CASES['sequence_step_count'][2]}".replace(
+        "the manifest says", f"the manifest {d / '__manifest__.json'} says")
 
 
 @pytest.mark.parametrize("on_corrupt", ["fail", "skip_file"])

@@ -74,7 +74,7 @@ def _range_of(stored: str, dtype: tf.DType) -> tuple | None:
     return None
 
 
-def check_range(x: tf.Tensor, feature: ManifestFeature, names) -> tf.Operation | None:
+def check_range(x: tf.Tensor, feature: ManifestFeature, names, manifest_path: str = "") -> tf.Operation | None:
     """Fail, naming the record, when a stored value does not fit the manifest's narrower dtype (an int64
     read as int32, a float32 read as float16), which tf.cast would wrap or make infinite without a word;
     None when every stored value fits. The message is built at every call, as in :func:`check_raw_sizes`."""
@@ -94,11 +94,12 @@ def check_range(x: tf.Tensor, feature: ManifestFeature, names) -> tf.Operation |
     message = tf.strings.join([
         record, f": feature {feature.name!r} holds ", tf.strings.as_string(tf.concat([flat, [0]], 0)[at]),
         f", which the manifest's dtype {feature.dtype} cannot hold (values from {lo} to {hi}; the record stores "
-        f"{stored}): expected a dtype that holds the data in the manifest"])
+        f"{stored}): expected a dtype that holds the data in the manifest {manifest_path}".rstrip()])
     return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
 
 
-def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None) -> tf.Tensor:
+def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None,
+           manifest_path: str = "") -> tf.Tensor:
     """Turn a parsed storage tensor into the manifest's dtype and shape.
 
     ``lead``: the number of leading axes to keep (1 for [B], 2 for [B, T]) or a
@@ -131,7 +132,7 @@ def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None
     out = _reshape(x, lead, shape)
     if out.dtype == dtype:
         return out
-    fits = check_range(out, feature, names)
+    fits = check_range(out, feature, names, manifest_path)
     if fits is not None:
         with tf.control_dependencies([fits]):
             out = tf.identity(out)
@@ -160,7 +161,7 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
         parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()},
                                      example_names=naming.vector(names))
         for to_name, f in selected.items():
-            values[to_name] = decode(parsed[f.name], f, 1, names=names)
+            values[to_name] = decode(parsed[f.name], f, 1, names=names, manifest_path=manifest.path)
         return values, lengths
     context = {n: storage_spec(f) for n, f in by_name.items() if not f.var_len}
     sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len}
@@ -171,8 +172,8 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
         if f.var_len:
             x = seq[f.name]
             n = tf.cast(seq_len[f.name], tf.int64)
-            values[to_name] = decode(x, f, 2, n, names=names)
+            values[to_name] = decode(x, f, 2, n, names=names, manifest_path=manifest.path)
             lengths[to_name] = n
         else:
-            values[to_name] = decode(ctx[f.name], f, 1, names=names)
+            values[to_name] = decode(ctx[f.name], f, 1, names=names, manifest_path=manifest.path)
     return values, lengths

@@ -379,15 +379,17 @@ def _names(names) -> str:
     return shown_names + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple[str, ...]] | None = None
-                 ) -> list[str]:
+def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple[str, ...]] | None = None,
+                 named: bool = False) -> list[str]:
     """Problems of one serialized record against every feature of ``manifest``; empty when it agrees.
 
     Example records are read as SequenceExamples: an Example's features are
     the same protobuf field as a SequenceExample's context. ``read_as`` (stored
     name -> the tensors a config reads it as) checks those features only, and
-    names the tensors in each problem.
+    names the tensors in each problem; ``named`` names the manifest's file too (where the problem is read
+    without the manifest at hand, as a pipeline's data error is).
     """
+    the_manifest = f"the manifest {manifest.path}" if named else "the manifest"
     try:
         record = tf.train.SequenceExample.FromString(serialized)
     except DecodeError as error:
@@ -395,12 +397,12 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
         return [f"not a tf.train.{kind} protobuf ({error})"]
     context, lists = record.context.feature, record.feature_lists.feature_list
     if not manifest.allow_var_len and len(lists):
-        return [f"holds feature lists ({_names(lists.keys())}), so it is a tf.train.SequenceExample, but the "
-                "manifest says allow_var_len false: records must be tf.train.Example"]
+        return [f"holds feature lists ({_names(lists.keys())}), so it is a tf.train.SequenceExample, but "
+                f"{the_manifest} says allow_var_len false: records must be tf.train.Example"]
     wanted = [f.name for f in manifest.features.values() if f.var_len]
     if wanted and not len(lists):
         return [f"holds no feature lists, so it is a tf.train.Example (or a SequenceExample without its feature "
-                f"lists), but the manifest says allow_var_len true with feature lists {_names(wanted)}: records "
+                f"lists), but {the_manifest} says allow_var_len true with feature lists {_names(wanted)}: records "
                 "must be tf.train.SequenceExample"]
     problems = []
     for name, feature in manifest.features.items():
@@ -408,7 +410,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
             continue
         renamed = read_as is not None and read_as[name] != (name,)
         tensors = f" (read as {', '.join(repr(t) for t in read_as[name])})" if renamed else ""
-        says = f"feature {name!r}{tensors}: the manifest says {expectation(feature)}"
+        says = f"feature {name!r}{tensors}: {the_manifest} says {expectation(feature)}"
         if feature.var_len:
             if name not in lists:
                 problems.append(f"{says}, found " + (f"a context feature ({describe_stored(context[name])})"
@@ -424,7 +426,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
             unfit = next(((i, v) for i, step in enumerate(steps) if (v := out_of_range(feature, step)) is not None),
                          None)
             if unfit is not None:
-                problems.append(f"feature {name!r}{tensors}: the manifest says dtype {feature.dtype}, found at step "
+                problems.append(f"feature {name!r}{tensors}: {the_manifest} says dtype {feature.dtype}, found at step "
                                 f"{unfit[0]} the value {unfit[1]!r}, which {feature.dtype} cannot hold")
         elif name not in context:
             if name in lists:
@@ -435,7 +437,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
         elif not matches(feature, context[name]):
             problems.append(f"{says}, found {describe_stored(context[name])}")
         elif (unfit := out_of_range(feature, context[name])) is not None:
-            problems.append(f"feature {name!r}{tensors}: the manifest says dtype {feature.dtype}, found the value "
+            problems.append(f"feature {name!r}{tensors}: {the_manifest} says dtype {feature.dtype}, found the value "
                             f"{unfit!r}, which {feature.dtype} cannot hold")
     return problems
 
