@@ -335,15 +335,19 @@ def test_serve_starts_a_dispatcher_and_a_worker_a_client_uses(processes):
     processes.append(serve("--dispatcher"))
     dispatcher = processes[0].stdout.readline().strip()
     assert dispatcher.startswith("localhost:") and int(dispatcher.split(":")[1]) > 0
+    socket.create_connection(("127.0.0.2", int(dispatcher.split(":")[1])), timeout=5).close()  # not 127.0.0.1 only
     processes.append(serve("--worker", dispatcher))
     worker = processes[1].stdout.readline().strip()
     assert worker.startswith("localhost:") and worker != dispatcher
     ds = tf.data.Dataset.range(5).apply(tf.data.experimental.service.distribute("parallel_epochs", dispatcher))
     assert sorted(ds.as_numpy_iterator()) == [0, 1, 2, 3, 4]
-    for process, number in zip(processes[::-1], (signal.SIGTERM, signal.SIGINT)):
+    for process, address, number in zip(processes[::-1], (worker, dispatcher), (signal.SIGTERM, signal.SIGINT)):
         process.send_signal(number)
         out, err = process.communicate(timeout=30)
-        assert (process.returncode, out, err) == (0, "", "")
+        port = address.rpartition(":")[2]
+        assert (process.returncode, out, err) == (0, "", (
+            f"batchloaders serve: listening on all interfaces, port {port}, without authentication: whoever reaches "
+            "it can run pipelines that read and write files as this user\n"))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -377,7 +381,8 @@ def test_serve_dispatcher_with_a_journal(processes, tmp_path):
     assert address.startswith("localhost:") and int(address.split(":")[1]) > 0
     assert (tmp_path / "journal").is_dir()
     processes[0].send_signal(signal.SIGTERM)
-    assert processes[0].communicate(timeout=30) == ("", "") and processes[0].returncode == 0
+    out, err = processes[0].communicate(timeout=30)
+    assert (processes[0].returncode, out) == (0, "") and err.startswith("batchloaders serve: listening on all interfaces")
 
 
 @pytest.mark.parametrize("mix", [2, 3])
