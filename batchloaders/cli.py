@@ -329,9 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve", help="start a tf.data service dispatcher or worker (for configs with a service block)",
         description="Start TensorFlow's tf.data service DispatchServer (--dispatcher) or a WorkerServer "
-                    "registered with the dispatcher at ADDRESS (--worker), print the address it listens on "
+                    "registered with the dispatcher at ADDRESS (--worker), print the address to reach it by "
                     "(HOST:PORT) on one line, and serve until interrupted (Ctrl-C or SIGTERM: exit 0). Workers "
-                    "run the pipelines trainers register; they read the data files by the configs' paths.")
+                    "run the pipelines trainers register; they read the data files by the configs' paths. "
+                    "TensorFlow's servers listen on all network interfaces, whatever --host says, and ask no "
+                    "one for credentials: whoever reaches the port can run pipelines, reading and writing files "
+                    "as this user. Serve on a trusted network only, or behind a firewall.")
     role = serve.add_mutually_exclusive_group(required=True)
     role.add_argument("--dispatcher", action="store_true", help="start the dispatcher")
     role.add_argument("--worker", metavar="ADDRESS", help="start a worker of the dispatcher at ADDRESS "
@@ -340,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the port to listen on (default 0: one the system chooses, printed)")
     serve.add_argument("--host", default="localhost", metavar="NAME",
                        help="the name other machines reach this server by, in the printed address and, for a "
-                            "worker, in what it tells the dispatcher (default localhost: one machine)")
+                            "worker, in what it tells the dispatcher (default localhost: one machine); it does not "
+                            "choose the interface: the server listens on all of them")
     serve.add_argument("--work-dir", metavar="DIR",
                        help="dispatcher: keep a journal in DIR so that a restarted dispatcher recovers its jobs")
     serve.add_argument("--worker-addresses", metavar="HOST:PORT,...",
@@ -427,6 +431,9 @@ def _run_serve(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     port = service.bound_address(server).rpartition(":")[2]
     print(f"{args.host}:{port}", flush=True)
+    # TensorFlow's DispatcherConfig and WorkerConfig take a port but no interface (it binds 0.0.0.0).
+    print(f"batchloaders serve: listening on all interfaces, port {port}, without authentication: whoever reaches "
+          "it can run pipelines that read and write files as this user", file=sys.stderr, flush=True)
     while not stop.wait(0.5):  # a timed wait: signal handlers run between the waits
         pass
     server.stop()

@@ -163,15 +163,17 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
                                        cardinality)
         if skip_batches and start is None:
             dataset = _skip(dataset, skip_batches)
+        fetcher = None
         if call_config.service is not None:
             from batchloaders import service
 
             # The finished pipeline (prefetch and options included) is what the workers run.
             dataset = service.distribute(dataset, call_config, params)
+            fetcher = service.bounded_wait(call_config, params)
         from batchloaders.resume import identity
 
         return LocatedDataset(dataset, locator, json.dumps(identity(call_config, batch_size, input_context),
-                                                           sort_keys=True))
+                                                           sort_keys=True), fetcher)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

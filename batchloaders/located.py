@@ -113,8 +113,8 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
     whose checkpoints (``tf.train.Checkpoint(iterator=it)``) keep the pipeline's identity: a restore into a
     pipeline that would give other batches is a ResumeError naming what differs, not a silent carry-on."""
 
-    def __init__(self, dataset, locator: Locator, identity: str | None):
-        self._locator, self._identity = locator, identity
+    def __init__(self, dataset, locator: Locator, identity: str | None, fetch=None):
+        self._locator, self._identity, self._fetch = locator, identity, fetch
         super().__init__(dataset)
 
     def _serialize_to_tensors(self):
@@ -143,7 +143,7 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
         if not tf.executing_eagerly():
             return super()._next_internal()
         try:
-            return super()._next_internal()
+            return self._fetch(self) if self._fetch is not None else super()._next_internal()
         except tf.errors.OutOfRangeError:
             raise
         except (tf.errors.OpError, UnicodeDecodeError) as error:
@@ -155,13 +155,14 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
 
 class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):
     """``dataset`` as it is, whose eager iterators raise located DataErrors and check restored checkpoints
-    against ``identity`` (resume.identity as JSON)."""
+    against ``identity`` (resume.identity as JSON); ``fetcher``: makes, for each eager iterator, what fetches
+    its next element in place of tf.data's plain get_next (service.BoundedWait)."""
 
-    def __init__(self, dataset: tf.data.Dataset, locator: Locator, identity: str | None = None):
-        self._locator, self._identity = locator, identity
+    def __init__(self, dataset: tf.data.Dataset, locator: Locator, identity: str | None = None, fetcher=None):
+        self._locator, self._identity, self._fetcher = locator, identity, fetcher
         super().__init__(dataset, dataset._variant_tensor)  # noqa: SLF001 - the same pipeline, not a new one
 
     def __iter__(self):
         if tf.executing_eagerly() and not tf.inside_function():
-            return _LocatingIterator(self, self._locator, self._identity)
+            return _LocatingIterator(self, self._locator, self._identity, self._fetcher and self._fetcher())
         return super().__iter__()

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from typing import Any, Mapping
+import threading
+from typing import Any, Callable, Mapping
 
 import tensorflow as tf
+from tensorflow.python.data.util import structure
+from tensorflow.python.eager import cancellation, context, execute
 
 from batchloaders.config.model import LoaderConfig, ServiceConfig
 from batchloaders.config.service_rules import address_problem, normalized
@@ -83,6 +86,58 @@ def distribute(dataset: tf.data.Dataset, config: LoaderConfig, params: Mapping[s
     if config.epochs is None:  # what the local pipeline tells Keras too: the batches never end
         distributed = distributed.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     return distributed
+
+
+class BoundedWait:
+    """Fetches the next batch of one eager iterator of a distributed dataset, waiting at most ``seconds``.
+
+    TensorFlow never ends an epoch while a task of it sits on a worker that stopped: it waits for the worker to
+    come back at its address (the dispatcher's worker_timeout_ms only feeds its metrics), and its client has no
+    deadline. TensorFlow's own cancellation ends that wait: the iterator is cancelled and stays failed.
+    """
+
+    def __init__(self, seconds: float, target: str, where: Problem):
+        self.seconds, self.target, self.where = seconds, target, where
+        self.failed: ServiceError | None = None
+
+    def __call__(self, iterator) -> Any:
+        if self.failed is not None:  # a cancelled iterator would only say "cancelled" from now on
+            raise self.failed
+        manager = cancellation.CancellationManager()
+        timer = threading.Timer(self.seconds, manager.start_cancel)
+        timer.daemon = True
+        timer.start()
+        try:
+            with context.execution_mode(context.SYNC):
+                flat = execute.execute_with_cancellation(
+                    "IteratorGetNext", len(iterator._flat_output_types), [iterator._iterator_resource],  # noqa: SLF001
+                    ("output_types", iterator._flat_output_types, "output_shapes", iterator._flat_output_shapes),
+                    context.context(), manager)
+        except tf.errors.CancelledError as error:
+            if not manager.is_cancelled:
+                raise
+            self.failed = ServiceError(dataclasses.replace(self.where, message=self._message()))
+            raise self.failed from error
+        finally:
+            timer.cancel()
+        return structure.from_compatible_tensor_list(iterator.element_spec, flat)
+
+    def _message(self) -> str:
+        return (f"no batch from the tf.data service at {self.target} within {self.seconds:g} s: a worker stopped "
+                "with its part of the data unfinished (TensorFlow waits for it to come back at its address and "
+                "never ends the epoch without it), or the dispatcher stopped; expected every worker to run until "
+                "the end of the data (a worker restarted with the same --port carries on), or a longer "
+                "batch_timeout_seconds for batches that take longer to make")
+
+
+def bounded_wait(config: LoaderConfig, params: Mapping[str, Any] | None) -> Callable[[], BoundedWait] | None:
+    """What makes each eager iterator's BoundedWait for ``config``'s service block; None when it waits for ever."""
+    seconds = config.service.batch_timeout_seconds
+    if seconds is None:
+        return None
+    where = Problem(config.source, f"{config.service.json_path}.batch_timeout_seconds", "")
+    target = address(config.service, params)
+    return lambda: BoundedWait(seconds, target, where)
 
 
 def start_dispatcher(port: int = 0, work_dir: str | None = None, worker_addresses=None):

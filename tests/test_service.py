@@ -14,12 +14,13 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import tensorflow as tf
 
 from batchloaders import ConfigError, ServiceError, build_input_fn, load_config
-from batchloaders import service
+from batchloaders import resume, service
 from conftest import example, feature, loader_config, write_manifest, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -233,7 +234,13 @@ BAD_BLOCKS = [
      "unexpected value 'gzip'; expected one of: AUTO, NONE, SNAPPY"),
     ({"address": "localhost:5050", "jobname": "j"}, "$.args.service.jobname",
      "unknown key 'jobname' (did you mean 'job_name'?); allowed keys: address, processing_mode, job_name, "
-     "num_consumers, consumer_index, max_outstanding_requests, target_workers, compression"),
+     "num_consumers, consumer_index, max_outstanding_requests, target_workers, compression, batch_timeout_seconds"),
+    ({"address": "localhost:5050", "batch_timeout_seconds": 0}, "$.args.service.batch_timeout_seconds",
+     "expected a number > 0, found 0"),
+    ({"address": "localhost:5050", "batch_timeout_seconds": 86401}, "$.args.service.batch_timeout_seconds",
+     "expected a number <= 86400, found 86401"),
+    ({"address": "localhost:5050", "batch_timeout_seconds": "5 s"}, "$.args.service.batch_timeout_seconds",
+     "expected number or null, found string '5 s'"),
     ({"address": "localhost:5050", "max_outstanding_requests": 0}, "$.args.service.max_outstanding_requests",
      "expected an integer >= 1, found 0"),
     ({"address": "localhost:5050", "job_name": "j", "consumer_index": 0}, "$.args.service.consumer_index",
@@ -251,6 +258,15 @@ BAD_BLOCKS = [
      "found num_consumers without job_name: expected a job_name (the trainers take turns reading one shared job, "
      "which a name identifies)"),
 ]
+
+
+@pytest.mark.parametrize("block, seconds", [({}, 300.0), ({"batch_timeout_seconds": 2.5}, 2.5),
+                                            ({"batch_timeout_seconds": None}, None)])
+def test_batch_timeout_seconds_is_read_as_written_or_300(data, block, seconds):
+    """None: TensorFlow's own wait, for ever. Not part of the pipeline's identity: it changes no batch."""
+    loaded = load_config(config(data, "localhost:5050", **block))
+    assert loaded.service.batch_timeout_seconds == seconds
+    assert resume.fingerprint(loaded, 3) == resume.fingerprint(load_config(config(data, "localhost:5050")), 3)
 
 
 @pytest.mark.parametrize("block, path, message", BAD_BLOCKS)
@@ -319,15 +335,19 @@ def test_serve_starts_a_dispatcher_and_a_worker_a_client_uses(processes):
     processes.append(serve("--dispatcher"))
     dispatcher = processes[0].stdout.readline().strip()
     assert dispatcher.startswith("localhost:") and int(dispatcher.split(":")[1]) > 0
+    socket.create_connection(("127.0.0.2", int(dispatcher.split(":")[1])), timeout=5).close()  # not 127.0.0.1 only
     processes.append(serve("--worker", dispatcher))
     worker = processes[1].stdout.readline().strip()
     assert worker.startswith("localhost:") and worker != dispatcher
     ds = tf.data.Dataset.range(5).apply(tf.data.experimental.service.distribute("parallel_epochs", dispatcher))
     assert sorted(ds.as_numpy_iterator()) == [0, 1, 2, 3, 4]
-    for process, number in zip(processes[::-1], (signal.SIGTERM, signal.SIGINT)):
+    for process, address, number in zip(processes[::-1], (worker, dispatcher), (signal.SIGTERM, signal.SIGINT)):
         process.send_signal(number)
         out, err = process.communicate(timeout=30)
-        assert (process.returncode, out, err) == (0, "", "")
+        port = address.rpartition(":")[2]
+        assert (process.returncode, out, err) == (0, "", (
+            f"batchloaders serve: listening on all interfaces, port {port}, without authentication: whoever reaches "
+            "it can run pipelines that read and write files as this user\n"))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -361,7 +381,8 @@ def test_serve_dispatcher_with_a_journal(processes, tmp_path):
     assert address.startswith("localhost:") and int(address.split(":")[1]) > 0
     assert (tmp_path / "journal").is_dir()
     processes[0].send_signal(signal.SIGTERM)
-    assert processes[0].communicate(timeout=30) == ("", "") and processes[0].returncode == 0
+    out, err = processes[0].communicate(timeout=30)
+    assert (processes[0].returncode, out) == (0, "") and err.startswith("batchloaders serve: listening on all interfaces")
 
 
 @pytest.mark.parametrize("mix", [2, 3])
@@ -424,3 +445,107 @@ def test_a_resumable_iterator_over_the_service_is_a_config_error(data, mode):
     problem = raised.value.problems[0]
     assert (problem.path, problem.message.split(":")[0]) == (
         "$.args.service", "ResumableIterator over a pipeline that runs on a tf.data service")
+
+
+# --- a worker that stops for good: the wait for a batch is bounded (batch_timeout_seconds) ---
+
+FILES, PER_FILE = 4, 300  # enough that a worker stopped after the third batch still holds unfinished data
+WAIT, MARGIN = 2.0, 6.0
+
+
+@pytest.fixture(scope="module")
+def big_data(tmp_path_factory):
+    """4 files x 300 Examples; record r of file f holds id = 1000*f + r and x = [id, id + 0.5]."""
+    d = tmp_path_factory.mktemp("service") / "big"
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("x", "float32", [2], "float")])
+    for f in range(FILES):
+        write_records(d / f"part-{f}.tfrecords", [example(id=("int", [1000 * f + r]), x=("float", [1000 * f + r,
+                                                                                                    1000 * f + r + .5]))
+                                                  for r in range(PER_FILE)])
+    return d
+
+
+def read_until_stopped(iterator, stop_worker) -> tuple[list, object, float]:
+    """(examples, what ended the reading, seconds from the last batch to that end); stops a worker after the
+    third batch. The reading runs in a thread joined with a bound: an endless wait fails the test."""
+    got, ended, times = [], [], []
+
+    def read():
+        try:
+            for n, (features, targets) in enumerate(iterator, 1):
+                got.extend((int(i), tuple(float(v) for v in x)) for i, x in zip(targets["id"], features["x"]))
+                times.append(time.monotonic())
+                if n == 3:
+                    stop_worker()
+            ended.append("end of data")
+        except ServiceError as error:
+            ended.append(error)
+        times.append(time.monotonic())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(WAIT + MARGIN + 20)
+    assert ended, "no batch, no error and no end of data: the consumer still waits"
+    return got, ended[0], times[-1] - times[-2]
+
+
+def timeout_message(address: str) -> str:
+    return (f"<dict>: $.args.service.batch_timeout_seconds: no batch from the tf.data service at grpc://{address} "
+            f"within {WAIT:g} s: a worker stopped with its part of the data unfinished (TensorFlow waits for it to "
+            "come back at its address and never ends the epoch without it), or the dispatcher stopped; expected "
+            "every worker to run until the end of the data (a worker restarted with the same --port carries on), "
+            "or a longer batch_timeout_seconds for batches that take longer to make")
+
+
+BIG_IDS = [1000 * f + r for f in range(FILES) for r in range(PER_FILE)]
+
+
+# (processing mode, shuffled, fewest and most copies of each example): dynamic hands each file to one worker and
+# loses what the stopped one held (at most once); off runs the whole epoch on each worker, so the surviving
+# worker's copy is whole and the stopped one's partial.
+@pytest.mark.parametrize("mode, shuffled, copies", [("dynamic", False, (0, 1)), ("dynamic", True, (0, 1)),
+                                                    ("off", False, (1, 2)), ("off", True, (1, 2))])
+def test_a_stopped_worker_ends_the_wait_with_a_service_error(big_data, mode, shuffled, copies):
+    dispatcher = service.start_dispatcher()
+    address = service.bound_address(dispatcher)
+    workers = [service.start_worker(address, heartbeat_ms=HEARTBEAT_MS) for _ in range(2)]
+    cfg = loader_config(big_data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=10,
+                        service={"address": address, "processing_mode": mode, "batch_timeout_seconds": WAIT})
+    if shuffled:
+        cfg["args"].update(shuffle=True, num_shuffle_buffer_elements=50, num_filenames_shuffle_buffer=4, num_mix_files=2,
+                           seed=5)
+    try:
+        iterator = iter(build_input_fn(cfg)())
+        got, ended, waited = read_until_stopped(iterator, workers[0].stop)
+        started = time.monotonic()
+        with pytest.raises(ServiceError) as again:  # the iterator is cancelled: the same error, at once
+            next(iterator)
+    finally:
+        for server in workers + [dispatcher]:
+            server.stop()
+    assert str(ended) == timeout_message(address) == str(again.value)
+    assert WAIT <= waited <= WAIT + MARGIN and time.monotonic() - started < 1
+    counts = collections.Counter(got)
+    assert set(counts) <= {(i, (float(i), i + .5)) for i in BIG_IDS}  # every example a real record, intact
+    assert copies[0] <= min(counts.get((i, (float(i), i + .5)), 0) for i in BIG_IDS)
+    assert max(counts.values()) <= copies[1] and len(got) < copies[1] * len(BIG_IDS)  # the stopped one's part lost
+
+
+def test_a_killed_serve_worker_ends_the_wait_with_a_service_error(big_data, processes):
+    """The worker a `serve --worker` process runs, killed with SIGKILL (no goodbye to anyone)."""
+    dispatcher = service.start_dispatcher()
+    address = service.bound_address(dispatcher)
+    processes.append(serve("--worker", address))
+    assert processes[0].stdout.readline().startswith("localhost:")
+    local = service.start_worker(address, heartbeat_ms=HEARTBEAT_MS)
+    cfg = loader_config(big_data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=10,
+                        service={"address": address, "batch_timeout_seconds": WAIT})
+    try:
+        got, ended, waited = read_until_stopped(iter(build_input_fn(cfg)()),
+                                                lambda: processes[0].send_signal(signal.SIGKILL))
+    finally:
+        for server in (local, dispatcher):
+            server.stop()
+    assert str(ended) == timeout_message(address)
+    assert WAIT <= waited <= WAIT + MARGIN
+    assert max(collections.Counter(got).values()) == 1 and len(got) < len(BIG_IDS)

@@ -230,6 +230,9 @@ class ServiceConfig:
     max_outstanding_requests: int | None = None
     target_workers: str = "AUTO"
     compression: str = "AUTO"
+    # How long next() waits for a batch (None: for ever; the default leaves time for a first batch's shuffle
+    # buffer to fill). It does not change the batches: not compared (resume.py).
+    batch_timeout_seconds: float | None = dataclasses.field(default=300.0, compare=False)
     json_path: str = "$.args.service"
 
 

@@ -90,4 +90,6 @@ def service_spec(block: dict, epochs, check, loader_type: str = "independent", a
         return None
     return ServiceConfig(normalized(block["address"]), block.get("processing_mode", "dynamic"), block.get("job_name"),
                          consumers, index, block.get("max_outstanding_requests"),
-                         block.get("target_workers", "AUTO"), block.get("compression", "AUTO"))
+                         block.get("target_workers", "AUTO"), block.get("compression", "AUTO"),
+                         **({"batch_timeout_seconds": block["batch_timeout_seconds"]}
+                            if "batch_timeout_seconds" in block else {}))
