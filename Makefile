@@ -26,9 +26,11 @@ test: setup
 bench: setup
 	$(PY) benchmarks/run.py
 
-# docs/reference.md from the JSON Schemas (tests/test_reference_docs.py checks it is up to date).
+# docs/reference.md from the JSON Schemas (tests/test_reference_docs.py checks it is up to date), then the
+# documentation site into site/ with MkDocs, warnings as errors (tests/test_docs_site.py builds it too).
 docs: setup
 	$(PY) -m batchloaders.tools.reference
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 # The example configs point at demo_data/, which the demo generates.
 validate: setup
@@ -36,4 +38,4 @@ validate: setup
 	$(VENV)/bin/batchloaders validate configs manifests
 
 clean:
-	rm -rf demo_data benchmarks/data benchmarks/out build dist *.egg-info .pytest_cache
+	rm -rf demo_data benchmarks/data benchmarks/out build dist site *.egg-info .pytest_cache

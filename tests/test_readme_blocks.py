@@ -1,4 +1,6 @@
-"""Every fenced python and sh block in README runs as written, from the repository's root.
+"""Every fenced python and sh block in README.md and in every page under docs/ runs as written, from the
+repository's root, with HOME set to a temporary directory of the page's own (blocks that keep files between
+them, as a tutorial does, write under ``~``: no fixed /tmp path that two runs on one machine would share).
 
 A block that is not meant to run says so on the line before its fence:
 ``<!-- readme-test: skip: <why> -->``; a block that goes on from the one before it (the same
@@ -30,10 +32,13 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- readme-test: (skip: .+|continues the block above) -->\s*$")
 
 
-def readme_blocks() -> list[tuple[int, str, str, str | None]]:
-    """(line, language, code, marker) of every fenced block, in order; marker is the text of a
+PAGES = ["README.md"] + sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))
+
+
+def readme_blocks(page: str = "README.md") -> list[tuple[int, str, str, str | None]]:
+    """(line, language, code, marker) of every fenced block of ``page``, in order; marker is the text of a
     readme-test comment on the line before the fence, or None."""
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    lines = (REPO / page).read_text(encoding="utf-8").splitlines()
     out, i = [], 0
     while i < len(lines):
         fence = re.match(r"^(\s*)```(\w*)\s*$", lines[i])
@@ -52,30 +57,39 @@ def readme_blocks() -> list[tuple[int, str, str, str | None]]:
     return out
 
 
-def programs() -> list[tuple[int, str, str]]:
-    """(first line, language, code) of every python/sh program README shows, continued blocks joined."""
+def programs(page: str = "README.md") -> list[tuple[int, str, str]]:
+    """(first line, language, code) of every python/sh program ``page`` shows, continued blocks joined."""
     out = []
-    for line, language, code, marker in readme_blocks():
+    for line, language, code, marker in readme_blocks(page):
         if language not in ("python", "sh", "bash"):
             continue
         if marker and marker.startswith("skip: "):
             continue
         if marker == "continues the block above":
-            assert out and out[-1][1] == language, f"README line {line}: continues no {language} block"
+            assert out and out[-1][1] == language, f"{page} line {line}: continues no {language} block"
             out[-1] = (out[-1][0], language, out[-1][2] + code)
             continue
         out.append((line, language, code))
     return out
 
 
-def test_every_block_runs_or_says_why_not():
-    blocks = [b for b in readme_blocks() if b[1] in ("python", "sh", "bash")]
-    assert len(blocks) >= 10
-    for line, _, _, marker in blocks:
+ALL = [(page, *program) for page in PAGES for program in programs(page)]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_runs_or_says_why_not(page):
+    blocks = [b for b in readme_blocks(page) if b[1] in ("python", "sh", "bash")]
+    for line, _, code, marker in blocks:
         assert marker is None or marker.startswith("skip: ") and len(marker) > len("skip: ") + 10 or (
-            marker == "continues the block above"), f"README line {line}: {marker}"
-    assert len(programs()) == len(blocks) - sum(1 for b in blocks if b[3] and b[3].startswith("skip: ")) - sum(
+            marker == "continues the block above"), f"{page} line {line}: {marker}"
+        if not (marker or "").startswith("skip: "):
+            assert "/tmp/" not in code, f"{page} line {line}: a fixed /tmp path (write under ~ instead)"
+    assert len(programs(page)) == len(blocks) - sum(1 for b in blocks if b[3] and b[3].startswith("skip: ")) - sum(
         1 for b in blocks if b[3] == "continues the block above")
+
+
+def test_the_pages_show_programs():
+    assert len(ALL) >= 10
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +99,22 @@ def demo_data():
     generate()  # README's examples read the demo datasets, as after make demo
 
 
-@pytest.mark.parametrize("line, language, code", programs(), ids=[f"line-{p[0]}" for p in programs()])
-def test_the_block_runs_as_written(demo_data, line, language, code):
-    env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]))
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory):
+    """A HOME per page, kept across the page's programs (they run in order, in one worker)."""
+    made = {}
+
+    def home(page):
+        if page not in made:
+            made[page] = tmp_path_factory.mktemp("home")
+        return made[page]
+    return home
+
+
+@pytest.mark.parametrize("page, line, language, code", ALL, ids=[f"{p[0]}-line-{p[1]}" for p in ALL])
+def test_the_block_runs_as_written(demo_data, homes, page, line, language, code):
+    env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]),
+               HOME=str(homes(page)))
     env.pop("PYTHONPATH", None)
     if language == "python":
         command = [sys.executable, "-c", code]
@@ -96,7 +123,7 @@ def test_the_block_runs_as_written(demo_data, line, language, code):
     else:
         command = ["bash", "-e", "-c", code]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"README line {line}:\n{code}\n--- stderr:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"{page} line {line}:\n{code}\n--- stderr:\n{result.stderr[-3000:]}"
 
 
 def cli_commands(code: str) -> list[list[str]]:
@@ -111,10 +138,10 @@ def cli_commands(code: str) -> list[list[str]]:
 
 # Runs each line as `bash -e` would: in order, stopping at the first that exits non-zero.
 CLI_RUNNER = """
-import shlex, sys
+import os, shlex, sys
 from batchloaders.cli import main
 for line in sys.argv[1].splitlines():
-    argv = shlex.split(line, comments=True)
+    argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in shlex.split(line, comments=True)]
     if not argv:
         continue
     try:

@@ -1,4 +1,4 @@
-"""README's plugin tutorial, batching-policy and chunking examples run as written: the plugin shown is the
+"""The documentation's plugin tutorial, batching-policy and chunking examples run as written: the plugin shown is the
 shipped one, the commands succeed, the models train, the chunks reassemble."""
 from __future__ import annotations
 
@@ -14,11 +14,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def section_blocks(heading: str) -> list[tuple[str, str]]:
-    """(language, code) of every fenced block under README's ``heading`` (e.g. "## Title"), up to the
-    next heading of the same or a higher level."""
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    start = text.index(f"\n{heading}\n") + len(heading) + 2  # just past the heading line
-    level = heading.split(" ")[0]
+    """(language, code) of every fenced block under the section titled ``heading`` (e.g. "## Title": its
+    level is the page's own) of README or a page under docs/, up to the next heading of the same or a
+    higher level."""
+    title = heading.lstrip("#").strip()
+    pages = [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(ROOT, "docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))
+    for page in pages:
+        text = open(page, encoding="utf-8").read()
+        found = re.search(rf"^(#+) {re.escape(title)}$", text, re.M)
+        if found:
+            break
+    else:
+        raise KeyError(f"no section {title!r} in README or docs/")
+    start, level = found.end() + 1, found.group(1)
     # A heading is a line outside fenced blocks (a code block's "# comment" is no heading).
     fenced = {m.start() for m in re.finditer(r"^#", text[start:], re.M)
               if text[start:start + m.start()].count("```") % 2 == 1}
