@@ -36,7 +36,16 @@ from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
               "parse_example/parse_sequence_example call per batch; secondary features, steps and padding "
               "run on whole batches")
-MULTI_LOAD = ("accepted for compatibility; it changes nothing because the batched path is always taken")
+def _schema_words(schema: str, key: str) -> str:
+    """The schema's description of ``key``, without its "Defaults to" sentence: describe says what the
+    reference and the editor say."""
+    from batchloaders.config.schema import schema_text
+
+    text = json.loads(schema_text(schema))["properties"][key]["description"]
+    return text.split(" Defaults to")[0]
+
+
+MULTI_LOAD = _schema_words("independent_args.schema.json", "multi_load")
 
 
 def parse_call(config: LoaderConfig) -> str:

@@ -7,6 +7,7 @@ bench prints can be worked out by hand from the fixture lengths.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import pathlib
@@ -78,8 +79,12 @@ def test_describe_independent_padded(padded):
         "vectorized: records are batched while serialized and parsed with one parse_example/"
         "parse_sequence_example call per batch; secondary features, steps and padding run on whole batches")
     assert "one tf.io.parse_sequence_example call" in got["parsing"]
-    assert got["multi_load"] == ("false: accepted for compatibility; it changes nothing because the batched path "
-                                 "is always taken")
+    # One source of truth: describe says what the schema (the reference, the editor's hover) says.
+    schema = json.loads((REPO / "schemas" / "independent_args.schema.json").read_text())
+    said = schema["properties"]["multi_load"]["description"].split(" Defaults to")[0]
+    assert got["multi_load"] == f"false: {said}"
+    assert said.startswith("Kept for compatibility with the original spec; it changes nothing")
+    assert said in (REPO / "docs" / "reference.md").read_text()
 
 
 def test_describe_fixed_examples_with_multi_load(tmp_path):

@@ -54,8 +54,8 @@ def tensor_schema(title: str, description: str, tensor: str) -> dict:
         "required": ["tensor"],
         "properties": {
             "tensor": {"description": tensor, "type": "string", "minLength": 1},
-            "dtype": {"title": "dtype", "description": "Integer dtype of the result.", "type": "string",
-                      "enum": ["int32", "int64"]},
+            "dtype": {"title": "dtype", "description": "Integer dtype of the result. Defaults to int32.",
+                      "type": "string", "enum": ["int32", "int64"], "default": "int32"},
         },
     }
 

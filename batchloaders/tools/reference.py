@@ -25,6 +25,8 @@ OUT = os.path.join(ROOT, "docs", "reference.md")
 FIRST = ("loader_config", "independent_args", "continuous_sequence_args", "discrete_sequence_args", "dataset",
          "primary_feature", "secondary_feature", "step", "padding", "batching", "bucketing", "packing", "chunking",
          "segmenting", "manifest", "manifest_feature")
+LOADERS = ("independent_args", "continuous_sequence_args", "discrete_sequence_args")
+SHARED = "arguments of every loader"  # the section of the loader arguments all three take alike
 BOUNDS = (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"), ("exclusiveMaximum", "< {}"),
           ("minLength", "length >= {}"), ("maxLength", "length <= {}"), ("minItems", "items >= {}"),
           ("maxItems", "items <= {}"), ("pattern", "matches `{}`"))
@@ -46,6 +48,15 @@ class Reference:
         self.sections: list[tuple[str, str, list[str]]] = []  # (title, description, table and note lines)
         self.documented: dict[int, str] = {}  # id(schema object) -> its section title, given before it is written
         self.written: set[int] = set()
+        self.shared = self._shared_loader_keys()
+
+    def _shared_loader_keys(self) -> dict[str, dict]:
+        """{key: property} of the loader arguments every loader takes from common_args alike: one table."""
+        loaders = [self.schemas[name].get("properties", {}) for name in LOADERS if name in self.schemas]
+        if len(loaders) < len(LOADERS):
+            return {}
+        return {key: prop for key, prop in loaders[0].items()
+                if all(props.get(key) == prop for props in loaders) and "common_args" in prop.get("$ref", "")}
 
     def _follow(self, node: dict, base: str) -> tuple[dict, str]:
         """One ``$ref`` step: the node it names (in another file, or ``#/definitions/...`` of ``base``)."""
@@ -114,7 +125,10 @@ class Reference:
         required = set(node.get("required", ()))
         lines = ["| key | type | required | default | bounds | description |", "| --- | --- | --- | --- | --- | --- |"]
         nested = []
+        loader = title in LOADERS and self.shared
         for key, prop in node.get("properties", {}).items():
+            if loader and key in self.shared:
+                continue
             target, target_base = self.resolve(prop, base)
             inner = target.get("items") if target.get("type") == "array" else None
             if isinstance(inner, dict):
@@ -130,16 +144,21 @@ class Reference:
             description = self.described(prop, base)
             lines.append("| " + " | ".join([f"`{key}`", self.type_of(prop, base), "yes" if key in required else "",
                                             default, self.bounds(prop, base), cell(description)]) + " |")
+        if loader:
+            lines += ["", f"It also takes every one of the [{SHARED}](#{anchor(SHARED)})."]
         branches = []
         for branch in node.get("allOf", ()):  # per-type arguments (loader, dataset, step and feature types)
-            when = branch.get("if", {}).get("properties", {}).get("type", {}).get("const")
+            # the key whose value chooses the branch: `type`, or another (a manifest feature's deserialize_type)
+            chosen = [(k, v["const"]) for k, v in branch.get("if", {}).get("properties", {}).items()
+                      if isinstance(v, dict) and "const" in v]
+            field, when = chosen[0] if chosen else (None, None)
             for key, prop in branch.get("then", {}).get("properties", {}).items():
                 target, target_base = self.resolve(prop, base)
                 if "properties" in target and when is not None:
                     if id(target) not in self.documented:
                         self.documented[id(target)] = f"{title}.{key} ({when})"
                         nested.append((self.documented[id(target)], target, target_base))
-                    branches.append(f"- `{key}` when `type` is `{when}`: "
+                    branches.append(f"- `{key}` when `{field}` is `{when}`: "
                                     f"[{self.documented[id(target)]}](#{anchor(self.documented[id(target)])})")
         self.sections.append((title, node.get("description", ""), lines + ([""] + branches if branches else [])))
         for sub_title, sub, sub_base in nested:
@@ -156,12 +175,17 @@ class Reference:
                 self.documented.setdefault(id(node), name)
                 roots.append((name, node, base))
         for name, node, base in roots:
+            if name == LOADERS[0] and self.shared:
+                self.document(SHARED, {"description": "Every loader (independent, continuous_sequence, "
+                                       "discrete_sequence) takes these arguments, alike.",
+                                       "properties": self.shared,
+                                       "required": [k for k in node.get("required", ()) if k in self.shared]}, base)
             self.document(name, node, base)
         out = ["# Config and manifest reference", "",
                "Generated from the JSON Schemas in `schemas/` by `python -m batchloaders.tools.reference`; do "
                "not edit by hand (`tests/test_reference_docs.py` fails when this file is out of date). Each "
                "table is one object: its keys, their JSON types, whether they are required, their default "
-               "when the schema states one, their bounds, and the schema's description. README explains "
+               "when the schema states one, their bounds, and the schema's description. The guide explains "
                "the concepts; plugin types document themselves the same way in the files "
                "`batchloaders schema --plugins MODULE DIR` writes.", "", "## Contents", ""]
         out += [f"- [{title}](#{anchor(title)})" for title, _, _ in self.sections]
