@@ -9,8 +9,8 @@ from batchloaders.config.datasets import url_scheme
 from batchloaders.config.model import LoaderConfig
 
 # independent: blocks are walked by the end-of-file check (integrity.py) one at a time; each block
-# costs a fixed ~0.1 ms, so blocks hold up to 1024 records, fewer when records are large (a block of
-# every open file is held in memory).
+# has a fixed cost (docs/decisions/performance.md), so blocks hold up to 1024 records, fewer when
+# records are large (a block of every open file is held in memory).
 MAX_RECORDS_PER_BLOCK = 1024
 MIN_RECORDS_PER_BLOCK = 16
 BLOCK_BYTES = 8 * 2**20
@@ -23,9 +23,8 @@ MIN_BLOCK_STEPS = 16384
 MAX_CONTINUOUS_RECORDS_PER_BLOCK = 4096
 
 # discrete_sequence: blocks hold serialized records only, so they can be large: each block costs a
-# fixed amount (end-of-file and window scan steps, a planning call; measured ~0.4 ms when blocks were
-# also parsed and assembled). Measured windows/s with k=4 on 2 cores: 64 records per block 34k, 256
-# 57k, 1024 66k (benchmarks/, discrete_fixed). Large records (speech: ~19 KB) get fewer per block:
+# fixed amount (end-of-file and window scan steps, a planning call), so windows/s grew with the
+# block up to 1024 records (docs/decisions/performance.md). Large records get fewer per block:
 # a block is parsed at once, padded to its longest record.
 SERIALIZED_RECORDS_PER_BLOCK = 1024
 MIN_SERIALIZED_RECORDS_PER_BLOCK = 64
@@ -69,10 +68,9 @@ def independent(config: LoaderConfig) -> int:
 
 
 # bucketing and packing regroup the (transformed) examples of one block at a time, and each block
-# has a fixed cost: packing places a block in one loop step per distinct length (~5.5 ms for a block
-# of speech), bucketing's scan merges the examples waiting in its buckets with every block. Blocks of
-# 3,947 speech examples (128 MiB of 34 KB records) instead of 1,024 measured +12% examples/s for
-# bucketing and +18% for packing (README, Length bucketing). A block holds the largest sampled record
+# has a fixed cost: packing places a block in one loop step per distinct length, bucketing's scan
+# merges the examples waiting in its buckets with every block; so larger blocks give both more
+# examples/s (docs/decisions/regroup-blocks.md). A block holds the largest sampled record
 # at most 128 MiB, and never fewer than 1,024 examples. Blocks stay at 1,024 where their size in
 # memory cannot be told from the records: the sequence loaders' examples are windows of several
 # records, records that cannot be sampled (compressed or remote files) may hold long feature lists,

@@ -1,8 +1,8 @@
 """Length bucketing on blocks of examples: one tf.data call per block, not per example.
 
 tf.data's ``bucket_by_sequence_length`` groups one example at a time (a function call per
-example, ~60 microseconds each on a 2-core machine: slower than the rest of the pipeline
-for speech-sized examples). Here the loader's batches arrive as blocks of examples, already
+example: slower than the rest of the pipeline for speech-sized examples;
+docs/decisions/performance.md). Here the loader's batches arrive as blocks of examples, already
 transformed, and a ``Dataset.scan`` keeps the examples that do not yet fill a batch of their
 bucket: each block is merged with them, sorted by bucket (stable, so arrival order is kept
 within a bucket), and every full batch is emitted, in the order the batches filled up; the
@@ -46,7 +46,7 @@ def _widen(old, new, varies: bool):
 def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=None) -> tf.data.Dataset:
     """Blocks {"values", "lengths"} of examples -> batches {"values", "lengths", "bucket"} made per bucket;
     ``then``, if given, turns each batch into what is yielded instead, in the call that cuts it from its
-    block (a tf.data call costs 60-170 microseconds: one per batch instead of two)."""
+    block (one tf.data call per batch instead of two, each with a fixed cost: docs/decisions/performance.md)."""
     spec = config.bucketing
     boundaries = tf.constant(spec.boundaries, tf.int64)
     sizes = tf.constant(spec.batch_sizes, tf.int64)

@@ -95,8 +95,8 @@ def throughput(dataset, batches: int = 60) -> tuple[float, int]:
 
 def dataset_of(path: str):
     """(input_fn, its dataset) of the config at ``path``. A config with a ``service`` block reads through an
-    in-process tf.data service (a dispatcher and a worker on ports the system chooses), as README's service
-    example does: its address names a dispatcher a user starts, which the demo cannot assume."""
+    in-process tf.data service (a dispatcher and a worker on ports the system chooses), as the service
+    example in docs/scaling-out.md does: its address names a dispatcher a user starts, which the demo cannot assume."""
     from batchloaders import build_input_fn
 
     input_fn = build_input_fn(path)

@@ -69,7 +69,7 @@ def draws(config) -> bool:
     """Whether the pipeline of ``config`` (a LoaderConfig) draws anything at random: shuffles (of files,
     examples or windows, chunks) or window lengths. One that draws nothing gives the same batches in
     every epoch order and from every iterator without being rebuilt per iterator and per epoch, so it is
-    built flat (:func:`per_iterator`): 60-190 ms less start-up per iterator (README, Performance)."""
+    built flat (:func:`per_iterator`), which shortens every iterator's start-up (docs/decisions/performance.md)."""
     random_windows = config.type != "independent" and config.min_window != config.max_window
     chunk_shuffle = config.chunking is not None and config.chunking.shuffle_buffer is not None
     return bool(config.shuffle or random_windows or chunk_shuffle)

@@ -2,11 +2,10 @@
 
 ``Dataset.map`` runs its function with TensorFlow's default executor, which
 schedules the function's nodes on the inter-op thread pool while the calling
-thread waits. On this project's 2-core VM a map stage of a one-node function
-cost about 95 microseconds per element more than no stage, and about 1.5 with
-the function run in the calling thread (``python benchmarks/calls.py``; README,
-Performance). tf.data's map op can run its function in the calling thread
-(its ``use_inter_op_parallelism`` attribute, which ``Dataset.map`` does not
+thread waits. For a small function that hand-over costs far more than the
+work, and running it in the calling thread costs next to nothing
+(``python benchmarks/calls.py``; docs/decisions/performance.md). tf.data's map
+op can run its function in the calling thread (its ``use_inter_op_parallelism`` attribute, which ``Dataset.map`` does not
 expose); :func:`inline_map` builds that op through ``tf.raw_ops`` and
 ``tf.data.experimental.from_variant``, both public. The single-threaded
 executor it selects cannot run control flow, so a function holding any
@@ -14,7 +13,7 @@ executor it selects cannot run control flow, so a function holding any
 is not accepted: :func:`inline_map` returns None and the caller keeps its
 ordinary stage. The function carries the attribute
 ``Dataset.map`` gives its own (``_tf_data_function``): without it, creating
-the iterator of the 64-floats benchmark took 84 ms instead of 40.
+the iterator is markedly slower (docs/decisions/performance.md).
 """
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def inline_map(dataset: tf.data.Dataset, fn: Callable) -> tf.data.Dataset | None
     structure of tensors; it is traced once, without AutoGraph.
 
     (No parallel form: tf.data's parallel map with this attribute still hands each call to the inter-op
-    pool, to run calls side by side; measured no cheaper, 89 against 93 microseconds per element.)"""
+    pool, to run calls side by side, and measured no cheaper: docs/decisions/performance.md.)"""
     in_spec = dataset.element_spec
     if not all(type(s) is tf.TensorSpec for s in tf.nest.flatten(in_spec)):
         return None

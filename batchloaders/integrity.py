@@ -174,7 +174,7 @@ def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_cou
 
     The first applicable reason wins. Few graph nodes on purpose: every node is
     paid again in tracing and in instantiating the function at each ``input_fn()``
-    (about 0.3 ms a node here), and this runs once per file.
+    (docs/decisions/performance.md), and this runs once per file.
     """
     stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
     if stream:
@@ -306,8 +306,8 @@ def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.
 
     Records and an end flag are numbered before and after ``ignore_errors``:
     TensorFlow's reader moves on to the next file after an error, so a
-    swallowed error shows as a gap between the two numbers at the flag. About
-    5 microseconds per record, which is why it is not the default path.
+    swallowed error shows as a gap between the two numbers at the flag. This works
+    record by record, not block by block, which is why it is not the default path.
     Elements ``(after [k], (before [k], (serialized [k], flags [k])))``, cut by the scan
     step (no map stage), then a CHECK marker block.
     """
@@ -358,8 +358,8 @@ def _end_step(check: _EndCheck, skipped: SkipCounter | None):
 
     ``(state, element, filename, facts) -> (state, serialized, first)``; ``facts`` are the file's
     size, expected bytes, expected records and retry bound. Its two conditional branches (reading a
-    damaged block again; reporting the end) were most of the tracing of every ``input_fn()`` (tf.cond
-    costs ~20 ms to trace here); a call to this function costs one node. Not shared under
+    damaged block again; reporting the end) were most of the tracing of every ``input_fn()`` (a tf.cond
+    is slow to trace: docs/decisions/performance.md); a call to this function costs one node. Not shared under
     ``on_corrupt: skip_file``, whose counter (lookup tables) belongs to one ``build_input_fn``.
     """
     if skipped is None and check in _STEPS:
@@ -473,11 +473,11 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     after the last, so every good record is delivered before an error.
     ``index`` is the file's position in ``config.dataset.files``. ``then``, if
     given, turns each block into what the dataset yields instead, in the same
-    function call (each tf.data function call costs 60-170 microseconds here,
-    a block of 1024 small records about 500). ``by_record``: every output of ``then`` holds the block's
+    function call (each tf.data function call has a fixed cost, a real share of a
+    block's work: docs/decisions/performance.md). ``by_record``: every output of ``then`` holds the block's
     records along its first axis, so an empty block is one with none there.
 
-    Built for few graph nodes: each costs about 0.3 ms at every ``input_fn()``
+    Built for few graph nodes: each is paid again at every ``input_fn()``
     (tracing, then instantiating the function when the iterator starts).
     """
     compression = table.compression
@@ -518,6 +518,6 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     # Asking for the block after the last runs the check.
     scanned = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
     if by_record:
-        # unbatch copies every element it gives out: a whole parsed block (images: 3 MB) per block.
+        # unbatch copies every element it gives out, here a whole parsed block (docs/decisions/performance.md).
         return scanned.filter(as_written(lambda *out: tf.shape(tf.nest.flatten(out)[0])[0] > 0))
     return scanned.unbatch()

@@ -1,9 +1,9 @@
 """How parse calls name the records they parse, so that errors say which record of which file.
 
 A record is named ``'path: record N'``, one string per record. For a block of one file's
-records (the independent loader's unshuffled fixed-size path), building those strings cost
-5-10% of an epoch of small records; the block is named instead: every record of it gets the same
-``'path: records F..L'``. TensorFlow's parse errors then say the record's place in the block
+records (the independent loader's unshuffled fixed-size path), a string per record is a real
+share of an epoch of small records (docs/decisions/performance.md); the block is named instead:
+every record of it gets the same ``'path: records F..L'``. TensorFlow's parse errors then say the record's place in the block
 (``Key: x, Index: j``), our own checks name it exactly (:meth:`BlockNames.at`), and an error that
 says neither (a missing feature) is located by ``errors.data_error_from`` reading the block again.
 """

@@ -50,7 +50,7 @@ def _best_fit(sizes, capacity: int):
     """
     n = tf.size(sizes)
     sizes = tf.cast(sizes, tf.int64)
-    # The loop's cost is its node count (about 0.3 microseconds a node a step), hence int32 and few ops.
+    # The loop pays for every node at every step (docs/decisions/performance.md), hence int32 and few ops.
     values, _, counts = tf.unique_with_counts(tf.cast(sizes, tf.int32))  # in order of appearance: decreasing
     groups = tf.reduce_sum(tf.cast(values > 0, tf.int32))  # zero, if present, is the last value
     big = tf.constant(capacity + 1, tf.int32)
@@ -135,7 +135,7 @@ def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
         v = values[name]
         # The block seen as [examples x steps, ...], cut at every piece's first and last step: pieces
         # are its odd parts (in block order, they do not overlap), gathered in row order with one
-        # copy per piece (a gather step by step took 2.3x the CPU on speech frames).
+        # copy per piece (a gather step by step cost more CPU on speech frames: docs/decisions/performance.md).
         flat = tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))
         first = source * tf.shape(v, out_type=tf.int64)[1] + start
         cuts = tf.concat([[0], tf.reshape(tf.stack([first, first + sizes], 1), [-1]),

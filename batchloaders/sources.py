@@ -133,7 +133,8 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
     reads the file when :func:`reads_ahead` (so several files' blocks are worked on at once), in an
     inline map after the end-of-file check (inline_map.py), or, if ``then`` holds control flow, in the
-    check's own call (each tf.data call through the inter-op pool costs ~95 microseconds here).
+    check's own call (a tf.data call through the inter-op pool costs more than a small function's
+    work: docs/decisions/performance.md).
     ``keep`` (sharding.keep_records) selects records of each numbered block, in a map of its own:
     inside the check's scan, a block it empties would come out as a [1, 0] element, on whose
     ``unbatch`` TensorFlow 2.21 crashes (segmentation fault).
@@ -221,7 +222,7 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
         return files.flat_map(as_written(open_file))
     if not reads_wait_on_io(config):
         # Same order as the parallel interleave, without handing every record to another thread:
-        # on local disk that hand-over cost more than the reads it overlapped (2 cores: 0.5x).
+        # on local disk that hand-over cost more than the reads it overlapped (docs/decisions/performance.md).
         return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1)
     parallel = config.num_parallel_reads or AUTOTUNE
     if parallel != AUTOTUNE:
@@ -239,10 +240,10 @@ def options(config: LoaderConfig) -> tf.data.Options:
     """tf.data options of the whole pipeline.
 
     tf.data's default graph rewrites are off: none of them sped these pipelines up, and they
-    cost about 25 ms whenever an iterator is made (each Keras epoch). Autotuning is off when
+    cost start-up time whenever an iterator is made (each Keras epoch). Autotuning is off when
     the config leaves nothing to tune (every parallelism and the prefetch given as numbers,
-    reads parallel only for remote files): its per-element bookkeeping cost about 17% of an
-    epoch of the independent loader. ``Dataset.with_options`` on the result overrides both.
+    reads parallel only for remote files): its per-element bookkeeping then only costs CPU
+    (docs/decisions/performance.md). ``Dataset.with_options`` on the result overrides both.
 
     A checkpoint of the iterator ignores state outside it: the end-of-file check reads a damaged
     file's tail again and probes files in nested datasets that keep nothing between calls, which

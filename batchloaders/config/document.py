@@ -254,7 +254,8 @@ def parse_text(text: str, source: str, error_cls: type[BatchLoaderError], *, bas
         fmt = "json" if source.endswith(".json") else "yaml"
     if fmt == "json":
         nodes = _json_nodes(text, source, error_cls, bounds)
-        # Worked out only when a message needs a line: 5 of the 7 ms of reading a manifest of 16 files.
+        # Worked out only when a message needs a line: it was most of reading a JSON manifest
+        # (docs/decisions/performance.md).
         positions = _YamlPositions(text, source) if nodes <= MAX_YAML_NODES else {}
         return Document(_parse_json(text, source, error_cls), source, base_dir, positions)
     data, lines = _parse_yaml(text, source, error_cls, bounds)

@@ -82,7 +82,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     -1). w is max_window (block_sizes.discrete_slots_fixed), else the widest window of its block, and
     batching pads to the widest. Parsing a whole batch of windows at once, in the compiler's one map
     stage per batch, costs less than parsing each block's windows, then copying them into windows and
-    again into batches (README, Performance).
+    again into batches (docs/decisions/performance.md).
     """
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config)

@@ -60,7 +60,7 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
         return batches, (None if finish is not None else _parsed)
     if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
-        # without a step per record (alternating record by record cost 1.3-1.6x the CPU: README, Performance).
+        # without a step per record (alternating record by record cost more CPU: docs/decisions/performance.md).
         records = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),
                                         shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
     else:
