@@ -73,7 +73,7 @@ def _generated(version: tuple, scopes: frozenset) -> tuple:
             "properties": {**first,
                            "type": {"title": type_title,
                                     "description": "A registered type: " + ", ".join(names)
-                                                   + " (README lists the built-ins; plugins add more).",
+                                                   + " (docs/steps-and-plugins.md describes the built-ins; plugins add more).",
                                     "type": "string", "enum": names},
                            "args": {"description": "Arguments of the type, checked against its schema.",
                                     "type": "object"}},
