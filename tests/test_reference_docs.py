@@ -34,6 +34,36 @@ def test_every_object_and_key_of_the_schemas_is_in_the_reference():
             assert f"| `{key}` |" in text, (name, key)
 
 
+def _properties(node, where):
+    """(where, key) of every property of every object in a schema, branches and definitions included."""
+    if not isinstance(node, dict):
+        return
+    for key, value in node.get("properties", {}).items():
+        yield where, key
+        yield from _properties(value, f"{where}.{key}")
+    for part in ("items", "then", "else"):
+        yield from _properties(node.get(part), where)
+    for branch in node.get("allOf", ()):
+        yield from _properties(branch, where)
+    for name, definition in node.get("definitions", {}).items():
+        yield from _properties(definition, f"{where}#{name}")
+
+
+def test_the_reference_names_every_property_nested_ones_included():
+    """A raw feature's deserialize_args (endian, len) sit in a branch's definition: listed too."""
+    text = reference.render(str(REPO / "schemas"))
+    missing = [(where, key) for name, schema in SCHEMAS.items() for where, key in _properties(schema, name)
+               if f"| `{key}` |" not in text]
+    assert missing == []
+    assert "\n## manifest_feature.deserialize_args (raw)\n" in text
+
+
+def test_shared_loader_arguments_are_listed_once():
+    text = reference.render(str(REPO / "schemas"))
+    assert text.count("| `target_batch_size` |") == 1
+    assert text.count("It also takes every one of the [arguments of every loader](#arguments-of-every-loader).") == 3
+
+
 def test_a_table_row_gives_type_bounds_default_and_description():
     text = reference.render(str(REPO / "schemas"))
     section = text.split("\n## common_args")[0].split("\n## independent_args\n")[1].split("\n## ")[0]
