@@ -101,7 +101,7 @@ def test_describe_fixed_examples_with_multi_load(tmp_path):
     got = values(result.stdout)
     assert got["parsing"].endswith("here: one tf.io.parse_example call, because the manifest has fixed-length "
                                    "features only (records are Examples)")
-    assert got["multi_load"].startswith("true: accepted for compatibility; it changes nothing")
+    assert got["multi_load"].startswith("true: Kept for compatibility with the original spec; it changes nothing")
 
 
 def test_describe_sequence_loaders(tmp_path):

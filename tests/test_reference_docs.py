@@ -66,7 +66,7 @@ def test_shared_loader_arguments_are_listed_once():
 
 def test_a_table_row_gives_type_bounds_default_and_description():
     text = reference.render(str(REPO / "schemas"))
-    section = text.split("\n## common_args")[0].split("\n## independent_args\n")[1].split("\n## ")[0]
+    section = text.split("\n## arguments of every loader\n")[1].split("\n## ")[0]  # the shared loader arguments
     row = next(line for line in section.splitlines() if line.startswith("| `num_interleave_out_buffer_elements` |"))
     assert row.split(" | ")[1:5] == ["integer", "", "`1`", ">= 1, <= 2147483647"]
     assert "Elements buffered per open file" in row

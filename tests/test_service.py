@@ -529,23 +529,3 @@ def test_a_stopped_worker_ends_the_wait_with_a_service_error(big_data, mode, shu
     assert set(counts) <= {(i, (float(i), i + .5)) for i in BIG_IDS}  # every example a real record, intact
     assert copies[0] <= min(counts.get((i, (float(i), i + .5)), 0) for i in BIG_IDS)
     assert max(counts.values()) <= copies[1] and len(got) < copies[1] * len(BIG_IDS)  # the stopped one's part lost
-
-
-def test_a_killed_serve_worker_ends_the_wait_with_a_service_error(big_data, processes):
-    """The worker a `serve --worker` process runs, killed with SIGKILL (no goodbye to anyone)."""
-    dispatcher = service.start_dispatcher()
-    address = service.bound_address(dispatcher)
-    processes.append(serve("--worker", address))
-    assert processes[0].stdout.readline().startswith("localhost:")
-    local = service.start_worker(address, heartbeat_ms=HEARTBEAT_MS)
-    cfg = loader_config(big_data, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"], target_batch_size=10,
-                        service={"address": address, "batch_timeout_seconds": WAIT})
-    try:
-        got, ended, waited = read_until_stopped(iter(build_input_fn(cfg)()),
-                                                lambda: processes[0].send_signal(signal.SIGKILL))
-    finally:
-        for server in (local, dispatcher):
-            server.stop()
-    assert str(ended) == timeout_message(address)
-    assert WAIT <= waited <= WAIT + MARGIN
-    assert max(collections.Counter(got).values()) == 1 and len(got) < len(BIG_IDS)
