@@ -86,7 +86,10 @@ MARKER = "batchloaders data error"  # begins the message of every damaged-file e
 _DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|record \d+(?:\+\d+)?): (?P<text>.*)$", re.S)
 
 
-_PLACED = re.compile(r"^(?P<file>[^\n]*?): (?P<path>\$\.args\.[^\s:]*): (?P<text>.*)$", re.S)
+# A config item's own check (building.py): 'source: $.json.path: text', or '<a processing step>: text'.
+_PLACED = re.compile(r"^(?P<file>[^\n]*?): (?P<path>\$(?:\.\w+|\[\d+\]|\['(?:[^'\\]|\\.)*'\])*): (?P<text>.*)$|"
+                     r"^(?P<file2><a processing step>): (?P<text2>.*)$", re.S)
+SEARCH_SECONDS = 60.0  # how long a search for a record TensorFlow did not name may read, in all
 _NOT_A_PROTO = "Could not parse example input"
 # parse_sequence_example checks a feature list's values over the whole batch and names no record.
 _UNNAMED = re.compile(r"Feature list '(?P<feature>[^']*)' has an unexpected number of values|"
@@ -142,6 +145,8 @@ def data_error_from(error: BaseException, locators=None) -> "DataError | None":
             return DataError(Problem(data.group("file"), _record(data.group("where")), data.group("text").strip()))
         placed = _PLACED.match(found.group("text").replace("\\'", "'"))
         if placed:  # a config item's check of the values it was given (building.py)
+            if placed.group("file2"):
+                return DataError(Problem(placed.group("file2"), "$", placed.group("text2").strip()))
             return DataError(Problem(placed.group("file"), placed.group("path"), placed.group("text").strip()))
         return None
     found = _OPEN.search(message) if type(error).__name__ in _OPEN_ERRORS else None
@@ -183,12 +188,20 @@ def _explained(path: str, record: int, text: str, locators) -> "DataError":
 
 
 def _searched(feature: str | None, tf_text: str, locators) -> "DataError":
-    """A parse error TensorFlow names no record in: the first record that disagrees, found by reading the files."""
-    for locator in locators:
-        if feature is None or feature in locator.read_as:
-            found = locator.find(feature)
-            if found is not None:
-                return DataError(Problem(found[0], f"record {found[1]}", found[2]))
+    """A parse error TensorFlow names no record in: the first record that disagrees, found by reading the files
+    of the pipelines that read ``feature`` (only the newest one's when no feature is named), within one time
+    bound in all."""
+    import time
+
+    deadline = time.monotonic() + SEARCH_SECONDS
+    candidates = [locator for locator in locators if feature is None or feature in locator.read_as]
+    for locator in candidates[:1] if feature is None else candidates:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        found = locator.find(feature, left)
+        if found is not None:
+            return DataError(Problem(found[0], f"record {found[1]}", found[2]))
     said = _TF_NOISE.sub("", tf_text).strip()
     return DataError(Problem("<a data file>", "record", (
         f"a record disagrees with the manifest ({said}); TensorFlow does not say which: "

@@ -172,8 +172,10 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             fetcher = service.bounded_wait(call_config, params)
         from batchloaders.resume import identity
 
-        return LocatedDataset(dataset, locator, json.dumps(identity(call_config, batch_size, input_context),
-                                                           sort_keys=True), fetcher)
+        # The seed too: a restore into another seed would go on with other draws (ResumableIterator builds
+        # the pipeline from the seed it saved, so its own checkpoints match).
+        return LocatedDataset(dataset, locator, json.dumps(identity(call_config, batch_size, input_context,
+                                                                    with_seed=True), sort_keys=True), fetcher)
 
     input_fn.config = loader_config  # type: ignore[attr-defined]
 

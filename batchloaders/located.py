@@ -15,6 +15,7 @@ them with the locators of the pipelines built in this process.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import tensorflow as tf
@@ -23,8 +24,6 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from batchloaders import errors
 from batchloaders.config.model import LoaderConfig
 
-# How long a search for an unnamed bad record may read before it gives up (it runs only after a failure).
-SEARCH_SECONDS = 60.0
 
 
 class Locator:
@@ -52,7 +51,8 @@ class Locator:
             return None
         return self._problems(serialized.numpy())
 
-    def find(self, feature: str | None = None, seconds: float = SEARCH_SECONDS) -> tuple[str, int, str] | None:
+    def find(self, feature: str | None = None, seconds: float = errors.SEARCH_SECONDS
+             ) -> tuple[str, int, str] | None:
         """(file, record, problem) of the first record that disagrees, reading the files in order; None
         when none does or the search runs out of time. ``feature``: the stored name an error named."""
         from batchloaders.tools.records import ReadError, read_records
@@ -85,6 +85,7 @@ def register(locator: Locator) -> None:
 
 
 _KINDS: dict[type, type] = {}
+_KINDS_LOCK = threading.Lock()
 
 
 def also_as(converted: errors.DataError, original: BaseException) -> errors.DataError:
@@ -93,9 +94,12 @@ def also_as(converted: errors.DataError, original: BaseException) -> errors.Data
     base = type(original)
     if not isinstance(original, tf.errors.OpError):
         return converted
-    if base not in _KINDS:
-        _KINDS[base] = type(f"Data{base.__name__}", (errors.DataError, base),
-                            {"__module__": __name__, "__doc__": f"A DataError raised where TensorFlow raised {base.__name__}."})
+    with _KINDS_LOCK:
+        if base not in _KINDS:
+            _KINDS[base] = type(f"Data{base.__name__}", (errors.DataError, base), {
+                "__module__": __name__, "__doc__": f"A DataError raised where TensorFlow raised {base.__name__}.",
+                # pickled (to another process) as the plain DataError it is: the class is made here, at run time
+                "__reduce__": lambda self: (errors.DataError, (self.problems,))})
     error = _KINDS[base].__new__(_KINDS[base])
     errors.DataError.__init__(error, converted.problems)
     # What tf.errors.OpError's properties read: the located text is the message.

@@ -108,8 +108,10 @@ def _file_at(files: Mapping[str, Any], i: int) -> str:
 
 def _files_differ(saved: Mapping[str, Any], now: Mapping[str, Any]) -> str:
     count = f"saved {len(saved['names'])} files, now {len(now['names'])}"
-    first = next(i for i in range(max(len(saved["names"]), len(now["names"])))
-                 if _file_at(saved, i) != _file_at(now, i))
+    first = next((i for i in range(max(len(saved["names"]), len(now["names"])))
+                  if _file_at(saved, i) != _file_at(now, i)), None)
+    if first is None:  # the same names, written another way (a checkpoint of another version)
+        return f"dataset files: {count}, their names written another way"
     return f"dataset files: {count}; the first that differs is file {first + 1}: saved {_file_at(saved, first)}, " \
            f"now {_file_at(now, first)}"
 
@@ -148,10 +150,15 @@ def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now:
     return out
 
 
-def identity(config, batch_size: int, input_context=None) -> dict[str, Any]:
+def identity(config, batch_size: int, input_context=None, *, with_seed: bool = False) -> dict[str, Any]:
     """What a checkpoint keeps to tell whether it fits a pipeline: the fingerprint, and the settings a
-    ResumeError shows (never compared)."""
-    return {**fingerprint(config, batch_size, input_context), _SETTINGS: settings(config, batch_size, input_context)}
+    ResumeError shows (never compared). ``with_seed``: the seed too, for a checkpoint of the dataset's own
+    iterator (ResumableIterator keeps the seed apart and rebuilds the pipeline from it)."""
+    out = {**fingerprint(config, batch_size, input_context), _SETTINGS: settings(config, batch_size, input_context)}
+    if with_seed:
+        out["seed"] = json.dumps(config.seed)
+        out[_SETTINGS]["seed"] = config.seed
+    return out
 
 
 def mismatch(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

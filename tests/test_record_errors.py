@@ -111,6 +111,11 @@ def test_bad_record_is_located(tmp_path, case, loader, parallel):
         "the manifest says", f"the manifest {d / '__manifest__.json'} says")
     assert "{{function_node" not in str(caught.value)
     assert isinstance(caught.value.__cause__, tf.errors.OpError)
+    # still TensorFlow's error class for code that catches it, with the located text as its message
+    assert isinstance(caught.value, type(caught.value.__cause__)) and caught.value.message == str(caught.value)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(caught.value)).problems == caught.value.problems  # to another process
 
 
 def test_sequence_examples_read_as_examples(tmp_path):
@@ -254,3 +259,18 @@ def test_a_cast_step_that_would_wrap_a_value_names_the_step(tmp_path):
     config["args"]["processing_steps"][0]["args"]["out_of_range"] = "saturate"
     got = [b["x"].tolist() for b in batchloaders.build_input_fn(config)().as_numpy_iterator()]
     assert got == [[[0, 0], [1, 1]], [[2, 2], [3, 2**31 - 128]], [[4, 4]]]
+
+
+def test_values_at_the_edge_of_the_manifests_dtype_pass_as_they_are(tmp_path):
+    """The range check is exact, and int64 read as uint64 (how unsigned ids and hashes are stored) is the
+    bit-cast it always was."""
+    d = tmp_path / "edges"
+    write_manifest(d, [feature("i", "int32", [2], "int"), feature("u", "uint64", [2], "int"),
+                       feature("h", "float16", [2], "float")])
+    write_records(d / "part-0.tfrecords", [example(i=("int", [2**31 - 1, -2**31]), u=("int", [-1, 2**63 - 1]),
+                                                   h=("float", [65504.0, -65504.0]))])
+    batch, = batchloaders.build_input_fn(loader_config(d, [("i", "i"), ("u", "u"), ("h", "h")],
+                                                       inputs=["i", "u", "h"]))().as_numpy_iterator()
+    assert batch["i"].tolist() == [[2**31 - 1, -2**31]]
+    assert batch["u"].tolist() == [[2**64 - 1, 2**63 - 1]]
+    assert batch["h"].tolist() == [[65504.0, -65504.0]]

@@ -266,3 +266,16 @@ def test_an_asynchronous_checkpoint_of_a_plain_iterator_keeps_the_identity(data,
     assert ids(restored) == [[100, 101, 102, 103], [200, 201, 202, 203]]
     with pytest.raises(ResumeError, match="batch_size: saved 4, now 6"):
         tf.train.Checkpoint(iterator=plain_iterator(data, target_batch_size=6)).restore(path)
+
+
+def test_a_plain_iterator_checkpoint_of_another_seed_is_refused(data, tmp_path):
+    """The seed is in the graph: a restore into another seed would go on with other shuffles."""
+    saving = plain_iterator(data, shuffle=True, num_shuffle_buffer_elements=4, num_filenames_shuffle_buffer=3,
+                            num_mix_files=2)
+    next(saving)
+    path = tf.train.Checkpoint(iterator=saving).save(str(tmp_path / "seeded"))
+    other = plain_iterator(data, shuffle=True, num_shuffle_buffer_elements=4, num_filenames_shuffle_buffer=3,
+                           num_mix_files=2, seed=6)
+    with pytest.raises(ResumeError) as raised:
+        tf.train.Checkpoint(iterator=other).restore(path)
+    assert problems(raised)[1:] == ["<checkpoint>: $.iterator: seed: saved 5, now 6"]

@@ -527,3 +527,20 @@ def test_step_on_every_loader_equals_numpy_per_example(datasets, step, loader):
                 np.testing.assert_array_equal(got, want)
     if VARYING[loader] & {t for t, _ in items}:
         assert len(seen_lengths) > 1  # examples of different lengths shared batches
+
+
+# Values at the very edge of what the new dtype holds pass through exactly (the check must not be off by one).
+CAST_AT_THE_EDGE = [
+    ("int64", [[2**31 - 1, -2**31]], "int32", [[2**31 - 1, -2**31]]),
+    ("int64", [[0, 255]], "uint8", [[0, 255]]),
+    ("float32", [[65504.0, -65504.0]], "float16", [[65504.0, -65504.0]]),
+    ("int64", [[65504, -65504]], "float16", [[65504.0, -65504.0]]),
+    ("uint64", [[2**63 - 1, 0]], "int64", [[2**63 - 1, 0]]),
+    ("float64", [[-2.0**63, 1.0]], "int64", [[-2**63, 1]]),
+]
+
+
+@pytest.mark.parametrize("dtype, values, to, want", CAST_AT_THE_EDGE)
+def test_cast_passes_values_at_the_edge_of_the_dtype(dtype, values, to, want):
+    out, _, info = apply("cast", {"dtype": to}, dtype, [2], values)
+    check_rows(out, None, info, want, None)

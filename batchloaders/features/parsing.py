@@ -67,7 +67,8 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
 
 def _range_of(stored: str, dtype: tf.DType) -> tuple | None:
     """(lowest, highest) of ``dtype`` when values stored as ``stored`` (int, float) may not fit it; else None."""
-    if stored == "int" and dtype.is_integer and dtype != tf.int64:
+    # int64 read as uint64 is how unsigned ids and hashes are stored (tf.cast gives them back): not checked
+    if stored == "int" and dtype.is_integer and dtype not in (tf.int64, tf.uint64):
         return dtype.min, dtype.max
     if stored == "float" and dtype == tf.float16:
         return float(dtype.min), float(dtype.max)

@@ -28,18 +28,13 @@ def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None
     return TensorInfo(dtype, info.shape)
 
 
-def _range(source, target) -> tuple[float, float] | None:
-    """(lo, hi), exclusive, of the values of ``source`` that ``target`` holds (floats: finite values), in
-    float64; None when every value fits (or casts by a rule of its own: bool, string)."""
+def _may_not_fit(source, target) -> bool:
+    """Whether some value of ``source`` is one ``target`` cannot hold (bool and string cast by rules of their own)."""
     if target.is_bool or source.is_bool or target == source or not (source.is_integer or source.is_floating):
-        return None
+        return False
     if target.is_integer:
-        if source.is_integer and source.min >= target.min and source.max <= target.max:
-            return None
-        return float(target.min) - 1, float(target.max) + 1  # floats truncate toward zero
-    if source.max <= target.max:
-        return None
-    return -float(target.max), float(target.max)  # a finite float beyond them becomes infinite
+        return not (source.is_integer and source.min >= target.min and source.max <= target.max)
+    return source.max > target.max  # a finite value beyond target.max becomes infinite
 
 
 def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):
@@ -47,29 +42,36 @@ def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo |
     import tensorflow as tf
 
     target = tf.as_dtype(args["dtype"])
-    bounds = _range(values.dtype, target)
-    if bounds is None:
+    if not _may_not_fit(values.dtype, target):
         return tf.cast(values, target), lengths
     if args.get("out_of_range", "error") == "saturate":
         if values.dtype.is_floating:
             values = tf.where(tf.math.is_nan(values), tf.zeros_like(values), values)
         return tf.dtypes.saturate_cast(values, target), lengths
-    with tf.control_dependencies([_fits(values, lengths, bounds, target)]):
+    with tf.control_dependencies([_fits(values, lengths, target)]):
         return tf.cast(values, target), lengths
 
 
-def _fits(values, lengths, bounds, target):
-    """An assertion that every valid entry of ``values`` is within ``bounds`` (padding beyond ``lengths`` is not
+def _fits(values, lengths, target):
+    """An assertion that ``target`` holds every valid entry of ``values`` (padding beyond ``lengths`` is not
     looked at), its message naming the step (building.py) and the first value that is not."""
     import tensorflow as tf
 
     from batchloaders import building
 
-    wide = tf.cast(values, tf.float64)
-    lo, hi = bounds
-    wrong = ~((wide > lo) & (wide < hi))  # NaN is never within
-    if target.is_floating:
-        wrong = wrong & tf.math.is_finite(wide)  # inf and NaN stay what they are in a float
+    if target.is_floating:  # exact: a finite value the cast makes infinite (inf and NaN stay what they are)
+        wrong = ~tf.math.is_finite(tf.cast(values, target))
+        if values.dtype.is_floating:
+            wrong = wrong & tf.math.is_finite(values)
+    elif values.dtype.is_integer:  # compared in the source's own dtype, exactly
+        source = values.dtype
+        wrong = values > tf.constant(min(target.max, source.max), source)
+        if not source.is_unsigned:
+            wrong = wrong | (values < tf.constant(max(target.min, source.min), source))
+    else:  # a float to an integer dtype: truncated toward zero, then within [min, max] (both exact in float64)
+        wide = tf.cast(values, tf.float64)
+        whole = tf.where(wide < 0, tf.math.ceil(wide), tf.math.floor(wide))
+        wrong = ~((whole >= float(target.min)) & (whole < float(target.max) + 1))  # NaN is never within
     if lengths is not None:
         valid = tf.sequence_mask(lengths, tf.shape(values, out_type=tf.int64)[1])
         wrong = wrong & tf.reshape(valid, tf.concat([tf.shape(valid), tf.ones([values.shape.rank - 2], tf.int32)], 0))

@@ -446,7 +446,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
 # into it must fit; tf.cast would wrap an integer, or make a float infinite, without a word.
 NARROWER = {("int", "int8"): (-2**7, 2**7 - 1), ("int", "int16"): (-2**15, 2**15 - 1),
             ("int", "int32"): (-2**31, 2**31 - 1), ("int", "uint8"): (0, 2**8 - 1), ("int", "uint16"): (0, 2**16 - 1),
-            ("int", "uint32"): (0, 2**32 - 1), ("int", "uint64"): (0, 2**63 - 1),
+            ("int", "uint32"): (0, 2**32 - 1),
             ("float", "float16"): (-65504.0, 65504.0)}
 
 

@@ -262,7 +262,10 @@ def _locked_temp(directory: str) -> tuple[int, str]:
         fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
         if fcntl is None:
             return fd, temp
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network mounts): leftovers go by age there
+            return fd, temp
         if os.fstat(fd).st_nlink:
             return fd, temp
         os.close(fd)  # another run took it for a leftover between mkstemp and the lock: make another
