@@ -33,8 +33,8 @@ def _may_not_fit(source, target) -> bool:
     if target.is_bool or source.is_bool or target == source or not (source.is_integer or source.is_floating):
         return False
     if target.is_integer:
-        return not (source.is_integer and source.min >= target.min and source.max <= target.max)
-    return source.max > target.max  # a finite value beyond target.max becomes infinite
+        return not (source.is_integer and int(source.min) >= int(target.min) and int(source.max) <= int(target.max))
+    return float(source.max) > float(target.max)  # a finite value beyond target.max becomes infinite
 
 
 def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo | None = None):
