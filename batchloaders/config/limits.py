@@ -29,7 +29,7 @@ MAX_CONFIG_BYTES = 2**20  # the largest example config is 2 KB
 MAX_CONFIG_NODES = 20_000  # a config with three 1,025-item bucket lists has under 5,000
 MAX_MANIFEST_BYTES = 64 * 2**20  # a manifest's files entries take about 150 bytes each
 MAX_MANIFEST_NODES = 4_000_000  # 5 per files entry (the entry and its 4 values), with their 4 keys 9
-MAX_YAML_NODES = 200_000  # PyYAML keeps about 1 KB per node: YAML manifests and the line map of a JSON error
+MAX_YAML_NODES = 200_000  # PyYAML's nodes are large (docs/decisions/performance.md): YAML manifests, a JSON error's line map
 MAX_DEPTH = 64  # nesting of maps and lists; the deepest real config nests 7 levels
 MAX_ALIAS_NODES = 100_000  # nodes that YAML aliases may add to a document
 
