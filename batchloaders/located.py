@@ -25,7 +25,6 @@ from batchloaders import errors
 from batchloaders.config.model import LoaderConfig
 
 
-
 class Locator:
     """Finds and explains the records of one config's data files that disagree with its manifest."""
 
