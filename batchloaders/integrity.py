@@ -84,7 +84,7 @@ def _check_compression(path: str, manifest) -> None:
 
 
 def file_table(config: LoaderConfig) -> FileTable:
-    """Sizes and counts of every data file, read now (local files: one stat and the first KiB)."""
+    """Sizes and counts of every data file, read now (local files: one stat; GZIP ones 4 bytes more)."""
     manifest = config.dataset.manifest
     sizes, expected, counts = [], [], []
     for path in config.dataset.files:
@@ -96,7 +96,6 @@ def file_table(config: LoaderConfig) -> FileTable:
                 size = os.stat(path).st_size
             except OSError:
                 size = UNKNOWN  # gone since listing: reading it says so
-            _check_compression(path, manifest)
         sizes.append(size)
         if size == UNKNOWN or manifest.compression == "zlib":
             expected.append(UNKNOWN)
@@ -219,6 +218,9 @@ class Reader:
 
     def __init__(self, config: LoaderConfig):
         self.config = config
+        for path in config.dataset.files:  # once, when build_input_fn reads the files: the first KiB of each
+            if url_scheme(path) is None:
+                _check_compression(path, config.dataset.manifest)
         self.table = file_table(config)
         self.skipped = SkipCounter(self.table) if config.on_corrupt == "skip_file" else None
 
