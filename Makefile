@@ -29,7 +29,7 @@ bench: setup
 # docs/reference.md from the JSON Schemas (tests/test_reference_docs.py checks it is up to date), then the
 # documentation site into site/ with MkDocs, warnings as errors (tests/test_docs_site.py builds it too).
 docs: setup
-	$(PY) -m batchloaders.tools.reference
+	$(PY) -m batchloaders.cli.reference
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 # The example configs point at demo_data/, which the demo generates.

@@ -4,7 +4,7 @@ Importing the package does not import TensorFlow; ``build_input_fn`` does, on fi
 """
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, PluginsNotChecked, Problem,
                                  ResumeError, ServiceError, data_error_from, data_errors)
-from batchloaders.extend import PluginError, register_batcher, register_secondary, register_step
+from batchloaders.transform.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
 
@@ -24,15 +24,15 @@ def build_input_fn(config, *, model=None):
 def __getattr__(name):
     # StateSaver is a tf.Module: importing it imports TensorFlow, so it loads on first use.
     if name == "StateSaver":
-        from batchloaders.state import StateSaver
+        from batchloaders.runtime.state import StateSaver
 
         return StateSaver
     if name == "ResumableIterator":  # a tf.Module too
-        from batchloaders.resume import ResumableIterator
+        from batchloaders.runtime.resume import ResumableIterator
 
         return ResumableIterator
     if name == "restore_checkpoint":  # tf.train.Checkpoint.restore, a damaged checkpoint a ResumeError
-        from batchloaders.resume import restore_checkpoint
+        from batchloaders.runtime.resume import restore_checkpoint
 
         return restore_checkpoint
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")

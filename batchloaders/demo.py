@@ -102,7 +102,7 @@ def dataset_of(path: str):
     input_fn = build_input_fn(path)
     if input_fn.config.service is None:
         return input_fn, input_fn()
-    from batchloaders.service import bound_address, start_dispatcher, start_worker
+    from batchloaders.runtime.service import bound_address, start_dispatcher, start_worker
 
     dispatcher = start_dispatcher(0)
     address = bound_address(dispatcher)
@@ -116,10 +116,10 @@ _servers: list = []
 
 
 def main() -> int:
-    from batchloaders.quiet import import_tensorflow
+    from batchloaders.runtime.quiet import import_tensorflow
 
     import_tensorflow()  # first (writing the data imports it), without its native start-up lines
-    from batchloaders.cli import validate
+    from batchloaders.cli.main import validate
     from batchloaders.demo_data import generate
 
     print("== generating example datasets from the Python documentation text (no download)")

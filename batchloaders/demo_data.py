@@ -95,7 +95,7 @@ def record_files(directory: str) -> None:
     """Add every file's record count, size and SHA-256 to a dataset's manifest (``batchloaders manifest``)."""
     import io
 
-    from batchloaders.tools.write_manifest import write
+    from batchloaders.cli.write_manifest import write
 
     write(directory, io.StringIO())
 

@@ -8,7 +8,10 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, chunking, determinism, keras_align, segmenting, sharding
+from batchloaders.loaders import block_sizes
+from batchloaders.regroup import chunking, segmenting
+from batchloaders.runtime import determinism, keras_align
+from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base
 from batchloaders.config.accounting import expected_batches, records_per_epoch
@@ -67,11 +70,11 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
     counters = keras_align.carried_counters(description, loader_config)  # the features' segment counters
     loader = _loader(loader_config.type)
-    from batchloaders.sources import check_remote_files
+    from batchloaders.read.sources import check_remote_files
 
     check_remote_files(loader_config)
-    from batchloaders.integrity import Reader
-    from batchloaders.located import LocatedDataset, Locator, register
+    from batchloaders.read.integrity import Reader
+    from batchloaders.runtime.located import LocatedDataset, Locator, register
 
     locator = Locator(loader_config)
     register(locator)
@@ -165,12 +168,12 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
             dataset = _skip(dataset, skip_batches)
         fetcher = None
         if call_config.service is not None:
-            from batchloaders import service
+            from batchloaders.runtime import service
 
             # The finished pipeline (prefetch and options included) is what the workers run.
             dataset = service.distribute(dataset, call_config, params)
             fetcher = service.bounded_wait(call_config, params)
-        from batchloaders.resume import identity
+        from batchloaders.runtime.resume import identity
 
         # The seed too: a restore into another seed would go on with other draws (ResumableIterator builds
         # the pipeline from the seed it saved, so its own checkpoints match).

@@ -7,7 +7,7 @@ Each stage applies a one-node function (``x + 1``, ``x >= 0``) to every element 
 graph rewrites and autotuning off (as our pipelines run). ``none`` is the range
 and the counting ``reduce`` (itself a function call per element, in the calling
 thread); the other rows minus ``none`` are the cost of the stage and its call.
-``inline map`` is ``batchloaders.inline_map``: the map op with its function run in
+``inline map`` is ``batchloaders.transform.inline_map``: the map op with its function run in
 the calling thread instead of TensorFlow's inter-op thread pool. Medians of the rounds.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ import statistics
 import sys
 import time
 
-from batchloaders.quiet import import_tensorflow
+from batchloaders.runtime.quiet import import_tensorflow
 
 tf = import_tensorflow()
 
-from batchloaders.inline_map import inline_map  # noqa: E402  (after the quiet import)
+from batchloaders.transform.inline_map import inline_map  # noqa: E402  (after the quiet import)
 
 
 def stages() -> dict:

@@ -96,7 +96,7 @@ def one(parse):
 
 def untuned(make):
     """``make`` with tf.data's default graph rewrites and autotuning off, as ours runs when every
-    parallelism and buffer is given as a number (both cost time here; see batchloaders.sources.options)."""
+    parallelism and buffer is given as a number (both cost time here; see batchloaders.read.sources.options)."""
     def made(*args):
         options = tf.data.Options()
         options.experimental_optimization.apply_default_optimizations = False
@@ -158,8 +158,8 @@ def parse_blocks(parse):
 def parse_blocks_inline(parse):
     """As :func:`parse_blocks`, each block's parse run in its file's own thread rather than handed to
     TensorFlow's inter-op pool: ``tf.raw_ops.MapDataset`` with ``use_inter_op_parallelism`` false (what
-    ``batchloaders.inline_map`` builds; ``Dataset.map`` cannot ask for it). A hand-writer who knows the trick."""
-    from batchloaders.inline_map import inline_map
+    ``batchloaders.transform.inline_map`` builds; ``Dataset.map`` cannot ask for it). A hand-writer who knows the trick."""
+    from batchloaders.transform.inline_map import inline_map
 
     def make(files, batch_size, block):
         def per_file(filename):

@@ -182,7 +182,8 @@ def with_data(config_: dict, directory: str) -> dict:
 def our_block(config_: dict) -> int:
     """Records per block of our loaders. It sets the order in which files alternate (README:
     "How files alternate"), so the hand-written pipelines are given it (handwritten.py)."""
-    from batchloaders import load_config, sources
+    from batchloaders import load_config
+    from batchloaders.read import sources
     from batchloaders.loaders import continuous_sequence, discrete_sequence
 
     checked = load_config(config_)

@@ -74,8 +74,8 @@ def test_a_pipeline_started_part_way_converts_none_of_ours(demo_data):
 def test_bench_and_preview_measures_convert_none_of_ours(demo_data, path):
     """``batchloaders bench`` and ``preview`` count real and padded elements in datasets of their own
     (``preview`` of the discrete example took 7.9 s, 4.3 of it AutoGraph converting the steps' code)."""
-    from batchloaders import bench
-    from batchloaders.tools import preview
+    from batchloaders.cli import bench
+    from batchloaders.cli import preview
 
     config = load_config(path)
 

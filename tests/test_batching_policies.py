@@ -15,8 +15,8 @@ import tensorflow as tf
 
 import batchloaders
 from batchloaders import ConfigError, build_input_fn, load_config
-from batchloaders.builtin_types import load as load_builtin_types
-from batchloaders.registry import BATCHERS
+from batchloaders.transform.builtin_types import load as load_builtin_types
+from batchloaders.transform.registry import BATCHERS
 from conftest import collect, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 

@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from batchloaders import ConfigError, DataError, bucketing, build_input_fn, data_errors, load_config
+from batchloaders import ConfigError, DataError, build_input_fn, data_errors, load_config
+from batchloaders.regroup import bucketing
 from batchloaders.errors import Problem
 from conftest import feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete

@@ -341,7 +341,7 @@ def test_bench_counts_the_chunks_and_their_padding(data, tmp_path):
     import io
     import json
 
-    from batchloaders import bench
+    from batchloaders.cli import bench
 
     path = tmp_path / "chunked.json"
     path.write_text(json.dumps(config(data, {"size": 4, "context": [1, 2], "min_size": 2})))
@@ -451,8 +451,8 @@ def test_describe_gives_no_batch_count_for_chunks(data, tmp_path):
 def test_a_plugin_chunk_type_gets_the_source_key(data):
     """extend.py promises after_chunking types extras["chunk"]["source_key"], with no source_key feature."""
     from batchloaders import register_secondary
-    from batchloaders.builtin_types import load
-    from batchloaders.registry import SECONDARY
+    from batchloaders.transform.builtin_types import load
+    from batchloaders.transform.registry import SECONDARY
     from batchloaders.config.model import TensorInfo
 
     load()

@@ -161,7 +161,7 @@ def test_usage_errors_exit_2(workspace, args):
 def test_validate_does_not_import_tensorflow(workspace):
     code = textwrap.dedent("""
         import sys
-        from batchloaders.cli import validate
+        from batchloaders.cli.main import validate
         code = validate(["configs/good.yaml", "data"])
         assert code == 0, code
         assert "tensorflow" not in sys.modules, "validate imported tensorflow"

@@ -356,7 +356,7 @@ def test_a_zlib_file_gone_after_the_build_fails_naming_it(tmp_path):
 
 def test_a_file_that_cannot_be_opened_stops_the_ignoring_reader(tmp_path):
     """The race after the probe: the bounded reader gives up after ``limit`` tries instead of spinning."""
-    from batchloaders.integrity import _bounded
+    from batchloaders.read.integrity import _bounded
 
     gone = tf.data.TFRecordDataset(str(tmp_path / "gone.tfrecords"))
     assert list(_bounded(gone, tf.constant(5, tf.int64))) == []
@@ -504,7 +504,7 @@ TOOL_CASES = [(case, counts) for case in list(FILE_CASES) + list(RECORD_CASES) f
 def test_check_data_and_verify_on_the_matrix(datasets, case, counts):
     import io
 
-    from batchloaders.tools import check_data, verify
+    from batchloaders.cli import check_data, verify
 
     d = datasets[case, counts]
     manifest = batchloaders.load_manifest(os.path.join(d, "__manifest__.json"))
@@ -572,7 +572,7 @@ def test_a_block_error_that_cannot_be_read_again_names_the_block(tmp_path):
 def test_a_damaged_zlib_file_is_caught_at_its_end_on_the_exact_path(tmp_path, capfd, policy):
     """ZLIB sizes cannot be checked: the exact path numbers records around ignore_errors, and the check at the
     file's end reports the gap after the good records (3 of them: the stream is cut inside record 3)."""
-    from batchloaders.integrity import exact_path, file_table
+    from batchloaders.read.integrity import exact_path, file_table
 
     d = str(tmp_path / "zlib")
     path = write_records(os.path.join(d, "a.tfrecords"), GOOD, "zlib")

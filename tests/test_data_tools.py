@@ -2,7 +2,7 @@
 
 Record r of file f holds id = 100 * f + r, x = [id, id + 0.5] and (raw uint8
 [2, 3]) six bytes of id % 256, so every record says where it came from.
-Commands run in-process through ``batchloaders.cli.main`` from tmp_path, so
+Commands run in-process through ``batchloaders.cli.main.main`` from tmp_path, so
 printed paths are relative (d/part-1.tfrecords); one test runs the real
 console entry point in a subprocess.
 """
@@ -17,8 +17,8 @@ import sys
 
 import pytest
 
-from batchloaders.cli import main
-from batchloaders.tools.progress import Progress
+from batchloaders.cli.main import main
+from batchloaders.cli.progress import Progress
 from conftest import (example, feature, flip_byte, frame_offsets, loader_config, sequence_example, write_manifest,
                       write_records)
 

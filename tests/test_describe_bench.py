@@ -183,7 +183,7 @@ def test_bench_prints_no_tensorflow_start_up_lines_unless_verbose(padded, verbos
 
 
 def test_progress_bar_redraws_one_line():
-    from batchloaders.bench import Progress
+    from batchloaders.cli.bench import Progress
 
     stream = io.StringIO()
     bar = Progress(stream, total=4, seconds=60)

@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from batchloaders import build_input_fn, load_config
-from batchloaders.describe import plan, signature, steps_per_epoch, total_batches
+from batchloaders.cli.describe import plan, signature, steps_per_epoch, total_batches
 from conftest import example, feature, write_manifest, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -187,7 +187,7 @@ def test_steps_per_epoch_and_batches(eight_records, epochs, drop, steps, batches
 
 
 def test_unknown_steps_say_why(eight_records):
-    from batchloaders.describe import describe
+    from batchloaders.cli.describe import describe
 
     listed = load_config(independent(eight_records, epochs=1, drop_remainder=False))
     assert ("records: 8 in 2 files (from the manifest's files; per file: 3, 5); 3 batches in 1 epoch(s), the "
@@ -209,7 +209,7 @@ def test_json_prints_nothing_else_and_errors_go_to_stderr(tmp_path):
 
 
 def test_readme_shows_what_describe_prints(demo_data):
-    from batchloaders.describe import describe
+    from batchloaders.cli.describe import describe
     from test_readme_plugins import section_blocks
 
     (shown,) = [code for lang, code in section_blocks("## Command line") if lang == "text" and "signature" in code]
@@ -223,7 +223,7 @@ def test_independent_segmenting_has_no_step_count(tmp_path):
     give 8 batches, not the 4 that 8 records in batches of 2 would. (And a config without targets: features only.)"""
     from conftest import sequence_example
 
-    from batchloaders.describe import describe
+    from batchloaders.cli.describe import describe
 
     data = tmp_path / "data"
     write_manifest(data, [feature("tokens", "int64", [], "int", var_len=True)], allow_var_len=True)
@@ -244,8 +244,8 @@ def test_independent_segmenting_has_no_step_count(tmp_path):
 
 def test_a_registered_batcher_is_shown_as_unknown_until_it_runs(eight_records):
     import batchloaders
-    from batchloaders.describe import describe
-    from batchloaders.registry import BATCHERS
+    from batchloaders.cli.describe import describe
+    from batchloaders.transform.registry import BATCHERS
 
     saved = BATCHERS.snapshot()
     try:

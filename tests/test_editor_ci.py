@@ -141,7 +141,7 @@ def test_commands_that_import_tensorflow_print_none_of_its_start_up_lines(demo_d
 def test_schema_into_the_shipped_folder_leaves_it_whole(capsys):
     """`batchloaders schema schemas` from the repository (the folder the package reads through its link)
     emptied every schema file it had not generated: each was opened for writing before it was read."""
-    from batchloaders import cli
+    from batchloaders.cli.main import main
 
     before = {p.name: p.read_bytes() for p in (REPO / "schemas").glob("*.json")}
     with pytest.raises(SystemExit) as exited:

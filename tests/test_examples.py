@@ -224,7 +224,7 @@ def test_sentences_segmented_lanes_carry_whole_windows_of_text(corpus):
 def test_chars_service_runs_on_a_dispatcher_and_its_workers(corpus):
     """The config names localhost:5050, which validates without a dispatcher; input_fn's params give the one
     running (TensorFlow's servers, in this process, on ports the system chooses)."""
-    from batchloaders import service
+    from batchloaders.runtime import service
 
     dispatcher = service.start_dispatcher()
     address = service.bound_address(dispatcher)

@@ -312,7 +312,7 @@ def test_slice_on_var_len_axis_equals_slicing_each_example(sequences, spec):
         np.testing.assert_array_equal(b["tokens"], [0, 11, 22, 33])
         return
     (b,) = collect(build_input_fn(cfg)())
-    from batchloaders.steps.slice import parse_slice
+    from batchloaders.transform.steps.slice import parse_slice
 
     (part,) = parse_slice(spec)
     rows = [list(np.arange(10 * r, 10 * r + r + 1)[part]) for r in range(4)]

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from batchloaders import build_input_fn
-from batchloaders.inline_map import inline_map
+from batchloaders.transform.inline_map import inline_map
 from conftest import collect, example, loader_config, feature, write_manifest, write_records
 from test_tuning_graph import nodes
 

@@ -185,7 +185,7 @@ def test_a_packed_tensor_cannot_be_ragged(data):
 @pytest.mark.parametrize("seed", range(30))
 def test_grouped_placement_equals_placing_one_at_a_time(seed):
     """Placing equal sizes together must give exactly the rows and offsets one-at-a-time best fit gives."""
-    from batchloaders.packing import _best_fit
+    from batchloaders.regroup.packing import _best_fit
 
     rng = np.random.default_rng(seed)
     capacity = int(rng.integers(1, 30))
@@ -245,7 +245,7 @@ def triples(tmp_path_factory):
     (1, 342 + 342 + 318),  # the smallest blocks, 1,024 examples: each block's last row holds what is left
 ])
 def test_rows_are_filled_within_blocks_as_large_as_the_records_allow(triples, monkeypatch, block_bytes, rows):
-    from batchloaders import block_sizes
+    from batchloaders.loaders import block_sizes
 
     if block_bytes is not None:
         monkeypatch.setattr(block_sizes, "REGROUP_BLOCK_BYTES", block_bytes)
@@ -261,7 +261,8 @@ def test_rows_are_filled_within_blocks_as_large_as_the_records_allow(triples, mo
 
 def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
     """Examples per block: 128 MiB over the largest first record sampled, between 1,024 and 4,096."""
-    from batchloaders import block_sizes, load_config
+    from batchloaders.loaders import block_sizes
+    from batchloaders import load_config
 
     found = {}
     for steps in (1, 5000, 60000):  # records of about 30 bytes, 55 KB and 660 KB
@@ -282,8 +283,9 @@ def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
 def test_blocks_stay_at_1024_examples_where_their_size_cannot_be_told_from_the_records(tmp_path, case):
     """Compressed files cannot be sampled (a feature list may hold anything), and a processing step can make an
     example far larger than its record: blocks then stay at 1,024 examples; the same tiny records, plain, get 4,096."""
-    from batchloaders import block_sizes, load_config
-    from batchloaders.describe import describe
+    from batchloaders.loaders import block_sizes
+    from batchloaders import load_config
+    from batchloaders.cli.describe import describe
 
     def block(name, compression=None, steps=()):
         d = tmp_path / name

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from batchloaders import ConfigError, PluginsNotChecked, build_input_fn, load_config
-from batchloaders.registry import STEPS
+from batchloaders.transform.registry import STEPS
 from test_plugins import PLUGIN, ROOT, config, frames_of, padded, project, registry_scope  # noqa: F401
 
 MARKS_ITS_RUN = "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('imported')\n"

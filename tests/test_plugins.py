@@ -18,8 +18,8 @@ import tensorflow as tf
 import yaml
 
 from batchloaders import ConfigError, build_input_fn, load_config
-from batchloaders.builtin_types import load as load_builtin_types
-from batchloaders.registry import ALWAYS, SECONDARY, STEPS
+from batchloaders.transform.builtin_types import load as load_builtin_types
+from batchloaders.transform.registry import ALWAYS, SECONDARY, STEPS
 from conftest import collect, feature, sequence_example, write_manifest, write_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -383,7 +383,7 @@ BAD_PLUGINS = [
      r"plugin 'broken.py' failed to import: RuntimeError: no GPU here \(.*broken.py, line 2\)"),
     ("nofile.py", None, "plugin file 'nofile.py' does not exist"),
     ("taken.py", "import batchloaders\n@batchloaders.register_step('slice')\ndef f(x):\n    return x\n",
-     r"processing step type 'slice' is registered twice: first by batchloaders.steps.slice"),
+     r"processing step type 'slice' is registered twice: first by batchloaders.transform.steps.slice"),
     ("badschema.py", "import batchloaders\n@batchloaders.register_step('s2', schema={'type': 'objekt'})\n"
                      "def f(x):\n    return x\n", "the schema is not a valid JSON Schema"),
     ("notobject.py", "import batchloaders\n@batchloaders.register_step('s3', schema={'type': 'array'})\n"
@@ -525,7 +525,7 @@ def test_plugins_from_the_command_line_reach_every_config_after_a_config_importe
     """In one process (a program calling cli.main twice, README's command-line block in its test), a file first
     imported by a config's own list and then named with --plugins: every config sees its types, as when the
     command line imports it first."""
-    from batchloaders import plugins
+    from batchloaders.transform import plugins
 
     a = config(project, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}], name="a.yaml")
     b = config(project, plugins=None, steps=[{"tensor": "frames", "type": "scale", "args": {"factor": 2}}],

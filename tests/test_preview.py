@@ -41,7 +41,7 @@ def run(*args: str, cwd: pathlib.Path, code: str) -> subprocess.CompletedProcess
 
 def cli(*args: str, cwd: pathlib.Path) -> types.SimpleNamespace:
     """``batchloaders ARGS`` run in this process (TensorFlow is imported once): returncode, stdout, stderr."""
-    from batchloaders.cli import main
+    from batchloaders.cli.main import main
 
     stdout, stderr, here = io.StringIO(), io.StringIO(), os.getcwd()
     os.chdir(cwd)
@@ -151,7 +151,7 @@ def test_printed_values_are_those_input_fn_yields(workspace, monkeypatch, config
     (np.zeros([0]), "[]"),
 ])
 def test_values_are_printed_flat_short_and_decoded(values, shown):
-    from batchloaders.tools import preview
+    from batchloaders.cli import preview
 
     assert preview.format_values(values) == shown
 
@@ -197,7 +197,7 @@ def test_random_windows_padding_equals_that_of_the_batches_shown(workspace, monk
     lines = result.stdout.splitlines()
     assert f"  y: {(total - real) / total:.4f} ({total - real} / {total})" in lines
     assert f"  x: {(total - real) / total:.4f} ({2 * (total - real)} / {2 * total})" in lines
-    from batchloaders.tools.preview import format_values  # its format is tested above; the values are the point
+    from batchloaders.cli.preview import format_values  # its format is tested above; the values are the point
 
     assert [line for line in lines if line.startswith("  input y: ")] == [
         f"  input y: int64 [4, {y.shape[1]}]; first example [{y.shape[1]}]: {format_values(y[0])}"
@@ -242,7 +242,7 @@ def test_segmented_padding_is_the_steps_past_each_rows_length(workspace, monkeyp
     assert lines[lines.index("padding fraction (padded elements / all elements over the first 3 batches, the real "
                              "steps from each segment's length counter):") + 1:] == [f"  tokens: {5 / 18:.4f} (5 / 18)"]
     pytest.importorskip("matplotlib")  # the plot shows each row's length counter against num_unroll
-    from batchloaders.tools import preview
+    from batchloaders.cli import preview
 
     out = io.StringIO()
     monkeypatch.chdir(workspace)
@@ -289,7 +289,7 @@ def test_an_endless_dataset_that_never_yields_exits_1_within_the_timeout(workspa
     """epochs null over a dataset that filters everything out: next() would wait forever."""
     code = ("import sys, tensorflow as tf, batchloaders.input_fn as m\n"
             "m.build_input_fn = lambda c: lambda: tf.data.Dataset.range(1).repeat().filter(lambda x: x < 0)\n"
-            "from batchloaders.cli import main\n"
+            "from batchloaders.cli.main import main\n"
             "main(sys.argv[1:])\n")
     start = time.monotonic()
     result = run("preview", "padded.yaml", "--timeout", "1", cwd=workspace, code=code)
@@ -300,7 +300,7 @@ def test_an_endless_dataset_that_never_yields_exits_1_within_the_timeout(workspa
 
 
 def test_the_timeout_guard_in_process():
-    from batchloaders.tools import preview
+    from batchloaders.cli import preview
 
     with pytest.raises(preview.NoBatchError, match=r"^x.yaml: \$.args: no batch within 0.1 s: sleeping "):
         preview.within(0.1, lambda: time.sleep(5), "sleeping", "x.yaml")
@@ -334,7 +334,7 @@ def test_plot_without_matplotlib_prints_one_line_and_exits_1(workspace, monkeypa
 @pytest.mark.parametrize("config", ["padded.yaml", "mixed.yaml", "sparse.yaml"])
 def test_plot_draws_a_png(workspace, monkeypatch, config):
     pytest.importorskip("matplotlib")
-    from batchloaders.tools import preview
+    from batchloaders.cli import preview
 
     monkeypatch.chdir(workspace)
     out = io.StringIO()
@@ -346,7 +346,7 @@ def test_plot_draws_a_png(workspace, monkeypatch, config):
 
 def test_padded_lengths_for_the_plot_come_from_the_loader(workspace, monkeypatch):
     from batchloaders.config.config import load_config
-    from batchloaders.tools import preview
+    from batchloaders.cli import preview
 
     monkeypatch.chdir(workspace)
     lengths = preview.example_lengths(load_config("padded.yaml"), "tokens", 3)

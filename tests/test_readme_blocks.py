@@ -139,7 +139,7 @@ def cli_commands(code: str) -> list[list[str]]:
 # Runs each line as `bash -e` would: in order, stopping at the first that exits non-zero.
 CLI_RUNNER = """
 import os, shlex, sys
-from batchloaders.cli import main
+from batchloaders.cli.main import main
 for line in sys.argv[1].splitlines():
     argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in shlex.split(line, comments=True)]
     if not argv:

@@ -222,7 +222,7 @@ NARROW = [  # (manifest dtype, stored kind, the bad record's values, the value n
 @pytest.mark.parametrize("dtype, kind, values, named, holds", NARROW, ids=[r[0] for r in NARROW])
 def test_values_the_manifests_dtype_cannot_hold(tmp_path, dtype, kind, values, named, holds):
     """int64 data read as int32 arrived wrapped ([0, 0, -2147483648] for these), and check-data said OK."""
-    from batchloaders.tools import check_data
+    from batchloaders.cli import check_data
 
     d = tmp_path / dtype
     write_manifest(d, [feature("v", dtype, [3], kind)])

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from batchloaders import load_config
-from batchloaders.tools import reference
+from batchloaders.cli import reference
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCHEMAS = reference.load(str(REPO / "schemas"))
@@ -20,7 +20,7 @@ DOCS = reference.Reference(SCHEMAS)
 def test_the_committed_reference_is_what_the_schemas_give():
     committed = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
     assert committed == reference.render(str(REPO / "schemas")), (
-        "docs/reference.md is out of date: python -m batchloaders.tools.reference")
+        "docs/reference.md is out of date: python -m batchloaders.cli.reference")
 
 
 def test_every_object_and_key_of_the_schemas_is_in_the_reference():

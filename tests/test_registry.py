@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from batchloaders.builtin_types import load as load_builtin_types
-from batchloaders.registry import SECONDARY, DuplicateName, Registry
+from batchloaders.transform.builtin_types import load as load_builtin_types
+from batchloaders.transform.registry import SECONDARY, DuplicateName, Registry
 
 
 def test_registry_refuses_duplicates():
     load_builtin_types()
     registry = Registry("thing")
     registry.register(SECONDARY.get("const"))
-    with pytest.raises(DuplicateName, match="'const' is registered twice: first by batchloaders.secondary.const"):
+    with pytest.raises(DuplicateName, match="'const' is registered twice: first by batchloaders.transform.secondary.const"):
         registry.register(SECONDARY.get("const"))

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import batchloaders
 from batchloaders import ResumableIterator, ResumeError
-from batchloaders.resume import fingerprint
+from batchloaders.runtime.resume import fingerprint
 from conftest import example, feature, loader_config, write_manifest, write_records
 
 MODES = ["state", "replay"]

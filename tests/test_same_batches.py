@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import batchloaders
-from batchloaders import sources
+from batchloaders.read import sources
 from conftest import collect, example, feature, sequence_example, write_manifest, write_records
 from test_short_files import CONTINUOUS, CONTINUOUS_LENGTH, DISCRETE, DISCRETE_LENGTHS, HASH_DATA, SHUFFLE
 from seqdata import sequence_config

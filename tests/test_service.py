@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from batchloaders import ConfigError, ServiceError, build_input_fn, load_config
-from batchloaders import resume, service
+from batchloaders.runtime import resume, service
 from conftest import example, feature, loader_config, write_manifest, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

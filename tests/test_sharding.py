@@ -312,7 +312,7 @@ def test_mirrored_strategy_over_two_logical_cpus_fits_a_keras_model(tmp_path, mo
     (8, 7, "record", (0, 1, 2, 3, 4, 5, 6)),
 ])
 def test_the_plan_of_a_pipeline(data, n, i, rule, files):
-    from batchloaders import sharding
+    from batchloaders.read import sharding
 
     shard = sharding.plan(batchloaders.build_input_fn(config(data, "independent")).config, context(n, i))
     assert (shard.rule, shard.pipelines, shard.pipeline, shard.files) == (rule, n, i, files)
@@ -326,7 +326,7 @@ def test_the_plan_of_a_pipeline(data, n, i, rule, files):
     (3, 8, 1),    # record 0
 ])
 def test_records_a_pipeline_keeps_of_a_file_sharded_by_record(file, count, kept):
-    from batchloaders import sharding
+    from batchloaders.read import sharding
 
     shard = sharding.Shard(sharding.RECORD, 8, 3, tuple(range(7)))
     assert shard.records_of(file, count) == kept == sum((file + r) % 8 == 3 for r in range(count))

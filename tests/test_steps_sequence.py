@@ -21,8 +21,9 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
-from batchloaders import ConfigError, build_input_fn, builtin_types, load_config
-from batchloaders.registry import STEPS, CheckContext
+from batchloaders import ConfigError, build_input_fn, load_config
+from batchloaders.transform import builtin_types
+from batchloaders.transform.registry import STEPS, CheckContext
 from batchloaders.config.model import TensorInfo
 from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import write_continuous, write_discrete
@@ -480,7 +481,7 @@ def test_frame_stack_with_padding_true_has_zeros_at_each_examples_own_end(data):
 
 
 def test_lookup_table_is_made_once_per_vocabulary(data):
-    from batchloaders.steps import lookup
+    from batchloaders.transform.steps import lookup
 
     vocab = data / "once.txt"
     vocab.write_text("t1\nt0\n")  # a file no other test uses: its table is new

@@ -9,7 +9,7 @@ chunked tensor's first axis becomes ``?``.
 from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
-from batchloaders.registry import BUILTIN, SECONDARY
+from batchloaders.transform.registry import BUILTIN, SECONDARY
 from batchloaders.config.model import ChunkSpec, ChunkTensor, TensorInfo
 
 

@@ -13,8 +13,8 @@ from typing import Any, Iterable, Mapping
 
 from batchloaders.errors import (BatchLoaderError, ConfigError, ManifestError, PluginsNotChecked, Problem, json_path,
                                  path_parts, suggest)
-from batchloaders import builtin_types
-from batchloaders.registry import ALWAYS, BATCHERS, POLICIES, SECONDARY, STEPS, CheckContext
+from batchloaders.transform import builtin_types
+from batchloaders.transform.registry import ALWAYS, BATCHERS, POLICIES, SECONDARY, STEPS, CheckContext
 from batchloaders.config import datasets
 from batchloaders.config import accounting
 from batchloaders.config.resources import check_resources
@@ -395,7 +395,7 @@ def secondary_measures(secondary, to_name: str) -> str | None:
 def _plugin_entries(doc: Document) -> list[tuple[int, str]]:
     """(index, entry) of the config's ``plugins`` list, each a .py file inside the config's directory
     tree (else a ConfigError at the entry); checked without importing anything."""
-    from batchloaders import plugins
+    from batchloaders.transform import plugins
 
     entries = doc.data.get("plugins") if isinstance(doc.data, dict) else None
     if not isinstance(entries, list):
@@ -410,7 +410,7 @@ def _plugin_entries(doc: Document) -> list[tuple[int, str]]:
 def _load_plugins(doc: Document, named: list[tuple[int, str]]) -> frozenset:
     """Import the modules the config's ``plugins`` list names, before anything looks a type up;
     returns their scopes (the types registered by them are visible to this config)."""
-    from batchloaders import plugins
+    from batchloaders.transform import plugins
 
     scopes, problems = plugins.load([e for _, e in named], base_dir=doc.base_dir)
     if problems:
@@ -498,7 +498,7 @@ def _padding(value: Any, tensors: dict, seen: dict, check, scopes) -> tuple[bool
     if value is True:
         return True, {}
     specs: dict[str, PadSpec] = {}
-    from batchloaders.secondary.const import check_value
+    from batchloaders.transform.secondary.const import check_value
 
     for i, p in enumerate(value):
         at = ("args", "padding", i)

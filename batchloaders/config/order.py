@@ -11,7 +11,7 @@ types (``chunk_index``, ``chunk_count``, ``source_key``) and a ``length`` of a c
 """
 from __future__ import annotations
 
-from batchloaders.registry import SECONDARY
+from batchloaders.transform.registry import SECONDARY
 from batchloaders.config.model import LoaderConfig, SecondaryFeature, Step
 
 

@@ -84,7 +84,7 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_
 
 
 def _validator(schema_file: str, scopes=None):
-    from batchloaders.registry import ALWAYS, version
+    from batchloaders.transform.registry import ALWAYS, version
 
     return _validator_at(schema_file, version(), frozenset(ALWAYS if scopes is None else scopes))
 

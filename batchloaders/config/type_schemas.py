@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from batchloaders import registry
+from batchloaders.transform import registry
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -41,7 +41,7 @@ def args_file(prefix: str, name: str) -> str:
 def generated(scopes=None) -> dict[str, dict]:
     """File name -> schema document, for every generated file, as the registries are now, with
     the types registered in ``scopes`` (default: the built-ins and global registrations)."""
-    from batchloaders import builtin_types
+    from batchloaders.transform import builtin_types
 
     builtin_types.load()  # the built-ins are always there, like any plugin imported before
     return dict(_generated(registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes)))

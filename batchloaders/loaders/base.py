@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import bucketing, building, builtin_types, chunking, determinism, packing, segmenting, sources
-from batchloaders.batching import Batch, finalize
-from batchloaders.extend import check_batch, checked, named
-from batchloaders.graphs import as_written
-from batchloaders.registry import BUILTIN, SECONDARY, STEPS
+from batchloaders.regroup import bucketing, chunking, packing, segmenting
+from batchloaders.transform import building, builtin_types
+from batchloaders.runtime import determinism
+from batchloaders.read import sources
+from batchloaders.transform.batching import Batch, finalize
+from batchloaders.transform.extend import check_batch, checked, named
+from batchloaders.transform.graphs import as_written
+from batchloaders.transform.registry import BUILTIN, SECONDARY, STEPS
 from batchloaders.config.model import LoaderConfig, SecondaryFeature
 from batchloaders.config.order import after_chunking, run_order
 

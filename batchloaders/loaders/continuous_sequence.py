@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, origins, sharding, sources
-from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written, masked
-from batchloaders.integrity import names_in_block
+from batchloaders.loaders import block_sizes
+from batchloaders.read import origins, sharding, sources
+from batchloaders.read.parsing import parse_batch
+from batchloaders.transform.graphs import as_written, masked
+from batchloaders.read.integrity import names_in_block
 from batchloaders.loaders import windows
 from batchloaders.config.model import LoaderConfig
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import block_sizes, origins
-from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written, masked
+from batchloaders.loaders import block_sizes
+from batchloaders.read import origins
+from batchloaders.read.parsing import parse_batch
+from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
 from batchloaders.config.model import LoaderConfig
 

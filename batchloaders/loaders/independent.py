@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders import determinism, origins, sharding, sources
-from batchloaders.features.parsing import parse_batch
-from batchloaders.graphs import as_written
+from batchloaders.runtime import determinism
+from batchloaders.read import origins, sharding, sources
+from batchloaders.read.parsing import parse_batch
+from batchloaders.transform.graphs import as_written
 from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE

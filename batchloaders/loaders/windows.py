@@ -28,8 +28,9 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders import determinism, sharding, sources
-from batchloaders.graphs import as_written, growing
+from batchloaders.runtime import determinism
+from batchloaders.read import sharding, sources
+from batchloaders.transform.graphs import as_written, growing
 from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE

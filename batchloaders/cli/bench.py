@@ -1,0 +1,419 @@
+"""``batchloaders bench CONFIG``: run a config's dataset and measure its throughput.
+
+Three passes, each saying in the output what it measured:
+
+1. **Timed**: the exact dataset ``build_input_fn(CONFIG)()`` returns is
+   iterated for ``--batches`` batches or ``--seconds`` seconds, whichever comes
+   first. Rates leave out the first batch, which carries the one-off start-up
+   (opening files, filling shuffle and prefetch buffers).
+2. **Survey** (untimed): a bare ``TFRecordDataset`` over every data file counts
+   records, serialized record bytes and, for continuous_sequence, steps. MB/s
+   read is the measured unit rate (examples, window steps or records in
+   windows per second) times the mean serialized size of that unit.
+3. **Lengths** (untimed, only when needed): the same loader is built again
+   through ``loaders.<type>.batches`` and ``loaders.base.transform`` but stops
+   before padding, so the valid lengths of every variable axis are still
+   known. Padding efficiency = real elements (from those lengths) / elements
+   of the padded batch; real data equal to the pad value is still counted as
+   real. With a config seed (or no shuffling) this pass sees the very batches
+   of the timed pass; with seed null it sees other batches of the same
+   distribution.
+
+Example::
+
+    $ batchloaders bench configs/chars_independent.yaml --batches 100
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from typing import TextIO
+
+import tensorflow as tf
+
+from batchloaders.transform.batching import Batch, finalize
+from batchloaders.cli.describe import padded_axes
+from batchloaders.errors import BatchLoaderError
+from batchloaders.transform.graphs import as_written
+from batchloaders.read.parsing import parse_batch
+from batchloaders.loaders import base
+from batchloaders.config.model import LoaderConfig
+
+# What bench reports instead of a traceback: config problems and failures while reading data.
+FAILURES = (BatchLoaderError, tf.errors.OpError)
+AUTOTUNE = tf.data.AUTOTUNE
+MB = 1e6
+BAR_WIDTH = 30
+
+
+class Progress:
+    """A one-line progress bar redrawn with carriage returns, at most ten times a second."""
+
+    def __init__(self, stream: TextIO, total: int, seconds: float):
+        self.stream, self.total, self.seconds = stream, total, seconds
+        self.start = time.perf_counter()
+        self.drawn = -1.0
+
+    def update(self, batches: int, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self.drawn < 0.1:
+            return
+        self.drawn = now
+        elapsed = now - self.start
+        done = min(1.0, max(batches / self.total, elapsed / self.seconds))
+        filled = int(done * BAR_WIDTH)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {batches}/{self.total} batches "
+                          f"{elapsed:5.1f}/{self.seconds:g} s")
+        self.stream.flush()
+
+    def close(self, batches: int) -> None:
+        self.update(batches, force=True)
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def batch_size_of(element) -> int:
+    """Examples in one batch: the leading dimension of its first tensor."""
+    return int(tf.nest.flatten(element)[0].shape[0])
+
+
+def timed_pass(dataset: tf.data.Dataset, batches: int, seconds: float, progress: Progress | None):
+    """Iterate ``dataset``; return (start time, [(arrival time, examples)] per batch)."""
+    arrivals = []
+    start = time.perf_counter()
+    deadline = start + seconds
+    for element in dataset:
+        now = time.perf_counter()
+        arrivals.append((now, batch_size_of(element)))
+        if progress is not None:
+            progress.update(len(arrivals))
+        if len(arrivals) >= batches or now >= deadline:
+            break
+    if progress is not None:
+        progress.close(len(arrivals))
+    return start, arrivals
+
+
+def _steps(config: LoaderConfig, serialized: tf.Tensor) -> tf.Tensor:
+    """Steps a continuous_sequence loader sees in these records (int64 scalar)."""
+    name, feature = next(iter(config.selected.items()))
+    records = tf.size(serialized, out_type=tf.int64)
+    if feature.var_len:
+        _, lengths = parse_batch(serialized, config.dataset.manifest, {name: feature})
+        return tf.reduce_sum(lengths[name])
+    return records * feature.steps_per_record
+
+
+def survey(config: LoaderConfig) -> dict:
+    """Records, serialized record bytes, file bytes and (continuous_sequence) steps of all data files."""
+    files = list(config.dataset.files)
+    records = tf.data.TFRecordDataset(files, compression_type=config.dataset.manifest.tf_compression)
+    zero = tf.constant(0, tf.int64)
+
+    def add(state, serialized):
+        count, size, steps = state
+        count += tf.size(serialized, out_type=tf.int64)
+        size += tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64))
+        if config.type == "continuous_sequence":
+            steps += _steps(config, serialized)
+        return count, size, steps
+
+    count, size, steps = records.batch(4096).reduce((zero, zero, zero), as_written(add))
+    return {"files": len(files), "records": int(count), "record_bytes": int(size), "steps": int(steps),
+            "file_bytes": sum(tf.io.gfile.stat(f).length for f in files)}
+
+
+def padded_tensors(config: LoaderConfig) -> list[str]:
+    """Output tensors whose padded batch can hold more elements than the examples do."""
+    return [name for name in config.outputs if padded_axes(config, name)]
+
+
+def _real_elements(batch: Batch, name: str) -> tf.Tensor:
+    """Elements of ``name`` over the batch before padding (int64 scalar).
+
+    Before ``finalize`` only the variable first axis holds padding (up to the
+    batch maximum), so the real elements are the valid steps times the size
+    of one step; a tensor without lengths is all real.
+    """
+    values = batch.values[name]
+    if name not in batch.lengths:
+        return tf.size(values, out_type=tf.int64)
+    step = tf.reduce_prod(tf.shape(values, out_type=tf.int64)[2:])
+    return tf.reduce_sum(tf.cast(batch.lengths[name], tf.int64)) * step
+
+
+def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
+    """Units the windows of this batch hold: steps (continuous_sequence) or records (discrete_sequence)."""
+    size = tf.cast(batch.size, tf.int64)
+    if config.min_window == config.max_window:
+        return size * config.min_window
+    selected = config.selected
+    if config.type == "continuous_sequence":
+        return tf.reduce_sum(batch.lengths[next(iter(selected))])
+    fixed = [name for name, f in selected.items() if not f.var_len]
+    if fixed:  # a context feature has one row per record: its length is the window's record count
+        return tf.reduce_sum(batch.lengths[fixed[0]])
+    steps = batch.extras["record_lengths"][next(iter(selected))]
+    return tf.math.count_nonzero(steps, dtype=tf.int64)  # records without steps are not counted
+
+
+def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """The loader's batches reduced to counts: examples, window units, and real/padded elements per tensor
+    (with chunking, examples and window units only: :func:`chunked_lengths_dataset` pads the chunks)."""
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    names = padded_tensors(config) if config.chunking is None else []
+
+    def measure(element):
+        batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
+        out = {"examples": tf.cast(batch.size, tf.int64),
+               "units": _window_units(config, batch) if config.type != "independent" else tf.constant(0, tf.int64)}
+        if config.chunking is not None:
+            return out
+        batch = base.transform(batch, config)
+        real = {name: _real_elements(batch, name) for name in names}
+        tensors = finalize(batch, config, None)
+        out["real"] = real
+        out["padded"] = {name: tf.size(tensors[name], out_type=tf.int64) for name in names}
+        return out
+
+    from batchloaders.read.integrity import Reader
+
+    return loader.batches(config, None, batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements per tensor of the batches bucketing makes (the loader's own batches are
+    only blocks then: their padding says nothing of the batches the model gets)."""
+    import dataclasses
+
+    from batchloaders.loaders import block_sizes
+    from batchloaders.regroup import bucketing
+    from batchloaders.read.integrity import Reader
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    names = padded_tensors(config)
+    source_config = dataclasses.replace(config, drop_remainder=False)
+    block = block_sizes.regroup(config, batch_size)
+    elements, decode = base.source(loader, source_config, None, block, Reader(config))
+    flush = config.epochs is not None and not config.drop_remainder
+    blocks = elements.map(as_written(base.blocks(config, decode, frozenset(), flush)), num_parallel_calls=AUTOTUNE)
+    if flush:
+        blocks = blocks.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(blocks.element_spec)))
+
+    def measure(element):
+        values, lengths, widths = bucketing.to_batch(element, config)
+        batch = Batch(values, lengths, {"widths": widths})
+        real = {name: _real_elements(batch, name) for name in names}
+        tensors = finalize(batch, config, None)
+        return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0], "real": real,
+                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
+
+    return bucketing.regroup(blocks, config, flush).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
+    them: a row's real steps are those its segment_ids mark (not 0)."""
+    import dataclasses
+
+    from batchloaders.loaders import block_sizes
+    from batchloaders.regroup import packing
+    from batchloaders.read.integrity import Reader
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    spec = config.packing
+    source_config = dataclasses.replace(config, drop_remainder=False)
+    elements, decode = base.source(loader, source_config, None, block_sizes.regroup(config, batch_size),
+                                   Reader(config))
+    transform_block = base.blocks(config, decode, frozenset(), False)
+
+    def measure(element):
+        block = transform_block(element)
+        rows = packing.pack_block(block["values"], block["lengths"], config)
+        real_steps = tf.math.count_nonzero(rows[spec.segment_ids], dtype=tf.int64)
+        step = {name: tf.reduce_prod(tf.shape(rows[name], out_type=tf.int64)[2:]) for name in spec.tensors}
+        return {"rows": tf.shape(rows[spec.segment_ids], out_type=tf.int64)[0],
+                "real": {name: real_steps * step[name] for name in spec.tensors},
+                "padded": {name: tf.size(rows[name], out_type=tf.int64) for name in spec.tensors}}
+
+    return elements.map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
+    """Real and padded elements of the packed tensors over the blocks that fill the first ``batches`` batches."""
+    totals = {"rows": 0, "real": {n: 0 for n in config.packing.tensors},
+              "padded": {n: 0 for n in config.packing.tensors}}
+    for block in packed_lengths_dataset(config, batch_size).as_numpy_iterator():
+        totals["rows"] += int(block["rows"])
+        for name in config.packing.tensors:
+            totals["real"][name] += int(block["real"][name])
+            totals["padded"][name] += int(block["padded"][name])
+        if totals["rows"] >= batches * batch_size:
+            break
+    return totals
+
+
+def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
+    in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
+    import dataclasses
+
+    from batchloaders.regroup import chunking
+    from batchloaders.read.integrity import Reader
+    from batchloaders.transform.registry import SECONDARY
+    from batchloaders.config.order import after_chunking
+
+    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    names = padded_tensors(config)
+    source_config = dataclasses.replace(config, drop_remainder=False, epochs=1)
+    elements, decode = base.source(loader, source_config, None, chunking.BLOCK, Reader(config))
+    chunks = elements.map(as_written(base._chunks(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
+    chunks = chunks.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
+
+    def measure(element):
+        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
+        for feature in after_chunking(config):
+            base._secondary(batch, config, feature, SECONDARY.get(feature.type))
+        real = {name: _real_elements(batch, name) for name in names}
+        tensors = finalize(batch, config, None)
+        return {"chunks": tf.cast(batch.size, tf.int64), "real": real,
+                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
+
+    return chunks.repeat(config.epochs).rebatch(batch_size).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
+    """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches (with bucketing, the
+    padding counts come from that many of the batches bucketing makes)."""
+    totals = _sum(lengths_dataset(config, batch_size).take(batches))
+    if config.bucketing is not None:
+        bucketed = _sum(bucketed_lengths_dataset(config, batch_size).take(batches))
+        # Window units per example come from the loader's blocks; bucketing regroups the same windows.
+        per_example = totals["units"] / totals["examples"] if totals["examples"] else 0.0
+        totals.update(bucketed, units=round(per_example * bucketed["examples"]))
+    if config.chunking is not None:
+        totals.update(_sum(chunked_lengths_dataset(config, batch_size).take(batches)))
+    return totals
+
+
+def _sum(dataset: tf.data.Dataset) -> dict:
+    initial = tf.nest.map_structure(lambda s: tf.zeros([], s.dtype), dataset.element_spec)
+    totals = dataset.reduce(initial, as_written(lambda a, b: tf.nest.map_structure(tf.add, a, b)))
+    return tf.nest.map_structure(int, totals)
+
+
+def _rate(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("nan")
+
+
+def report(config: LoaderConfig, start: float, arrivals: list, asked: int, seconds_limit: float,
+           files: dict, lengths: dict | None, chunks=None) -> list[str]:
+    """The lines bench prints; ``chunks``: the chunking.ChunkReport of the timed pass (with chunking)."""
+    batches, examples = len(arrivals), sum(n for _, n in arrivals)
+    total = arrivals[-1][0] - start
+    first = arrivals[0][0] - start
+    lines = [f"config: {config.source}", f"loader: {config.type}, batch size {config.target_batch_size}"]
+    if batches >= asked:
+        why = f"reached --batches {asked}"
+    elif total >= seconds_limit:
+        why = f"reached --seconds {seconds_limit:g}"
+    else:
+        why = f"the dataset ended: epochs {config.epochs}"
+    lines.append(f"batches: {batches} ({why})")
+    lines.append(f"examples: {examples}")
+    if batches > 1:
+        span = arrivals[-1][0] - arrivals[0][0]
+        rate_examples, rate_batches = _rate(examples - arrivals[0][1], span), _rate(batches - 1, span)
+        lines.append(f"time: {total:.3f} s; the first batch came after {first:.3f} s and is left out of the rates")
+    else:
+        rate_examples, rate_batches = _rate(examples, total), _rate(batches, total)
+        lines.append(f"time: {total:.3f} s (one batch: the rates include the start-up)")
+    lines.append(f"examples/s: {rate_examples:.1f}")
+    lines.append(f"batches/s: {rate_batches:.2f}")
+    if chunks is not None:
+        lines.append(f"chunks (examples are chunks): {chunks} while timed (counted as cut, prefetched ones "
+                     "included)")
+        # What was read: the examples (records or windows) the chunks came from.
+        per_chunk = chunks.sequences / chunks.chunks if chunks.chunks else 0.0
+        examples, rate_examples = round(examples * per_chunk), rate_examples * per_chunk
+        if lengths is not None and lengths["examples"]:  # window units per window, from the loader's own batches
+            lengths = dict(lengths, units=round(lengths["units"] / lengths["examples"] * examples))
+    lines.extend(_read_lines(config, files, examples, rate_examples, lengths if lengths and "units" in lengths else None))
+    names = padded_tensors(config) if config.packing is None else list(config.packing.tensors)
+    if config.packing is not None and lengths is not None:
+        packed = lengths["packed"]
+        lines.append(f"packing efficiency (real steps / steps of the packed rows, over the {packed['rows']:,} rows "
+                     "of the first whole blocks packed; real = steps a segment id marks):")
+        for name in names:
+            real, padded = packed["real"][name], packed["padded"][name]
+            lines.append(f"  {name}: {_rate(real, padded):.4f} ({real} / {padded})")
+    elif names and lengths is not None:
+        lines.append(f"padding efficiency (real elements / padded elements over the first {lengths['batches']} "
+                     "batches; real = elements within the lengths before padding):")
+        if config.shuffle and config.seed is None:
+            lines.append("  (seed null: these batches come from a second pass and differ from the timed ones, "
+                         "drawn from the same distribution)")
+        for name in names:
+            real, padded = lengths["real"][name], lengths["padded"][name]
+            lines.append(f"  {name}: {_rate(real, padded):.4f} ({real} / {padded})")
+    elif config.padding:
+        lines.append("padding efficiency: no output tensor varies in length or is padded to a larger shape")
+    return lines
+
+
+def _read_lines(config: LoaderConfig, files: dict, examples: int, rate_examples: float,
+                lengths: dict | None) -> list[str]:
+    where = f"all {files['records']} records of the {files['files']} data files"
+    if files["records"] == 0:
+        return ["read: the data files hold no record"]
+    per_record, on_disk = files["record_bytes"] / files["records"], files["file_bytes"] / files["records"]
+    if config.type == "independent":
+        compression = config.dataset.manifest.compression
+        framing = "framing" + (f" and {compression} compression" if compression else "")
+        return [f"read: {rate_examples * per_record / MB:.3f} MB/s (MB = 10^6 bytes) = examples/s x mean serialized "
+                f"record size {per_record:.1f} B",
+                f"  the mean is over {where} (record payloads, without TFRecord framing); on disk "
+                f"{rate_examples * on_disk / MB:.3f} MB/s ({on_disk:.1f} B per record with {framing})"]
+    units = lengths["units"] if lengths is not None else examples * config.min_window
+    per_window = units / examples if examples else 0.0
+    rate_units = rate_examples * per_window
+    if config.type == "continuous_sequence":
+        per_step = files["record_bytes"] / files["steps"] if files["steps"] else float("nan")
+        return [f"read: {rate_units * per_step / MB:.3f} MB/s (MB = 10^6 bytes) = window steps/s {rate_units:.1f} "
+                f"x mean serialized bytes per step {per_step:.2f} B",
+                f"  window steps are the real steps of the windows (before padding; {per_window:.2f} per window); "
+                f"the mean is record bytes / steps over {where} ({files['steps']} steps). Steps shared by "
+                "overlapping windows count once per window; steps skipped at a file's start or end or between "
+                "strided windows are read but not counted"]
+    return [f"read: {rate_units * per_record / MB:.3f} MB/s (MB = 10^6 bytes) = records in windows/s "
+            f"{rate_units:.1f} x mean serialized record size {per_record:.1f} B",
+            f"  records in windows: {per_window:.2f} per window; the mean record size is over {where} "
+            "(record payloads); records left over at a file's start or end are read but not counted"]
+
+
+def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | None = None,
+        progress: TextIO | None = None, trust_plugins: bool = True) -> None:
+    """Benchmark the config at ``path`` and print the report to ``out`` (progress bar on ``progress``).
+    ``trust_plugins``: as :func:`batchloaders.load_config` takes it."""
+    from batchloaders.input_fn import build_input_fn
+    from batchloaders.config.config import load_config
+
+    out = out or sys.stdout
+    config = load_config(path, trust_plugins=trust_plugins)
+    input_fn = build_input_fn(config)
+    dataset = input_fn()
+    start, arrivals = timed_pass(dataset, batches, seconds, Progress(progress, batches, seconds) if progress else None)
+    if not arrivals:
+        raise BatchLoaderError(f"{config.source}: the dataset gave no batch (epochs {config.epochs}, batch size "
+                               f"{config.target_batch_size}, drop_remainder {config.drop_remainder})")
+    files = survey(config)
+    lengths = None
+    varying_windows = config.type != "independent" and config.min_window != config.max_window
+    if padded_tensors(config) or varying_windows or config.chunking is not None:
+        lengths = count_lengths(config, config.target_batch_size, len(arrivals))
+        lengths["batches"] = len(arrivals)
+    if config.packing is not None:
+        lengths = dict(lengths or {}, packed=packed_counts(config, config.target_batch_size, len(arrivals)))
+    for line in report(config, start, arrivals, batches, seconds, files, lengths, input_fn.chunk_report()):
+        print(line, file=out)

@@ -1,0 +1,614 @@
+"""``batchloaders describe CONFIG``: what a config compiles to, read from the checked config alone.
+
+Prints the loader type, the data files and their record counts, the steps per epoch when the
+manifest fixes them, the reading settings, every output tensor's dtype and per-example shape,
+the secondary features and steps, the padding of each tensor, which parsing path the compiler
+takes and why, and the output signature (each batch's tensors, batch axis first)::
+
+    $ batchloaders describe configs/chars_independent.yaml
+    config: configs/chars_independent.yaml
+    loader: independent
+    data files: 4 (dir dataset of the files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}; manifest .../demo_data/chars/__manifest__.json)
+    ...
+    tensor context: int32 [16] (model input)
+    tensor next_char: int32 [] (model target)
+    padding: none
+    parsing: vectorized: records are batched while serialized and parsed with one ...
+    output signature (each batch, batch axis first; ? = known only when the batch is made):
+      name       role    dtype  shape     kind
+      context    input   int32  [64, 16]  dense
+      next_char  target  int32  [64]      dense
+
+``describe --json`` prints :func:`plan`: the same as one JSON object. Nothing is read from the
+data files (but the 8-byte length of a few first records, as the discrete loader sizes its
+blocks), no dataset is built and, for built-in types, TensorFlow is not imported.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import TextIO
+
+from batchloaders.loaders.block_sizes import discrete_slots_fixed, regroup, sequence_records_per_block  # no TensorFlow there
+from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
+
+VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
+              "parse_example/parse_sequence_example call per batch; secondary features, steps and padding "
+              "run on whole batches")
+def _schema_words(schema: str, key: str) -> str:
+    """The schema's description of ``key``, without its "Defaults to" sentence: describe says what the
+    reference and the editor say."""
+    from batchloaders.config.schema import schema_text
+
+    text = json.loads(schema_text(schema))["properties"][key]["description"]
+    return text.split(" Defaults to")[0]
+
+
+MULTI_LOAD = _schema_words("independent_args.schema.json", "multi_load")
+
+
+def parse_call(config: LoaderConfig) -> str:
+    """The one tf.io call that parses a batch (or block) of this dataset's records."""
+    if config.dataset.manifest.allow_var_len:
+        return ("tf.io.parse_sequence_example call, because the manifest allows variable-length feature lists "
+                "(records are SequenceExamples)")
+    return "tf.io.parse_example call, because the manifest has fixed-length features only (records are Examples)"
+
+
+def _steps_per_record(config: LoaderConfig) -> str:
+    steps = next(iter(config.selected.values())).steps_per_record
+    return "feature lists of varying length per record" if steps is None else f"{steps} steps per record"
+
+
+def _shuffled_batches(config: LoaderConfig, what: str, one_shape: bool) -> str:
+    if not config.shuffle and one_shape:
+        return f"of one shape, cut into batches by rebatch a block of {what} at a time"
+    shuffle = (f"shuffled in a buffer of {config.num_shuffle_buffer_elements} {what}, then "
+               if config.shuffle else "")
+    return f"{shuffle}batched with padded_batch"
+
+
+def parsing_path(config: LoaderConfig) -> str:
+    """Which parsing path the config compiles to and why, as one line."""
+    if config.type == "independent":
+        return f"{VECTORIZED}; here: one {parse_call(config)}"
+    call = parse_call(config)
+    per_block = sequence_records_per_block(config)
+    one_length = config.min_window == config.max_window
+    if config.type == "continuous_sequence":
+        return (f"vectorized in blocks: each file is read in blocks of {per_block} records; each block is "
+                f"parsed with one {call}, and flattened along the first axis into steps "
+                f"({_steps_per_record(config)}); a Dataset.scan per file cuts window positions, carrying the "
+                "unconsumed steps from block to block; the windows of a block are gathered with one tf.gather "
+                f"per feature; windows are {_shuffled_batches(config, 'windows', one_length)}; secondary features, "
+                "steps and padding run on whole batches")
+    return (f"vectorized in blocks: each file's records are read in blocks of {per_block} and stay serialized "
+            "while a Dataset.scan per file plans the windows (carrying the records of an unfinished window to "
+            f"the next block); windows are {_shuffled_batches(config, 'windows', discrete_slots_fixed(config))}; "
+            f"the records of each batch of windows are parsed with one {call}; feature lists are concatenated "
+            "along their first axis per window and context features stacked one row per record; secondary "
+            "features, steps and padding run on whole batches")
+
+
+def windows_line(config: LoaderConfig) -> str | None:
+    if config.type == "independent":
+        return None
+    unit = "steps" if config.type == "continuous_sequence" else "whole records"
+    size = (f"{config.min_window} {unit}" if config.min_window == config.max_window
+            else f"{config.min_window}..{config.max_window} {unit} (drawn uniformly per window)")
+    if config.type == "continuous_sequence" and config.stride:
+        placement = f"starting every {config.stride} steps"
+    else:
+        placement = "back to back"
+    max_offset = (config.stride or config.max_window) if config.type == "continuous_sequence" else config.max_window
+    start = (f"; the first window of each file starts after a random offset of 0..{max_offset - 1} "
+             f"{'steps' if config.type == 'continuous_sequence' else 'records'}"
+             if config.shuffle and max_offset > 1 else "; the first window starts at the start of each file")
+    return f"windows: {size}, {placement} within one file{start}"
+
+
+def padded_axes(config: LoaderConfig, name: str) -> list[str]:
+    """What padding does to the axes of output tensor ``name``; empty when it changes nothing."""
+    if not config.padding:
+        return []
+    info, spec = config.tensors[name], config.pad_specs.get(name)
+    if spec is not None and spec.batching != "padded":
+        return []  # ragged, sparse, dense and batchers never pad
+    target = spec.shape if spec is not None and spec.shape is not None else (-1,) * info.rank
+    parts = []
+    for axis, (want, dim) in enumerate(zip(target, info.shape)):
+        if want == -1 and dim is None:
+            parts.append(f"axis {axis} to the batch maximum")
+        elif want != -1 and want != dim:
+            parts.append(f"axis {axis} to {want}")
+    return parts
+
+
+POLICY_WORDS = {
+    "dense": "dense: examples stacked as they are (one shape)",
+    "ragged": "ragged: a tf.RaggedTensor, each row exactly one example",
+    "sparse": "sparse: a tf.SparseTensor of the examples' entries, dense shape the batch maximum",
+}
+
+
+def padding_lines(config: LoaderConfig) -> list[str]:
+    """One line per output tensor saying what finalize pads, to which length and with which value."""
+    if not config.padding:
+        return ["padding: none"]
+    from batchloaders.transform.secondary.const import default_value
+
+    lines = ["padding: yes (per batch, after secondary features and steps)"]
+    for name in config.outputs:
+        info: TensorInfo = config.tensors[name]
+        spec = config.pad_specs.get(name)
+        value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
+        parts = padded_axes(config, name)
+        if spec is not None and spec.batching != "padded":
+            words = POLICY_WORDS.get(spec.batching, f"with the registered batcher {spec.batching!r}")
+            lines.append(f"  batch {name}: {words}")
+        elif parts:
+            lines.append(f"  pad {name}: {', '.join(parts)}, with {value!r}")
+        else:
+            lines.append(f"  pad {name}: nothing to pad (fixed shape {format_shape(info.shape)})")
+    return lines
+
+
+def reading_line(config: LoaderConfig) -> str:
+    if config.shuffle:
+        examples = (f"; examples shuffled in a buffer of {config.num_shuffle_buffer_elements}"
+                    if config.type == "independent" else "")  # the sequence loaders' windows: see parsing
+        return (f"reading: {config.num_mix_files} files at a time, file names shuffled in a buffer of "
+                f"{config.num_filenames_shuffle_buffer}{examples}"
+                f"{'' if config.seed is None else f' (seed {config.seed})'}")
+    parallel = config.num_parallel_reads or 1
+    return "reading: one file at a time, in order" if parallel == 1 else f"reading: {parallel} files at a time"
+
+
+def interleave_line(config: LoaderConfig) -> str:
+    """The interleave and pipeline settings, as set (sources.py decides how they are used)."""
+    def auto(value) -> str:
+        return "autotuned" if value is None else str(value)
+
+    order = "sloppy (files in whatever order is ready)" if config.sloppy_interleave else "deterministic"
+    buffered = config.num_interleave_out_buffer_elements
+    return (f"interleave: {order}; buffered per open file: {buffered} record{'' if buffered == 1 else 's'}; "
+            f"file names ahead: {config.num_interleave_in_buffer_elements}; read buffer per file: "
+            f"{config.num_read_buffer_bytes:,} bytes; parallel reads: {auto(config.num_parallel_reads)}; parallel "
+            f"parses: {auto(config.num_parallel_parses)}; batches prefetched: {auto(config.num_prefetch)}")
+
+
+PER_FILE_SHOWN = 8  # record counts of the first files in the records line (--json lists every file's)
+
+
+def records_line(config: LoaderConfig) -> str:
+    """What the manifest's files[] says of the record count, and what follows from it."""
+    from batchloaders.config.accounting import record_counts
+
+    counts = record_counts(config.dataset.manifest, config.dataset.files)
+    if counts is None:
+        listed = sum(config.dataset.manifest.entry(f) is not None for f in config.dataset.files)
+        return (f"records: unknown ({listed} of {len(counts or config.dataset.files)} data files listed with "
+                "num_records in the manifest; `batchloaders manifest DIR` records them)")
+    shown = ", ".join(f"{n:,}" for n in counts[:PER_FILE_SHOWN]) + (", ..." if len(counts) > PER_FILE_SHOWN else "")
+    line = f"records: {sum(counts):,} in {len(counts)} files (from the manifest's files; per file: {shown})"
+    batches = total_batches(config)
+    if batches is not None:
+        line += f"; {batches:,} batches in {config.epochs} epoch(s), the dataset's cardinality"
+    return line
+
+
+def integrity_line(config: LoaderConfig) -> str:
+    if config.on_corrupt == "skip_file":
+        return ("on_corrupt: skip_file: a damaged file is skipped from the damage on, with a warning; "
+                "input_fn.skipped() counts them")
+    return "on_corrupt: fail: a damaged file stops the run with an error naming it, its byte offset and last good record"
+
+
+def describe(config: LoaderConfig) -> list[str]:
+    """The lines ``batchloaders describe`` prints for a checked config."""
+    dataset = config.dataset
+    epochs = "null = repeat forever" if config.epochs is None else str(config.epochs)
+    lines = [
+        f"config: {config.source}",
+        f"loader: {config.type}",
+        f"data files: {len(dataset.files)} ({dataset.type} dataset"
+        f"{' of the files matching ' + dataset.pattern if dataset.pattern else ''}"
+        f"; manifest {dataset.manifest.path}"
+        f"{'; ' + dataset.manifest.compression + ' compressed' if dataset.manifest.compression else ''})",
+        f"batch size: {config.target_batch_size} (drop_remainder {str(config.drop_remainder).lower()}; "
+        f"epochs {epochs})",
+        records_line(config),
+        steps_line(config),
+        reading_line(config),
+        interleave_line(config),
+        integrity_line(config),
+    ]
+    window = windows_line(config)
+    if window:
+        lines.append(window)
+    lines.append("tensors (per example, without the batch axis; ? = length varies between examples):")
+    for name in config.outputs:
+        info = config.tensors[name]
+        role = "model input" if name in config.inputs else "model target"
+        lines.append(f"  tensor {name}: {info.dtype} {format_shape(info.shape)} ({role})")
+    lines.extend(transform_lines(config))
+    lines.extend(padding_lines(config))
+    if config.bucketing is not None:
+        lines.append(bucketing_line(config))
+    if config.packing is not None:
+        spec = config.packing
+        lines.append(f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps "
+                     f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
+                     f"with {spec.segment_ids} ({_info(config.tensors.get(spec.segment_ids))}) and {spec.positions} "
+                     f"({_info(config.tensors.get(spec.positions))}), rows filled within blocks of "
+                     f"{regroup(config, config.target_batch_size)} examples; target_batch_size counts rows")
+    if config.chunking is not None:
+        lines.extend(chunking_lines(config))
+    if config.segmenting is not None:
+        lines.extend(segmenting_lines(config))
+    lines.append(f"parsing: {parsing_path(config)}")
+    lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
+    lines.extend(signature_lines(config))
+    return lines
+
+
+def chunking_lines(config: LoaderConfig) -> list[str]:
+    """How each tensor is cut, what is copied, what is built on the chunks."""
+    from batchloaders.config.order import after_chunking
+
+    spec = config.chunking
+    lines = [f"chunking: cores of {spec.size} steps every {spec.step}, context [{spec.left}, {spec.right}] (zeros at "
+             f"the borders), a last core shorter than {spec.min_size} dropped; chunks "
+             + (f"shuffled in a buffer of {spec.shuffle_buffer}" if spec.shuffle_buffer else "in order")
+             + "; target_batch_size counts chunks"]
+    for t in spec.tensors:
+        rate = "" if (t.size, t.step) == (spec.size, spec.step) else f" (size {t.size}, step {t.step})"
+        lines.append(f"  chunked {t.name}: chunks of up to {t.width} steps, context [{t.left}, {t.right}]{rate}"
+                     + (": fixes the number of chunks" if t.name == spec.reference else ""))
+    for name in spec.copied:
+        lines.append(f"  copied {name}: the same in every chunk of an example")
+    for feature in after_chunking(config):
+        lines.append(f"  built on the chunks: {feature.to_name} = {feature.type}: {_info(feature.info)}")
+    return lines
+
+
+def segmenting_lines(config: LoaderConfig) -> list[str]:
+    """How sequences become segments in lanes, and the counters the features gain."""
+    spec = config.segmenting
+    lanes = spec.lanes or config.target_batch_size
+    end = ("dropped (smaller batches)" if spec.allow_small_batch
+           else "filled with zero-length padding segments (every batch has all lanes)")
+    key = (f"key from {spec.key_from_manifest or spec.key}, unique per epoch" if spec.key is not None
+           else "key '<file path>:<record index>' of each sequence's (first) record")
+    return [f"segmenting: sequences cut into segments of {spec.num_unroll} steps "
+            + ("(the last one padded)" if spec.pad else "(lengths must be multiples)")
+            + f" in {lanes} lanes, each lane taking the next waiting sequence when its own ends; at the end of "
+            f"the data the lanes with no work left are {end}; {key}",
+            f"  segmented: " + ", ".join(f"{name} {_info(config.tensors.get(name))}" for name in spec.tensors),
+            *(f"  copied {name}: the same in every segment of a sequence" for name in spec.context),
+            f"  counters in the features: "
+            + ", ".join(f"{name} {_info(config.tensors.get(name))}" for name in spec.names.values())]
+
+
+def transform_lines(config: LoaderConfig) -> list[str]:
+    """Secondary features and steps in the order they run, each with what it makes."""
+    from batchloaders.transform.registry import SECONDARY, STEPS
+    from batchloaders.config.model import Step
+    from batchloaders.config.order import run_order
+
+    order = run_order(config)
+    if not order:
+        return []
+    lines = ["secondary features and steps, in the order they run:"]
+    for item in order:
+        if isinstance(item, Step):
+            kind = STEPS.get(item.type)
+            made = (f"{_info(item.input_info)} -> {_info(item.output_info)}")
+            lines.append(f"  step {item.type} on {item.tensor}: {made}{_plugin(kind)}")
+        else:
+            kind = SECONDARY.get(item.type)
+            lines.append(f"  secondary {item.to_name} = {item.type}: {_info(item.info)}{_plugin(kind)}")
+    return lines
+
+
+def _info(info) -> str:
+    return "?" if info is None else f"{info.dtype} {format_shape(info.shape)}"
+
+
+def _plugin_origin(kind) -> str | None:
+    """Where a plugin type was registered ("file: function f, line N"); None for a built-in type."""
+    from batchloaders.transform.registry import BUILTIN
+
+    if kind is None or kind.scope == BUILTIN or not kind.origin:
+        return None
+    return kind.origin
+
+
+def _plugin(kind) -> str:
+    origin = _plugin_origin(kind)
+    return "" if origin is None else f" (plugin: {origin})"
+
+
+def bucketing_line(config: LoaderConfig) -> str:
+    spec = config.bucketing
+    shown = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)] + [f"{spec.boundaries[-1]}+"]
+    sizes = ", ".join(f"{span}: {size}" for span, size in zip(shown, spec.batch_sizes))
+    how = (f"batch size x longest length a bucket admits <= max_tokens {spec.max_tokens}" if spec.max_tokens
+           else "batch_sizes as given")
+    pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
+    return (f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
+            f"length: batch size = {sizes}{pad}; blocks of {regroup(config, config.target_batch_size)} examples "
+            "are read and transformed together before they are regrouped; batches per epoch are not known in advance")
+
+
+# --- The output signature: what each batch holds, from the checked config alone -------------------
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One tensor of a batch as the dataset's element_spec gives it (without a ``model=`` repacking).
+
+    ``shape`` has the batch axis first; None marks an axis known only when the batch is made.
+    ``kind``: ``dense`` (tf.Tensor), ``ragged`` (tf.RaggedTensor, ragged_rank 1), ``sparse``
+    (tf.SparseTensor), or ``batcher NAME`` (a registered batcher's: dtype and shape None, since
+    only running it tells).
+    """
+
+    name: str
+    role: str  # "input", "target", or "input (counter)" for a segment counter the model does not name
+    dtype: str | None
+    shape: tuple[int | None, ...] | None
+    kind: str = "dense"
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "role": self.role, "dtype": self.dtype,
+                "shape": None if self.shape is None else list(self.shape), "kind": self.kind}
+
+
+def static_batch(config: LoaderConfig) -> int | None:
+    """The batch axis as the element_spec states it: target_batch_size when every batch is full, else None.
+
+    Bucketing's batch sizes differ per bucket; segmenting's are full unless ``allow_small_batch``;
+    otherwise a batch is full when the remainder is dropped or the data repeat forever.
+    """
+    if config.bucketing is not None:
+        return None
+    if config.segmenting is not None:
+        return None if config.segmenting.allow_small_batch else config.target_batch_size
+    return config.target_batch_size if config.drop_remainder or config.epochs is None else None
+
+
+def _output(config: LoaderConfig, name: str, role: str, batch: int | None) -> Output:
+    """What finalize (batching.py) and the batching policies (policies.py) make of tensor ``name``."""
+    info = config.tensors[name]
+    spec = config.pad_specs.get(name)
+    policy = spec.batching if spec is not None else "padded"
+    if not config.padding or policy in ("dense", "ragged", "sparse"):
+        # ragged and sparse keep the example's shape: a row length that varies is None, a fixed one stays
+        return Output(name, role, info.dtype, (batch,) + tuple(info.shape), "dense" if policy == "padded" else policy)
+    if policy != "padded":
+        return Output(name, role, None, None, f"batcher {policy}")
+    target = spec.shape if spec is not None and spec.shape is not None else (-1,) * info.rank
+    return Output(name, role, info.dtype, (batch,) + tuple(dim if want == -1 else want
+                                                           for want, dim in zip(target, info.shape)))
+
+
+def signature(config: LoaderConfig) -> list[Output]:
+    """The dataset's element_spec as Outputs: the model inputs, the segment counters the inputs do not
+    name (segmenting adds them to the features), then the targets."""
+    batch = static_batch(config)
+    out = [_output(config, name, "input", batch) for name in config.inputs]
+    if config.segmenting is not None:
+        out += [Output(name, "input (counter)", config.tensors[name].dtype, (batch,))
+                for name in config.segmenting.names.values() if name not in config.inputs]
+    return out + [_output(config, name, "target", batch) for name in config.targets]
+
+
+def signature_lines(config: LoaderConfig) -> list[str]:
+    """The signature as an aligned table."""
+    rows = [("name", "role", "dtype", "shape", "kind")]
+    for o in signature(config):
+        rows.append((o.name, o.role, o.dtype or "?", "?" if o.shape is None else format_shape(o.shape), o.kind))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    table = ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[4]]) for row in rows]
+    return ["output signature (each batch, batch axis first; ? = known only when the batch is made):", *table]
+
+
+# --- Record and batch counts from the manifest -----------------------------------------------------
+
+def per_file_records(config: LoaderConfig) -> list[int | None]:
+    """The manifest's num_records of each data file, None where it lists none (or the file is remote)."""
+    from batchloaders.config.datasets import url_scheme
+
+    manifest = config.dataset.manifest
+    entries = [manifest.entry(f) if url_scheme(f) is None else None for f in config.dataset.files]
+    return [None if e is None else e.num_records for e in entries]
+
+
+def steps_per_epoch(config: LoaderConfig) -> int | None:
+    """Batches one pass over the data gives, when the manifest's counts fix it (spec/accounting.py).
+
+    With ``epochs: null`` every batch is full and batches run on across passes: the count is the
+    whole batches one pass fills (records // batch size), the number to give Keras's steps_per_epoch.
+    """
+    from batchloaders.config.accounting import expected_batches
+
+    if config.segmenting is not None:
+        return None  # lanes take segments: batches are counted only once scheduled
+    one_pass = dataclasses.replace(config, epochs=1, drop_remainder=config.drop_remainder or config.epochs is None)
+    return expected_batches(one_pass, list(range(len(config.dataset.files))), config.target_batch_size)
+
+
+def total_batches(config: LoaderConfig) -> int | None:
+    """The dataset's cardinality when known and finite: what Keras counts as one epoch of ``fit``."""
+    from batchloaders.config.accounting import expected_batches
+
+    if config.segmenting is not None:
+        return None  # as compile_dataset: its cardinality is unknown
+    return expected_batches(config, list(range(len(config.dataset.files))), config.target_batch_size)
+
+
+def steps_line(config: LoaderConfig) -> str:
+    steps = steps_per_epoch(config)
+    if steps is None:
+        return f"steps per epoch: unknown ({_unknown_steps(config)})"
+    records = sum(per_file_records(config))
+    line = (f"steps per epoch: {steps:,} (one pass over {records:,} records in batches of "
+            f"{config.target_batch_size}")
+    if config.epochs is None:
+        return line + ("; with epochs null batches run on across passes: give Keras steps_per_epoch="
+                       f"{steps})")
+    return line + f"; the dataset holds {total_batches(config):,} batches in {config.epochs} epoch(s))"
+
+
+def _unknown_steps(config: LoaderConfig) -> str:
+    if config.type != "independent":
+        return "window counts are drawn at random"
+    for block, what in (("bucketing", "buckets"), ("packing", "rows"), ("chunking", "chunks"),
+                        ("segmenting", "segment batches")):
+        if getattr(config, block) is not None:
+            return f"{block}: {what} are counted only once made"
+    if config.on_corrupt != "fail":
+        return "on_corrupt skip_file may read fewer records"
+    return "the manifest does not list the record count of every data file"
+
+
+# --- The plan as one JSON object --------------------------------------------------------------------
+
+def _auto(value):
+    return "autotune" if value is None else value
+
+
+def _jsonable(value):
+    """A pad value as JSON holds it (non-finite floats as strings: JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _tensor(info) -> dict | None:
+    return None if info is None else {"dtype": info.dtype, "shape": list(info.shape)}
+
+
+def transforms(config: LoaderConfig) -> list[dict]:
+    """Secondary features and steps in the order they run, each with what it receives and makes."""
+    from batchloaders.transform.registry import SECONDARY, STEPS
+    from batchloaders.config.model import Step
+    from batchloaders.config.order import after_chunking, run_order
+
+    out = []
+    on_chunks = after_chunking(config)
+    for on, item in [*(("examples", i) for i in run_order(config)), *(("chunks", f) for f in on_chunks)]:
+        if isinstance(item, Step):
+            out.append({"kind": "step", "type": item.type, "tensor": item.tensor, "input": _tensor(item.input_info),
+                        "output": _tensor(item.output_info), "on": on, "plugin": _plugin_origin(STEPS.get(item.type))})
+        else:
+            out.append({"kind": "secondary", "type": item.type, "tensor": item.to_name, "input": None,
+                        "output": _tensor(item.info), "on": on, "plugin": _plugin_origin(SECONDARY.get(item.type))})
+    return out
+
+
+def _padding(config: LoaderConfig) -> list[dict]:
+    from batchloaders.transform.secondary.const import default_value
+
+    out = []
+    for name in config.outputs:
+        info, spec = config.tensors[name], config.pad_specs.get(name)
+        policy = spec.batching if spec is not None else "padded"
+        padded = config.padding and policy == "padded"
+        value = spec.value if spec is not None and spec.value is not None else default_value(info.dtype)
+        out.append({"tensor": name, "batching": policy if config.padding else "dense",
+                    "shape": None if spec is None or spec.shape is None else list(spec.shape),
+                    "axes": padded_axes(config, name) if padded else [],
+                    "value": _jsonable(value) if padded else None,
+                    "batching_args": dict(spec.batching_args) if spec is not None and spec.batching_args else None})
+    return out
+
+
+def _blocks(config: LoaderConfig) -> dict:
+    """The bucketing, packing, chunking and segmenting blocks, null when absent."""
+    out: dict = {"bucketing": None, "packing": None, "chunking": None, "segmenting": None}
+    if config.bucketing is not None:
+        b = config.bucketing
+        out["bucketing"] = {"by": b.by, "boundaries": list(b.boundaries), "batch_sizes": list(b.batch_sizes),
+                            "max_tokens": b.max_tokens, "pad_to_boundary": list(b.pad_to_boundary)}
+    if config.packing is not None:
+        p = config.packing
+        out["packing"] = {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
+                          "positions": p.positions, "allow_split": p.allow_split}
+    if config.chunking is not None:
+        c = config.chunking
+        out["chunking"] = {"size": c.size, "step": c.step, "left": c.left, "right": c.right, "min_size": c.min_size,
+                           "shuffle_buffer": c.shuffle_buffer, "reference": c.reference, "copied": list(c.copied),
+                           "tensors": [{"name": t.name, "size": t.size, "step": t.step, "left": t.left,
+                                        "right": t.right, "width": t.width} for t in c.tensors]}
+    if config.segmenting is not None:
+        g = config.segmenting
+        out["segmenting"] = {"num_unroll": g.num_unroll, "lanes": g.lanes or config.target_batch_size,
+                             "pad": g.pad, "allow_small_batch": g.allow_small_batch, "tensors": list(g.tensors),
+                             "context": list(g.context), "key": g.key_from_manifest or g.key,
+                             "counters": {c: {"name": n, **_tensor(config.tensors[n])} for c, n in g.names.items()}}
+    return out
+
+
+def plan(config: LoaderConfig) -> dict:
+    """Everything ``describe`` says, as one JSON-serializable dict (``describe --json``)."""
+    dataset, manifest = config.dataset, config.dataset.manifest
+    counts = per_file_records(config)
+    known = None not in counts
+    return {
+        "config": config.source,
+        "name": config.name,
+        "loader": config.type,
+        "dataset": {"type": dataset.type, "pattern": dataset.pattern, "list_file": dataset.list_file,
+                    "manifest": manifest.path, "compression": manifest.compression,
+                    "records_are": "SequenceExamples" if manifest.allow_var_len else "Examples"},
+        "files": {"count": len(dataset.files), "paths": list(dataset.files)},
+        "records": {"total": sum(counts) if known else None, "per_file": counts,
+                    "listed": sum(c is not None for c in counts)},
+        "batch": {"target_batch_size": config.target_batch_size, "static": static_batch(config),
+                  "drop_remainder": config.drop_remainder, "epochs": config.epochs},
+        "steps_per_epoch": steps_per_epoch(config),
+        "batches": total_batches(config),
+        "repeats_forever": config.epochs is None,
+        "reading": {"shuffle": config.shuffle, "seed": config.seed,
+                    "files_at_a_time": config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1),
+                    "filename_shuffle_buffer": config.num_filenames_shuffle_buffer if config.shuffle else None,
+                    "shuffle_buffer": config.num_shuffle_buffer_elements if config.shuffle else None,
+                    "shuffles": ("examples" if config.type == "independent" else "windows") if config.shuffle else None,
+                    "num_parallel_reads": _auto(config.num_parallel_reads),
+                    "num_parallel_parses": _auto(config.num_parallel_parses),
+                    "sloppy_interleave": config.sloppy_interleave,
+                    "interleave_out_buffer_elements": config.num_interleave_out_buffer_elements,
+                    "interleave_in_buffer_elements": config.num_interleave_in_buffer_elements,
+                    "read_buffer_bytes": config.num_read_buffer_bytes, "prefetch": _auto(config.num_prefetch),
+                    "on_corrupt": config.on_corrupt},
+        "windows": None if config.type == "independent" else {
+            "unit": "steps" if config.type == "continuous_sequence" else "records",
+            "min": config.min_window, "max": config.max_window,
+            "stride": config.stride if config.type == "continuous_sequence" else None},
+        "parsing": {"call": ("tf.io.parse_sequence_example" if manifest.allow_var_len else "tf.io.parse_example"),
+                    "records_per_block": sequence_records_per_block(config), "path": parsing_path(config)},
+        "tensors": [{"name": n, "role": "input" if n in config.inputs else "target", **_tensor(config.tensors[n])}
+                    for n in config.outputs],
+        "transforms": transforms(config),
+        "padding": _padding(config),
+        **_blocks(config),
+        "signature": [o.as_json() for o in signature(config)],
+        "multi_load": config.multi_load,
+    }
+
+
+def run(path: str, out: TextIO, *, as_json: bool = False, trust_plugins: bool = True) -> None:
+    """Load and check ``path`` (raising BatchLoaderError) and print its description (or, ``as_json``, its
+    plan as one JSON object) to ``out``. ``trust_plugins=False``: import none of the config's own plugins
+    (a config of plugin types then raises PluginsNotChecked naming them)."""
+    from batchloaders.config.config import load_config
+
+    config = load_config(path, trust_plugins=trust_plugins)
+    if as_json:
+        json.dump(plan(config), out, indent=2, default=str)  # (a YAML date in batching_args, say)
+        print(file=out)
+        return
+    for line in describe(config):
+        print(line, file=out)

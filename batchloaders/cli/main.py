@@ -1,0 +1,529 @@
+"""The ``batchloaders`` command line.
+
+``batchloaders validate PATH...`` checks manifests and loader configs without
+importing TensorFlow, so it runs fast in CI and pre-commit hooks::
+
+    $ batchloaders validate configs/ data/mnist/__manifest__.json
+    OK configs/mnist.yaml
+    configs/typo.yaml: $.args.tagret_batch_size: unknown key 'tagret_batch_size' (did you mean ...) (line 6)
+
+Every file is checked; a last line counts the invalid ones. Exit status: 0 when every
+file is valid, 1 when any is not, 2 on a usage error. ``validate --data`` then runs
+check-data on every valid config (this imports TensorFlow).
+
+A config is data: no command imports the plugins a config's ``plugins:`` list names unless
+given ``--trust-plugins`` (or the file itself with ``--plugins``), so that validating a pull
+request's configs in CI runs none of its code. Untrusted, ``validate`` checks everything but
+the items of plugin types and prints a ``note:`` line per such item (exit 0; 1 with
+``--strict-plugins``); the commands that need the types (describe, bench, preview) fail naming them.
+A closed output pipe (``describe CONFIG | head -1``) ends the command quietly with status 141.
+
+``batchloaders describe CONFIG`` prints what a config compiles to (tensors,
+padding, parsing path); ``batchloaders bench CONFIG`` runs it and prints its
+throughput.
+
+Commands that read data files (this package), each printing one line per
+problem, path first, and exiting 1 when there is any:
+
+* ``batchloaders check-data CONFIG [--records N]``: the first N records (default 8) of
+  every data file against every feature of the manifest, in seconds;
+* ``batchloaders verify CONFIG|DIR``: every data file read whole: damaged frames, cut
+  files and streams, appended bytes, counts, sizes and checksums against the manifest's
+  ``files``, every record against the features, unlisted and missing files;
+* ``batchloaders manifest DIR``: writes or updates ``DIR/__manifest__.json`` with every
+  file's record count, size and SHA-256, inferring the features when none are declared.
+
+``batchloaders serve --dispatcher`` / ``serve --worker ADDRESS`` start TensorFlow's tf.data service
+servers (for configs with a ``service`` block), print the address they listen on and serve until
+interrupted.
+
+All but validate (without --data) import TensorFlow, inside the command.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Callable, Sequence, TextIO
+
+from batchloaders.errors import BatchLoaderError, PluginsNotChecked
+from batchloaders.config.config import load_config
+from batchloaders.config.manifest import load_manifest
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# 128 + SIGPIPE: what a shell reports for a program stopped by a closed pipe (`yes | head -1`), so that
+# `set -o pipefail` sees the command did not finish, as with any other program.
+EXIT_BROKEN_PIPE = 141
+DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_manifest(path: str) -> bool:
+    """A dataset manifest is recognised by its file name; everything else is a loader config."""
+    name = os.path.basename(path)
+    return name == "__manifest__.json" or name.endswith("manifest.json")
+
+
+def expand(paths: Sequence[str]) -> list[str]:
+    """Files named directly, plus the .yaml/.yml/.json files directly inside named directories.
+
+    Raises ValueError for a directory holding none, since nothing there would be checked.
+    """
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(os.path.join(path, n) for n in os.listdir(path)
+                           if n.endswith(DOCUMENT_SUFFIXES) and os.path.isfile(os.path.join(path, n)))
+            if not found:
+                raise ValueError(f"no .yaml, .yml or .json file in directory {path}")
+            files.extend(found)
+        else:
+            files.append(path)  # a missing file is reported by the loader, as a problem of that file
+    return files
+
+
+def validate_file(path: str, *, trust_plugins: bool = False) -> list[str]:
+    """Problems of one manifest or config as printable lines; empty when it is valid."""
+    return _checked(path, trust_plugins)[0]
+
+
+def _checked(path: str, trust_plugins: bool = False) -> tuple[list[str], str, list[str]]:
+    """(problems as printable lines, what was assumed, the items of plugin types left unchecked as printable
+    lines) of one manifest or config."""
+    try:
+        if is_manifest(path):
+            load_manifest(path)
+        else:
+            config = load_config(path, trust_plugins=trust_plugins)
+            if config.model_assumed:
+                return [], (f" (no model block: every feature is taken as a model input, none as a target: "
+                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's names)"), []
+    except PluginsNotChecked as notice:  # valid but for what its plugins' types would say
+        return [], "", [str(problem) for problem in notice.problems]
+    except BatchLoaderError as error:
+        return [str(problem) for problem in error.problems], "", []
+    except Exception as error:  # a bug of ours: report it against this file and go on to the next
+        return [f"{path}: $: internal error while checking this file ({type(error).__name__}: {error}); "
+                "please report it"], "", []
+    return [], "", []
+
+
+def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False, trust_plugins: bool = False,
+             strict_plugins: bool = False) -> int:
+    """Check every file (directories non-recursively), print one line per problem, return the exit code.
+
+    ``data``: then run check-data on every valid config (this imports TensorFlow). ``trust_plugins``:
+    import the plugins each config lists (runs their code); else an item of a plugin type is left
+    unchecked, with a ``note:`` line, and makes the file invalid only with ``strict_plugins``.
+    """
+    out = out or sys.stdout
+    try:
+        files = expand(paths)
+    except ValueError as error:
+        print(f"batchloaders validate: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    invalid = problems = 0
+    valid_configs = []
+    for path in files:  # every file is checked, whatever the ones before it held
+        lines, assumed, notes = _checked(path, trust_plugins)
+        if notes and strict_plugins:
+            lines = notes
+        elif notes:  # a notice, not a failure: CI stays green without running a pull request's code
+            for note in notes:
+                print(f"note: {note}", file=out)
+        for line in lines or [f"OK {path}{assumed}"]:
+            print(line, file=out)
+        invalid += bool(lines)
+        problems += len(lines)
+        if not lines and not is_manifest(path):
+            valid_configs.append(path)
+    status = EXIT_OK
+    if invalid:
+        print(f"{invalid} of {len(files)} file{'s' * (len(files) != 1)} invalid ({problems} "
+              f"problem{'s' * (problems != 1)})", file=out)
+        status = EXIT_INVALID
+    if data and valid_configs:
+        _quiet_tensorflow()
+        from batchloaders.cli import check_data
+
+        for path in valid_configs:
+            print(f"data of {path}:", file=out)
+            try:
+                status = max(status, check_data.run(path, out=out, trust_plugins=trust_plugins))
+            except BatchLoaderError as error:  # the data changed since the config was checked
+                for line in str(error).splitlines():
+                    print(line, file=out)
+                status = EXIT_INVALID
+    return status
+
+
+def _run_validate(args: argparse.Namespace) -> int:
+    return validate(args.paths, data=args.data, trust_plugins=args.trust_plugins, strict_plugins=args.strict_plugins)
+
+
+def _plugin_entries(values: Sequence[str] | None) -> list[str]:
+    """--plugins a --plugins b,c -> [a, b, c]."""
+    return [e.strip() for value in values or () for e in value.split(",") if e.strip()]
+
+
+def load_plugins(entries: Sequence[str]) -> int:
+    """Import --plugins (relative to the working directory); print each failure, return the exit status."""
+    from batchloaders.transform import plugins
+
+    _, failed = plugins.load(entries, base_dir=os.getcwd(), near="the working directory", scoped=False)
+    for i, message in failed:
+        print(f"<command line>: --plugins {entries[i]}: {message}", file=sys.stderr)
+    return EXIT_INVALID if failed else EXIT_OK
+
+
+def _with_plugins(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def with_plugins(args: argparse.Namespace) -> int:
+        status = load_plugins(_plugin_entries(getattr(args, "plugins", None)))
+        return status if status != EXIT_OK else run(args)
+    return with_plugins
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    from batchloaders.transform import builtin_types
+    from batchloaders.config import schema, type_schemas
+
+    if args.path:  # for tools that take a schema file: $(batchloaders schema --path)/loader_config.schema.json
+        print(os.path.abspath(str(schema._schemas_dir())))
+        return EXIT_OK
+    if args.directory is None:
+        print("batchloaders schema: expected DIR (where to write the schema files) or --path", file=sys.stderr)
+        return EXIT_USAGE
+    builtin_types.load()
+    os.makedirs(args.directory, exist_ok=True)
+    generated = type_schemas.write(args.directory)
+    for name in schema.schema_names():
+        path = os.path.join(args.directory, name)
+        # The shipped folder itself (schemas/ is reached through a link, so compare real paths) already holds
+        # them; the text is read before the file is opened for writing, which would empty it.
+        if path not in generated and os.path.realpath(path) != os.path.realpath(
+                os.path.join(str(schema._schemas_dir()), name)):
+            text = schema.schema_text(name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    print(f"wrote {len(schema.schema_names())} schema files to {args.directory} (point your editor at "
+          f"{os.path.join(args.directory, 'loader_config.schema.json')})")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchloaders",
+                                     description="Validate and inspect batch loader configs and dataset manifests.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show TensorFlow's own start-up and log lines (hidden otherwise)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Every command that reads a config can import the plugins that register its types.
+    plugins = argparse.ArgumentParser(add_help=False)
+    plugins.add_argument("--plugins", action="append", metavar="MODULE",
+                         help="import MODULE (an import path, or a .py file relative to the working directory) "
+                              "before reading configs, so that the steps and secondary feature types it registers "
+                              "are known; repeat it or separate modules with commas")
+    # Commands that read a config: whether to run the code its own plugins list names.
+    trust = argparse.ArgumentParser(add_help=False)
+    trust.add_argument("--trust-plugins", action="store_true",
+                       help="import the .py files a config's own plugins: list names (this runs their code: only "
+                            "for configs you trust); without it no config's plugin is imported and the items of "
+                            "its plugin types are not checked")
+
+    check = commands.add_parser(
+        "validate", parents=[plugins, trust], help="check manifests and loader configs",
+        description="Check manifests (__manifest__.json, *manifest.json) and loader configs (.yaml, .yml, "
+                    ".json). Directories are searched non-recursively. Prints one line per problem and "
+                    "'OK PATH' per valid file; exits 1 if any file is invalid.")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="a file, or a directory of files")
+    check.add_argument("--data", action="store_true",
+                       help="then check the first records of the data files of every valid config, as check-data "
+                            "does (imports TensorFlow)")
+    check.add_argument("--strict-plugins", action="store_true",
+                       help="count an item of a plugin type left unchecked (no --trust-plugins) as a problem: "
+                            "exit 1 instead of a note")
+    check.set_defaults(run=_with_plugins(_run_validate))
+
+    # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
+    # Commands that need TensorFlow import it inside fn, so that validate never loads it.
+    show = commands.add_parser(
+        "describe", parents=[plugins, trust], help="show what a loader config compiles to",
+        description="Print the loader type, the data files and their record counts, the steps per epoch when "
+                    "the manifest fixes them, the reading and shuffling settings, each output tensor's dtype and "
+                    "per-example shape, the secondary features and steps, the padding of each tensor, the parsing "
+                    "path the config compiles to and the output signature (each batch's tensors, batch axis "
+                    "first). Reads no data. Exits 1 if the config is invalid.")
+    show.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    show.add_argument("--json", action="store_true",
+                      help="print one JSON object instead (signature, files, records, steps_per_epoch and the rest "
+                           "of the plan; null where unknown)")
+    show.set_defaults(run=_with_plugins(_run_describe))
+
+    bench = commands.add_parser(
+        "bench", parents=[plugins, trust], help="measure a loader config's throughput",
+        description="Run the config's dataset for --batches batches or --seconds seconds, whichever comes "
+                    "first (progress on stderr), then print examples/s, batches/s, MB/s read and the padding "
+                    "efficiency of each padded tensor. Exits 1 if the config is invalid or the data fails.")
+    bench.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    bench.add_argument("--batches", type=_positive(int), default=200, metavar="N",
+                       help="stop after N batches (default 200)")
+    bench.add_argument("--seconds", type=_positive(float), default=20.0, metavar="S",
+                       help="stop after S seconds (default 20)")
+    bench.set_defaults(run=_with_plugins(_run_bench))
+
+    preview = commands.add_parser(
+        "preview", parents=[plugins, trust], help="print the first batches a loader config gives",
+        description="Read the first N batches exactly as input_fn() yields them (same shuffle and seed) and print "
+                    "each tensor's role, dtype, shape and first values, then each padded tensor's padding fraction "
+                    "over those batches. Exits 1 if the config is invalid, the data fails, or the dataset gives "
+                    "no batch (within --timeout seconds per batch).")
+    preview.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    preview.add_argument("-n", "--batches", type=_positive(int), default=3, metavar="N",
+                         help="batches to show (default 3)")
+    preview.add_argument("--plot", metavar="FILE.png",
+                         help="also draw lengths per example and padding per batch into FILE.png (needs "
+                              "matplotlib: pip install \"batchloaders[plot]\")")
+    preview.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
+                         help="give up when a batch takes longer than S seconds (default 60)")
+    preview.set_defaults(run=_with_plugins(_run_preview))
+
+    data = commands.add_parser(
+        "check-data", parents=[plugins, trust], help="check the first records of every data file against the manifest",
+        description="Read the first --records records of every data file of the config's dataset and check "
+                    "them against every feature of the manifest: present, stored in the right list type, with "
+                    "the number of values (raw: bytes) the shape gives, as context features or feature lists "
+                    "as var_len says, Examples or SequenceExamples as allow_var_len says; and each file's "
+                    "first bytes: TFRecord, compressed as the manifest says. Prints one line per problem and "
+                    "'OK PATH' per good file; exits 1 if any file has problems.")
+    data.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
+    data.add_argument("--records", type=_positive(int), default=8, metavar="N",
+                      help="records to check at the start of each file (default 8)")
+    data.set_defaults(run=_with_plugins(_tool("check-data", "check_data",
+                                              lambda tool, args: tool.run(args.config, records=args.records,
+                                                                          out=sys.stdout,
+                                                                          trust_plugins=args.trust_plugins))))
+
+    verify = commands.add_parser(
+        "verify", help="re-read every data file whole and check it against the manifest",
+        description="Read every data file whole (progress on stderr) and report damaged records, files cut "
+                    "inside a record or at a record boundary, cut or unfinished GZIP/ZLIB streams, appended "
+                    "bytes, record counts, sizes and SHA-256 that differ from the manifest's files entries, "
+                    "records that disagree with the manifest's features, and files the manifest does not list "
+                    "or lists but are missing. Exits 1 if any file has problems.")
+    verify.add_argument("target", metavar="CONFIG|DIR",
+                        help="a loader config, or a dataset directory holding __manifest__.json")
+    verify.set_defaults(run=_tool("verify", "verify",
+                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
+
+    manifest = commands.add_parser(
+        "manifest", help="write or update a dataset directory's __manifest__.json",
+        description="Read every data file under DIR whole (progress on stderr) and write DIR/__manifest__.json "
+                    "with each file's name, num_records, size_bytes and sha256. Keys an existing manifest holds "
+                    "are kept; when it declares no features (or there is none), the features, allow_var_len "
+                    "and compression are inferred from the records. Refuses to write when a file is damaged. "
+                    "Exits 1 on any problem.")
+    manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
+    manifest.set_defaults(run=_tool("manifest", "write_manifest",
+                                    lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
+
+    serve = commands.add_parser(
+        "serve", help="start a tf.data service dispatcher or worker (for configs with a service block)",
+        description="Start TensorFlow's tf.data service DispatchServer (--dispatcher) or a WorkerServer "
+                    "registered with the dispatcher at ADDRESS (--worker), print the address to reach it by "
+                    "(HOST:PORT) on one line, and serve until interrupted (Ctrl-C or SIGTERM: exit 0). Workers "
+                    "run the pipelines trainers register; they read the data files by the configs' paths. "
+                    "TensorFlow's servers listen on all network interfaces, whatever --host says, and ask no "
+                    "one for credentials: whoever reaches the port can run pipelines, reading and writing files "
+                    "as this user. Serve on a trusted network only, or behind a firewall.")
+    role = serve.add_mutually_exclusive_group(required=True)
+    role.add_argument("--dispatcher", action="store_true", help="start the dispatcher")
+    role.add_argument("--worker", metavar="ADDRESS", help="start a worker of the dispatcher at ADDRESS "
+                                                          "(HOST:PORT, as --dispatcher printed it)")
+    serve.add_argument("--port", type=_port, default=0, metavar="N",
+                       help="the port to listen on (default 0: one the system chooses, printed)")
+    serve.add_argument("--host", default="localhost", metavar="NAME",
+                       help="the name other machines reach this server by, in the printed address and, for a "
+                            "worker, in what it tells the dispatcher (default localhost: one machine); it does not "
+                            "choose the interface: the server listens on all of them")
+    serve.add_argument("--work-dir", metavar="DIR",
+                       help="dispatcher: keep a journal in DIR so that a restarted dispatcher recovers its jobs")
+    serve.add_argument("--worker-addresses", metavar="HOST:PORT,...",
+                       help="dispatcher: the fixed list of its workers (each started with --port and --host to "
+                            "match), which processing_mode file, data and file_or_data need")
+    serve.set_defaults(run=_run_serve)
+
+    schemas = commands.add_parser(
+        "schema", parents=[plugins], help="write the JSON Schemas, with the types of --plugins, for an editor",
+        description="Write every schema file (loader config, manifest, and one per registered step and "
+                    "secondary feature type, plugins' included) into DIR, so that an editor validating "
+                    "configs against DIR/loader_config.schema.json knows a project's own types. Reads no "
+                    "config.")
+    schemas.add_argument("directory", metavar="DIR", nargs="?", help="where to write the .schema.json files")
+    schemas.add_argument("--path", action="store_true",
+                         help="print the directory of the installed schema files (built-in types only) and exit")
+    schemas.set_defaults(run=_with_plugins(_run_schema))
+    return parser
+
+
+def _version() -> str:
+    from batchloaders import __version__
+
+    return __version__
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value <= 0:
+            raise argparse.ArgumentTypeError(f"found {text!r}: expected a positive {kind.__name__}")
+        return value
+    return parse
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"found {text!r}: expected a port from 0 to 65535")
+    return int(text)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from batchloaders.config.service_rules import address_problem
+
+    worker_addresses = [a.strip() for a in (args.worker_addresses or "").split(",") if a.strip()]
+    if args.worker is not None and (args.work_dir or worker_addresses):
+        print("batchloaders serve: error: --work-dir and --worker-addresses are options of --dispatcher",
+              file=sys.stderr)
+        return EXIT_USAGE
+    for address in ([args.worker] if args.worker is not None else []) + worker_addresses:
+        why = address_problem(address)
+        if why:
+            print(f"batchloaders serve: error: {why}", file=sys.stderr)
+            return EXIT_USAGE
+    # The dispatcher's worker list holds bare HOST:PORT (workers register without the protocol).
+    worker_addresses = [a[len("grpc://"):] if a.startswith("grpc://") else a for a in worker_addresses]
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):  # before TensorFlow's import: a signal during start-up exits 0
+        signal.signal(number, lambda *_: stop.set())
+    _quiet_tensorflow(args)
+    from batchloaders.runtime import service
+
+    if stop.is_set():
+        return EXIT_OK
+    try:
+        if args.dispatcher:
+            server = service.start_dispatcher(args.port, args.work_dir, worker_addresses)
+        else:
+            why = service.unreachable(args.worker)
+            if why:  # a WorkerServer would wait for its dispatcher silently
+                print(f"batchloaders serve: error: {why}: expected a running dispatcher (serve --dispatcher)",
+                      file=sys.stderr)
+                return EXIT_INVALID
+            server = service.start_worker(args.worker, args.port, f"{args.host}:%port%")
+    except RuntimeError as error:  # TensorFlow's: e.g. "Could not start gRPC server" (the port is taken)
+        print(f"batchloaders serve: error: the server did not start on port {args.port}: {error}".splitlines()[0],
+              file=sys.stderr)
+        return EXIT_INVALID
+    port = service.bound_address(server).rpartition(":")[2]
+    print(f"{args.host}:{port}", flush=True)
+    # TensorFlow's DispatcherConfig and WorkerConfig take a port but no interface (it binds 0.0.0.0).
+    print(f"batchloaders serve: listening on all interfaces, port {port}, without authentication: whoever reaches "
+          "it can run pipelines that read and write files as this user", file=sys.stderr, flush=True)
+    while not stop.wait(0.5):  # a timed wait: signal handlers run between the waits
+        pass
+    server.stop()
+    return EXIT_OK
+
+
+def _fail(command: str, error: Exception) -> int:
+    for line in str(error).splitlines() or [type(error).__name__]:
+        print(f"batchloaders {command}: error: {line}", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _run_describe(args: argparse.Namespace) -> int:
+    from batchloaders.cli import describe
+
+    try:
+        describe.run(args.config, sys.stdout, as_json=args.json, trust_plugins=args.trust_plugins)
+    except BatchLoaderError as error:
+        return _fail("describe", error)
+    return EXIT_OK
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    _quiet_tensorflow(args)
+    from batchloaders.cli import bench
+
+    try:
+        bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr,
+                  trust_plugins=args.trust_plugins)
+    except bench.FAILURES as error:
+        return _fail("bench", error)
+    return EXIT_OK
+
+
+def _run_preview(args: argparse.Namespace) -> int:
+    _quiet_tensorflow(args)
+    from batchloaders.cli import preview
+
+    try:
+        return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout,
+                           trust_plugins=args.trust_plugins)
+    except preview.PlotUnavailable as error:
+        print(error, file=sys.stderr)
+        return EXIT_INVALID
+    except preview.NoBatchInTime as error:
+        # The thread waiting for a batch may be stuck inside TensorFlow, which would keep the process alive.
+        _fail("preview", error)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INVALID)
+    except preview.FAILURES as error:
+        return _fail("preview", error)
+
+
+def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
+    """Import TensorFlow without its native start-up lines (batchloaders/quiet.py), unless -v."""
+    from batchloaders.runtime.quiet import import_tensorflow
+
+    import_tensorflow(verbose=bool(getattr(args, "verbose", False)))
+
+
+def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Namespace], int]:
+    """The run function of a command of this package: ``call(module, args)`` -> exit status.
+
+    The module (and TensorFlow with it) is imported only when the command runs.
+    """
+    def run(args: argparse.Namespace) -> int:
+        _quiet_tensorflow(args)
+        tool = importlib.import_module(f"batchloaders.cli.{module}")
+        try:
+            return call(tool, args)
+        except BatchLoaderError as error:
+            return _fail(command, error)
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: parse ``argv`` and exit with the command's status."""
+    args = build_parser().parse_args(argv)  # exits 2 on a usage error
+    if not args.verbose:  # whichever command ends up importing TensorFlow does it quietly
+        from batchloaders.runtime.quiet import install
+
+        install()
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        status = run(args)
+        sys.stdout.flush()  # inside the try: a pipe closed meanwhile fails here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): nothing more can be shown. Point stdout at devnull so that
+        # the interpreter's own flush at exit does not fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    sys.exit(status)

@@ -1,0 +1,131 @@
+"""``batchloaders verify CONFIG|DIR``: re-read every data file whole and report what does not add up.
+
+A DIR means the dataset directory's ``__manifest__.json`` and its data files;
+a CONFIG means its dataset's manifest and data files. Each file is read
+whole (progress on stderr) and checked for:
+
+* damaged frames or checksums, found by TensorFlow's reader: the record and
+  the byte where it begins (the lengths plus 16 bytes of framing of the records before);
+* what that reader passes over without an error: bytes after the last whole
+  record of an uncompressed file (a file cut inside a record header, or bytes
+  appended), a GZIP or ZLIB stream that is cut, lacks its trailer or is
+  followed by other bytes;
+* its record count, size and SHA-256 against the manifest's ``files`` entry
+  when there is one (a file cut at a record boundary, or emptied);
+* every record against the manifest's features, as ``check-data`` checks them;
+* when the manifest has ``files``: data files it does not list, and listed
+  files that are missing.
+
+::
+
+    $ batchloaders verify data/mnist
+    data/mnist/part-1.tfrecords: the manifest lists 30,000 records for this file, but it holds 29,500 (...)
+    OK data/mnist/part-0.tfrecords (30,000 records)
+    1 of 2 files have problems
+
+An empty file is fine unless the manifest's count says otherwise. Exit
+status: 0 when every file adds up, 1 otherwise.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence, TextIO
+
+import tensorflow as tf
+
+from batchloaders.config.datasets import _walk, url_scheme
+from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
+from batchloaders.config.model import DataFile, Manifest
+from batchloaders.cli.check_data import load_dataset, summary
+from batchloaders.cli.progress import Progress
+from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
+
+HASH_SHOWN = 12  # hex digits of a SHA-256 a message shows
+
+
+def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
+    """The manifest and data files a DIR or CONFIG argument names, and the paths under DIR that cannot be read.
+
+    Raises BatchLoaderError when the manifest or config is invalid.
+    """
+    if os.path.isdir(target):
+        manifest = load_manifest(os.path.join(target, MANIFEST_NAME))
+        files, unreadable = _walk(target, os.stat(target))
+        return manifest, files, [f"{shown(target)}: {problem}" for problem in unreadable]
+    dataset = load_dataset(target)
+    return dataset.manifest, list(dataset.files), []
+
+
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Verify a dataset directory or a config's dataset; raise BatchLoaderError if the manifest or config is invalid."""
+    manifest, files, unreadable = target_files(target)
+    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable)
+
+
+def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
+    """Where a file read whole disagrees with its ``files`` entry."""
+    problems = []
+    line = f" (line {entry.line})" if entry.line else ""
+    if scan.complete and scan.records != entry.num_records:
+        why = ("the file was cut at a record boundary or emptied, or changed after the manifest was written"
+               if scan.records < entry.num_records else "records were added after the manifest was written")
+        problems.append(f"the manifest lists {count(entry.num_records, 'record')} for this file{line}, but it holds "
+                        f"{scan.records:,} ({why})")
+    if not scan.sha256:
+        return problems  # not read (not TFRecord, or compressed otherwise): its size and bytes tell nothing more
+    if entry.size_bytes is not None and scan.size != entry.size_bytes:
+        problems.append(f"the file is {count(scan.size, 'byte')}, but the manifest records "
+                        f"{count(entry.size_bytes, 'byte')}{line}")
+    elif entry.sha256 is not None and scan.sha256 != entry.sha256:
+        problems.append(f"its SHA-256 is {scan.sha256[:HASH_SHOWN]}..., but the manifest records "
+                        f"{entry.sha256[:HASH_SHOWN]}...{line}: its bytes changed after the manifest was written")
+    return problems
+
+
+def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO,
+                 unreadable: Sequence[str] = ()) -> int:
+    """Read every file whole, print a line per problem (or OK) and a summary; return the exit status.
+
+    ``unreadable``: lines for paths that look like data files but cannot be read, each counted as a file.
+    """
+    progress = Progress("verify", len(files), err)
+    where = shown(manifest.path)
+    bad = 0
+    try:
+        for path in files:
+            local = url_scheme(path) is None
+            scan = None
+            try:
+                scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress)
+                problems = list(scan.problems)
+            except OSError as error:
+                problems = [f"cannot be read ({error.strerror or error})"]
+            except tf.errors.OpError as error:  # a remote file TensorFlow's file systems cannot open
+                problems = [f"cannot be read ({tf_message(error)})"]
+            finally:
+                progress.file_done()
+            entry = manifest.entry(path) if local else None
+            if entry is not None and scan is not None:
+                problems += entry_problems(scan, entry)
+            elif entry is None and manifest.files:
+                problems.append(f"not listed in the files of the manifest {where}: it was added after the "
+                                "manifest was written (run `batchloaders manifest` on the dataset directory)")
+            for line in problems:
+                progress.print(f"{shown(path)}: {line}", out)
+            if not problems:
+                progress.print(f"OK {shown(path)} ({count(scan.records, 'record')})", out)
+            bad += bool(problems)
+        read = {os.path.normpath(os.path.abspath(p)) for p in files if url_scheme(p) is None}
+        missing = [(p, e) for p, e in manifest.files.items() if p not in read and not os.path.exists(p)]
+        for path, entry in missing:
+            line = f" (line {entry.line})" if entry.line else ""
+            progress.print(f"{shown(path)}: missing: the manifest {where} lists it{line} with "
+                           f"{count(entry.num_records, 'record')}", out)
+    finally:
+        progress.close()
+    for line in unreadable:
+        print(line, file=out)
+    bad += len(missing) + len(unreadable)
+    print(summary(bad, len(files) + len(missing) + len(unreadable)), file=out)
+    return 1 if bad else 0

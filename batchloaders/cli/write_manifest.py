@@ -1,0 +1,303 @@
+"""``batchloaders manifest DIR``: write or update ``DIR/__manifest__.json`` from the data files under DIR.
+
+Every data file (``*.tfrecords``, found as a ``dir`` dataset finds them) is read
+whole, with a progress line on stderr, and listed in ``files`` with its
+name (relative to DIR, '/' between directories), ``num_records``,
+``size_bytes`` and ``sha256``. A damaged file (see :mod:`batchloaders.cli.verify`)
+stops the command: no manifest is written with counts that are wrong.
+
+The keys an existing manifest holds (``compression``, ``allow_var_len``,
+``features`` and any other) are kept. When it declares no features, or there
+is no manifest yet, the features are inferred from the first records of every
+file (:mod:`batchloaders.cli.infer`), along with ``allow_var_len``;
+``compression`` is told from the files' bytes when the manifest does not
+give it. The new manifest is checked as ``validate`` would before it
+replaces the old one (written to a temporary file, then renamed; the temporary
+files of a run that was killed while writing are removed by the next run). The summary
+is two lines (the first wrapped here)::
+
+    $ batchloaders manifest data/mnist
+    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (int64 [784]),
+        label (int64 [1])
+    wrote data/mnist/__manifest__.json: 2 files, 60,000 records, 47,040,000 bytes
+
+Exit status: 0 when the manifest was written, 1 otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from typing import Iterator, Sequence, TextIO
+
+from batchloaders.errors import BatchLoaderError, ManifestError
+from batchloaders.config.datasets import DEFAULT_PATTERN, _walk
+from batchloaders.config.document import MANIFEST, load_file, parse_text
+from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
+from batchloaders.config.model import COMPRESSIONS
+from batchloaders.cli.infer import SAMPLE_RECORDS, infer
+from batchloaders.cli.progress import Progress
+from batchloaders.read.records import (ReadError, compression_name, count, read_records, scan_file, shown,
+                                        sniff)
+
+try:
+    import fcntl
+except ImportError:  # Windows: leftovers are told by their age alone
+    fcntl = None
+
+KEY_ORDER = ("compression", "allow_var_len", "features", "files")
+TEMP_PREFIX, TEMP_SUFFIX = ".__manifest__.", ".tmp"
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX))  # mkstemp's names
+UNLOCKED_AGE = 3600  # seconds after which a temporary manifest counts as left over where files cannot be locked
+
+
+class Refused(Exception):
+    """The manifest cannot be written; the message (possibly several lines) says why."""
+
+
+def run(directory: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        lines = write(directory, err)
+    except (Refused, BatchLoaderError) as error:
+        for line in str(error).splitlines():
+            print(f"batchloaders manifest: error: {line}", file=err)
+        return 1
+    for line in lines:
+        print(line, file=out)
+    return 0
+
+
+def data_files(directory: str) -> list[str]:
+    """The data files under ``directory``, in the order a ``dir`` dataset reads them; Refused if there are none."""
+    try:
+        top = os.stat(directory)
+    except OSError as error:
+        raise Refused(f"{directory}: {error.strerror or error}: expected a dataset directory") from None
+    if not os.path.isdir(directory):
+        raise Refused(f"{directory} is not a directory: expected a dataset directory")
+    files, unreadable = _walk(directory, top)
+    if unreadable:
+        raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
+    if not files:
+        raise Refused(f"no data file under {directory} (files matching {DEFAULT_PATTERN})")
+    return files
+
+
+def _existing(path: str) -> dict:
+    """The manifest already there as plain data, {} if there is none."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        data = load_file(path, ManifestError, MANIFEST).data
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nfix or remove the existing manifest first") from None
+    if not isinstance(data, dict):
+        raise Refused(f"{shown(path)}: $: found a JSON {type(data).__name__}: expected an object; fix or remove "
+                      "the existing manifest first")
+    return data
+
+
+def _compression(directory: str, files: Sequence[str], existing: dict) -> str | None:
+    """The manifest's compression if it gives one, else the one the files' bytes show."""
+    if "compression" in existing:
+        compression = existing["compression"]
+        if compression not in COMPRESSIONS:
+            raise Refused(f"the existing manifest says compression {json.dumps(compression)}: expected null, "
+                          "'zlib' or 'gzip'")
+        return compression
+    found: dict[str | None, str] = {}
+    for path in files:
+        kind = sniff(path, directory)
+        if kind.kind == "other":
+            raise Refused(f"{shown(path)}: not a TFRecord file: {kind.detail}")
+        if kind.kind != "empty":
+            found.setdefault(kind.compression, path)
+    if len(found) > 1:
+        raise Refused("the data files are not all compressed alike: " + "; ".join(
+            f"{shown(path)} is {sniff(path, None).describe()}" for path in found.values()))
+    return next(iter(found), None)
+
+
+def _samples(files: Sequence[str], compression: str | None) -> Iterator[tuple[str, int, bytes]]:
+    for path in files:
+        try:
+            for index, _, serialized in read_records(path, compression, limit=SAMPLE_RECORDS):
+                yield path, index, serialized
+        except ReadError:
+            pass  # cannot happen after a clean scan, unless the file changed since
+
+
+def _feature_text(feature: dict) -> str:
+    shape = "[" + ", ".join(map(str, feature["shape"])) + "]"
+    return f"{feature['name']} ({feature['dtype']} {shape}{', feature list' if feature['var_len'] else ''})"
+
+
+def write(directory: str, err: TextIO) -> list[str]:
+    """Write the manifest; return the summary lines. Left-out features are reported on ``err``."""
+    started = time.time()
+    files = data_files(directory)
+    for name in remove_leftovers(directory, started):
+        print(f"batchloaders manifest: removed {name}, the temporary manifest of a run stopped while writing",
+              file=err)
+    manifest_path = os.path.join(directory, MANIFEST_NAME)
+    existing = _existing(manifest_path)
+    compression = _compression(directory, files, existing)
+
+    progress = Progress("manifest", len(files), err)
+    entries, problems = [], []
+    try:
+        for path in files:
+            try:
+                scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
+            except OSError as error:
+                problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
+                continue
+            finally:
+                progress.file_done()
+            problems += [f"{shown(path)}: {problem}" for problem in scan.problems]
+            name = os.path.relpath(path, directory).replace(os.sep, "/")
+            entries.append({"name": name, "num_records": scan.records, "size_bytes": scan.size,
+                            "sha256": scan.sha256})
+    finally:
+        progress.close()
+    if problems:
+        raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
+                                            "files (see `batchloaders verify`)"]))
+
+    summary = []
+    declared = existing.get("features")
+    features, allow_var_len = declared, existing.get("allow_var_len")
+    if not (isinstance(declared, list) and declared):
+        inferred = infer(_samples(files, compression))
+        for line in inferred.left_out:
+            print(f"batchloaders manifest: {line}", file=err)
+        if not inferred.features:
+            raise Refused(f"no feature could be inferred from the {count(inferred.records, 'record')} looked at "
+                          f"(the first {SAMPLE_RECORDS} of each file); declare the features in {manifest_path}")
+        features, allow_var_len = inferred.features, inferred.allow_var_len
+        kind = "tf.train.SequenceExample" if allow_var_len else "tf.train.Example"
+        summary.append(f"features inferred from {count(inferred.records, 'record')} of {count(len(files), 'file')} "
+                       f"({kind}, compression {compression_name(compression)}): "
+                       + ", ".join(_feature_text(f) for f in features))
+    else:
+        if allow_var_len is None:
+            allow_var_len = infer(_samples(files, compression)).allow_var_len
+        names = [f.get("name") if isinstance(f, dict) else "?" for f in features]
+        summary.append(f"features kept from the existing manifest: {', '.join(map(str, names))}")
+
+    data = {"compression": compression, "allow_var_len": allow_var_len, "features": features, "files": entries}
+    data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
+    text = to_json(data) + "\n"
+    try:  # what validate would say of it
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
+                                                       bounds=MANIFEST))
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nno manifest written: it would be invalid") from None
+    _replace(manifest_path, text)
+    records = sum(entry["num_records"] for entry in entries)
+    size = sum(entry["size_bytes"] for entry in entries)
+    summary.append(f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
+                   f"{count(size, 'byte')}")
+    return summary
+
+
+def to_json(value, level: int = 0) -> str:
+    """JSON indented by 2, with arrays of numbers and strings (shapes) kept on one line."""
+    inner, outer = "  " * (level + 1), "  " * level
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(key, ensure_ascii=False)}: {to_json(item, level + 1)}"
+                 for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + outer + "}"
+    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        return "[\n" + ",\n".join(inner + to_json(item, level + 1) for item in value) + "\n" + outer + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def remove_leftovers(directory: str, started: float) -> list[str]:
+    """Remove the temporary manifests in ``directory`` that killed runs left behind; return their names.
+
+    Only our own names, only files last written before this run ``started``, and only those no process
+    holds the lock of: a write in progress locks its file until it ends, and the lock ends with its
+    process however it dies. Without locks (Windows), only files older than UNLOCKED_AGE.
+    """
+    removed = []
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries if _TEMP_NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue  # renamed by its run since the listing, or not ours to open
+        try:
+            if os.fstat(fd).st_mtime < started and _unlocked(fd):
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _unlocked(fd: int) -> bool:
+    """Whether no process holds the lock of this open file (it is then ours until ``fd`` is closed)."""
+    if fcntl is None:
+        return time.time() - os.fstat(fd).st_mtime > UNLOCKED_AGE
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _locked_temp(directory: str) -> tuple[int, str]:
+    """A new temporary manifest in ``directory``, open and locked for this process while it writes."""
+    while True:
+        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+        if fcntl is None:
+            return fd, temp
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network mounts): leftovers go by age there
+            return fd, temp
+        if os.fstat(fd).st_nlink:
+            return fd, temp
+        os.close(fd)  # another run took it for a leftover between mkstemp and the lock: make another
+
+
+def _replace(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = _locked_temp(directory)
+    # The lock belongs to the open file, not to one descriptor: a copy keeps it until the rename is done.
+    held = os.dup(fd) if fcntl is not None else None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, _mode(path))
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _mode(path: str) -> int:
+    """The permissions of the manifest being replaced, or those a new file gets under the umask."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -1,0 +1,525 @@
+"""Read data files so that no damage goes unnoticed.
+
+TensorFlow's TFRecord reader loses data silently in several ways: a file cut
+inside a record header or at a record boundary ends early without an error,
+and a GZIP stream without its trailer (or cut where a record ends) does too.
+When it does raise (a bad frame or checksum, a broken compressed stream), the
+error names neither the file nor the record.
+
+Each file is therefore read on its own, in blocks, with its end accounted for:
+
+* An end marker is appended after the file's records and both the records and
+  the marker are numbered before ``ignore_errors`` and again after it. TF's
+  reader moves to the next file after an error, so an error swallowed there
+  shows as a gap between the two numbers at the marker, and the reading stops
+  at the damage, with every earlier record delivered.
+* At the end of the file the bytes accounted for (record lengths plus 16 bytes
+  of framing each) must equal the file's size (uncompressed files), or the
+  size the GZIP trailer records (modulo 2**32); and the number of records
+  must equal the manifest's ``num_records`` for the file when it lists one.
+
+Only what is known is checked: sizes of local files are read when the
+pipeline is built, a remote file's size is not, and ZLIB streams record no size.
+
+A damaged file then fails the pipeline with an error that begins with the
+file's path, the byte offset and the last good record (``on_corrupt: fail``),
+or is logged and counted and reading goes on with the next file
+(``on_corrupt: skip_file``, see :class:`SkipCounter`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+import tensorflow as tf
+
+from batchloaders.errors import MARKER, DataError, Problem
+from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
+from batchloaders.transform.graphs import as_written
+from batchloaders.read.naming import BlockNames
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.model import LoaderConfig
+
+UNKNOWN = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class FileTable:
+    """What is known of every data file before reading it, by index in ``config.dataset.files``."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]  # bytes as stored, UNKNOWN if not known
+    expected_bytes: tuple[int, ...]  # record bytes the file must account for, UNKNOWN if not checkable
+    counts: tuple[int, ...]  # records the manifest lists, UNKNOWN if it does not
+    compression: str | None
+
+
+def _gzip_size(path: str) -> int:
+    """The uncompressed size a GZIP file's trailer records (modulo 2**32), or UNKNOWN."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+            if head != b"\x1f\x8b":
+                return UNKNOWN  # not GZIP at all: reading it fails and says so
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little")
+    except OSError:
+        return UNKNOWN
+
+
+def _check_compression(path: str, manifest) -> None:
+    """Raise DataError when a local file is TFRecord compressed otherwise than its manifest says: the manifest
+    disagreeing with the data is never a damaged file that ``on_corrupt: skip_file`` may skip."""
+    try:
+        with open(path, "rb") as f:
+            found = compressed_otherwise(f.read(HEAD_BYTES), manifest.compression)
+    except OSError:
+        return  # gone or unreadable: reading it says so
+    if found is not None:
+        says = "null (not compressed)" if manifest.compression is None else repr(manifest.compression)
+        raise DataError(Problem(path, "compression", (
+            f"the file is {found}, but the manifest {manifest.path} says compression {says}: fix the manifest's "
+            "compression or rewrite the file (a file that disagrees with its manifest is never skipped)")))
+
+
+def file_table(config: LoaderConfig) -> FileTable:
+    """Sizes and counts of every data file, read now (local files: one stat; GZIP ones 4 bytes more)."""
+    manifest = config.dataset.manifest
+    sizes, expected, counts = [], [], []
+    for path in config.dataset.files:
+        entry = manifest.entry(path) if url_scheme(path) is None else None
+        counts.append(entry.num_records if entry is not None else UNKNOWN)
+        size = UNKNOWN
+        if url_scheme(path) is None:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = UNKNOWN  # gone since listing: reading it says so
+        sizes.append(size)
+        if size == UNKNOWN or manifest.compression == "zlib":
+            expected.append(UNKNOWN)
+        elif manifest.compression == "gzip":
+            expected.append(_gzip_size(path) if size >= 18 else UNKNOWN)  # 18: header + trailer
+        else:
+            expected.append(size)
+    return FileTable(tuple(config.dataset.files), tuple(sizes), tuple(expected), tuple(counts),
+                     manifest.compression)
+
+
+class SkipCounter:
+    """What ``on_corrupt: skip_file`` skipped: per damaged file, the records read before the damage, and how often.
+
+    Tables are filled while the dataset runs; :meth:`report` reads them (after an epoch, or any time).
+    """
+
+    def __init__(self, table: FileTable):
+        self.table = table
+        with tf.init_scope():
+            self.records = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+            self.skips = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+
+    def add(self, filename, records):
+        # A file listed twice, or skipped again in a later epoch, adds up.
+        return [self.records.insert(filename, self.records.lookup(filename) + records),
+                self.skips.insert(filename, self.skips.lookup(filename) + 1)]
+
+    def report(self) -> "SkipReport":
+        read, skips = ({k.decode(): int(v) for k, v in zip(*(t.numpy() for t in table.export()))}
+                       for table in (self.records, self.skips))
+        index = {name: i for i, name in enumerate(self.table.names)}
+        lost = {}
+        for name, n in read.items():
+            expected = self.table.counts[index[name]] if name in index else UNKNOWN
+            lost[name] = skips[name] * expected - n if expected != UNKNOWN else None
+        return SkipReport(files=dict(sorted(read.items())), records_lost=dict(sorted(lost.items())))
+
+
+@dataclasses.dataclass(frozen=True)
+class SkipReport:
+    """Files ``skip_file`` skipped the rest of, with the records read from each before the damage.
+
+    ``records_lost[f]`` is how many of its records were not read, when the manifest lists the file's count.
+    """
+
+    files: dict[str, int]
+    records_lost: dict[str, int | None]
+
+    @property
+    def skipped_files(self) -> int:
+        return len(self.files)
+
+    @property
+    def skipped_records(self) -> int | None:
+        """Records not read from the skipped files, or None when a skipped file's count is unknown."""
+        lost = list(self.records_lost.values())
+        return None if any(n is None for n in lost) else sum(lost)
+
+    def __str__(self) -> str:
+        if not self.files:
+            return "no file skipped"
+        known = self.skipped_records
+        lines = [f"{self.skipped_files} file(s) skipped"
+                 + (f", {known} record(s) not read" if known is not None else "")]
+        for name, n in self.files.items():
+            lost = self.records_lost[name]
+            lines.append(f"  {name}: {n} record(s) read before the damage"
+                         + (f", {lost} not read" if lost is not None else ""))
+        return "\n".join(lines)
+
+
+def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_count, compression, manifest_path):
+    """Whether a file's end does not add up, and why in words (a bool and a string tensor).
+
+    The first applicable reason wins. Few graph nodes on purpose: every node is
+    paid again in tracing and in instantiating the function at each ``input_fn()``
+    (docs/decisions/performance.md), and this runs once per file.
+    """
+    stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
+    if stream:
+        broken = (f"a record or the {stream} stream is damaged there (is the file {stream}-compressed, as the "
+                  "manifest says?)")
+    else:
+        broken = ("a record frame or checksum is damaged there, or the file ends inside a record (is it a "
+                  "TFRecord file, and uncompressed, as the manifest says?)")
+    conditions = [unread, damaged]
+    texts = [tf.constant("the file could not be read to its end: it cannot be opened (deleted, moved or made "
+                         "unreadable after the pipeline was built?)"), tf.constant(broken)]
+    if stream == "GZIP":
+        conditions.append(tf.not_equal(consumed % 2**32, expected_bytes) & (expected_bytes >= 0))
+        texts.append(tf.strings.format(
+            "the GZIP trailer records {} bytes of records (modulo 2**32), but the stream gave {}: the file is cut or "
+            "lacks its trailer (several GZIP streams concatenated into one file also look like this)",
+            (expected_bytes, consumed)))
+    elif not stream:
+        conditions.append(tf.not_equal(consumed, expected_bytes) & (expected_bytes >= 0))
+        texts.append(tf.strings.join([tf.strings.format("the file is {} bytes, but its records end at byte {}: ",
+                                                        (size, consumed)),
+                                      tf.where(consumed < size, "the rest is not a whole record (the file was cut "
+                                               "inside a record header, or has bytes appended)",
+                                               "the file changed while it was read")]))
+    conditions.append(tf.not_equal(count, expected_count) & (expected_count >= 0))
+    texts.append(tf.strings.join([
+        "the manifest ", manifest_path, tf.strings.format(" lists {} records for this file, but {} were read ",
+                                                          (expected_count, count)),
+        tf.where(count < expected_count, "(the file was cut at a record boundary, or changed after the manifest was "
+                 "written)", "(records were added after the manifest was written)")]))
+    flags = tf.stack(conditions)
+    first = tf.argmax(tf.cast(flags, tf.int32), output_type=tf.int32)  # the first true one (0 when none is)
+    return tf.reduce_any(flags), tf.gather(tf.stack(texts), first)
+
+
+class Reader:
+    """Reads a config's data files with their ends checked; one per ``build_input_fn``.
+
+    Holds what is known of the files (:class:`FileTable`) and, under
+    ``on_corrupt: skip_file``, the :class:`SkipCounter` every dataset built from it adds to.
+    """
+
+    def __init__(self, config: LoaderConfig):
+        self.config = config
+        for path in config.dataset.files:  # once, when build_input_fn reads the files: the first KiB of each
+            if url_scheme(path) is None:
+                _check_compression(path, config.dataset.manifest)
+        self.table = file_table(config)
+        self.skipped = SkipCounter(self.table) if config.on_corrupt == "skip_file" else None
+
+    def refresh(self) -> None:
+        """Read the files' sizes again: each dataset built checks the files as they are when it is built."""
+        self.table = file_table(self.config)
+        if self.skipped is not None:
+            self.skipped.table = self.table
+
+    def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None,
+               by_record: bool = False) -> tf.data.Dataset:
+        return checked_blocks(self.config, self.table, filename, index, block, self.skipped, then, by_record)
+
+    def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
+        """'path: record N' for each record, so that parse errors say which record of which file."""
+        names = tf.gather(tf.constant(self.table.names), file_index)
+        return tf.strings.join([names, ": record ", tf.strings.as_string(record)])
+
+    def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
+        """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse
+        errors still name the record (errors.data_error_from), at no string built per record."""
+        return BlockNames(tf.gather(tf.constant(self.table.names), file_index), first, count)
+
+
+def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
+    """'path: record F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
+
+    Names the same records as :meth:`Reader.record_names` (errors.data_error_from adds F and j up) for
+    about half its cost: one join against constant offsets instead of a number formatted per record.
+    For feature lists, whose parse errors do not say the record's place in the batch (naming.py).
+    """
+    offsets = tf.constant([str(j) for j in range(block)])
+    prefix = tf.strings.join([path, ": record ", tf.strings.as_string(first), "+"])
+    return tf.strings.join([prefix, offsets[:count]])
+
+
+# What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.
+RECOVER, CHECK = -1, -2
+
+
+def _bounded(records: tf.data.Dataset, limit: tf.Tensor) -> tf.data.Dataset:
+    """``(n, record)``: ``records`` numbered, with errors ignored, at most ``limit`` elements or errors in all.
+
+    Zip asks the range first, so each error swallowed still uses one number:
+    a file that cannot be opened (TensorFlow's reader then retries it without
+    end) stops after ``limit`` tries, and the end check reports it. The numbers
+    stay in the element (no map drops them: one traced function less).
+    """
+    return tf.data.Dataset.zip((tf.data.Dataset.range(limit), records)).ignore_errors()
+
+
+def _fast_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
+    """``(n, serialized [k])``: blocks numbered 0, 1, ... with ignore_errors after batching, then the RECOVER and
+    CHECK marker blocks (empty).
+
+    An error drops the block it happens in; at the RECOVER marker those records
+    are read again (see ``checked_blocks``) when the file's bytes do not add up.
+    Costs nothing per record beyond ``batch``.
+    """
+    markers = tf.data.Dataset.from_tensor_slices((tf.constant([RECOVER, CHECK], tf.int64), tf.zeros([2, 0], tf.string)))
+    return _bounded(records.batch(block), limit // block + 2).concatenate(markers)
+
+
+def _recover(records: tf.data.Dataset, block: int, take):
+    """``(serialized, swallowed, ended)`` of the first ``take`` (at most ``block``) of ``records`` read with errors
+    ignored: the good records up to the first error, whether an error stopped them, whether the read got to
+    the end (else the file cannot be opened). Records and an end flag are numbered before ``ignore_errors``: TensorFlow's reader
+    moves on after an error, so an error swallowed shows as a gap at the flag. No function is traced here."""
+    flagged = tf.data.Dataset.zip((records.take(take), tf.data.Dataset.from_tensors(False).repeat())).concatenate(
+        tf.data.Dataset.from_tensors((tf.constant(""), True)))
+    # A sentinel numbered -1 comes last, so that the batch is never empty (a file that cannot be opened
+    # uses up every number with errors).
+    sentinel = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), (tf.constant(""), False)))
+    numbers, (serialized, flags) = _bounded(flagged, tf.constant(block + 2, tf.int64)).concatenate(sentinel).batch(
+        block + 3).get_single_element()
+    read = tf.size(numbers) - 1  # without the sentinel
+    ended = tf.reduce_any(flags)  # the end flag, when read, is the last before the sentinel
+    kept = read - tf.cast(ended, tf.int32)
+    swallowed = ended & tf.not_equal(tf.reduce_max(numbers), tf.cast(read, tf.int64) - 1)
+    return serialized[:kept], swallowed, ended
+
+
+def _exact_blocks(records: tf.data.Dataset, block: int, limit: tf.Tensor) -> tf.data.Dataset:
+    """Like :func:`_fast_blocks` for files whose size cannot be checked (ZLIB, unknown sizes).
+
+    Records and an end flag are numbered before and after ``ignore_errors``:
+    TensorFlow's reader moves on to the next file after an error, so a
+    swallowed error shows as a gap between the two numbers at the flag. This works
+    record by record, not block by block, which is why it is not the default path.
+    Elements ``(after [k], (before [k], (serialized [k], flags [k])))``, cut by the scan
+    step (no map stage), then a CHECK marker block.
+    """
+    flagged = tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(False).repeat())).concatenate(
+        tf.data.Dataset.from_tensors((tf.constant(""), True)))
+    numbered = tf.data.Dataset.zip((tf.data.Dataset.range(2**62), _bounded(flagged, limit + 2))).batch(block)
+    marker = tf.constant([CHECK], tf.int64)
+    return numbered.concatenate(tf.data.Dataset.from_tensors(
+        (marker, (marker, (tf.zeros([0], tf.string), tf.zeros([0], tf.bool))))))
+
+
+def _opened(filename: tf.Tensor) -> tf.data.Dataset:
+    """One element, after the file was opened and (if it has any) one byte read, outside ignore_errors.
+
+    TensorFlow's reader retries a file it cannot open without moving on, so
+    under ``ignore_errors`` a file deleted or unreadable after the build would
+    spin forever. Here it fails at once with TensorFlow's error, which begins
+    with the path (``errors.data_error_from`` turns it into a DataError).
+    """
+    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
+    return tf.data.Dataset.from_tensors(filename).map(
+        as_written(lambda f: probe.reduce(tf.constant(0, tf.int64), as_written(lambda n, _: n + 1))))
+
+
+def exact_path(table: FileTable) -> bool:
+    """Whether the files need the exact (slower) path: some file's size cannot be checked."""
+    return any(e == UNKNOWN for e in table.expected_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _EndCheck:
+    """What the end-of-file step depends on besides its tensors: the key of its traced function."""
+
+    exact: bool
+    compression: str | None  # "gzip", "zlib" or None: how sizes are checked
+    tf_compression: str  # TFRecordDataset's compression_type, to read a file again
+    read_buffer: int
+    block: int
+    on_corrupt: str
+    manifest_path: str
+
+
+_STEPS: dict[_EndCheck, "tf.types.experimental.PolymorphicFunction"] = {}
+
+
+def _end_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file check's share of the scan step, as one tf.function traced once per process and ``check``.
+
+    ``(state, element, filename, facts) -> (state, serialized, first)``; ``facts`` are the file's
+    size, expected bytes, expected records and retry bound. Its two conditional branches (reading a
+    damaged block again; reporting the end) were most of the tracing of every ``input_fn()`` (a tf.cond
+    is slow to trace: docs/decisions/performance.md); a call to this function costs one node. Not shared under
+    ``on_corrupt: skip_file``, whose counter (lookup tables) belongs to one ``build_input_fn``.
+    """
+    if skipped is None and check in _STEPS:
+        return _STEPS[check]
+    scalar = tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.bool)
+    if check.exact:
+        element = (tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.int64),
+                                                     (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool))))
+    else:
+        element = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.string))
+    signature = [scalar, element, tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)]
+    fn = tf.function(as_written(_end_step_body(check, skipped)), input_signature=signature, autograph=False)
+    if skipped is None:
+        _STEPS[check] = fn
+    return fn
+
+
+def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
+    compression, block = check.compression, check.block
+
+    def open_records(filename):
+        return tf.data.TFRecordDataset(filename, compression_type=check.tf_compression, buffer_size=check.read_buffer)
+
+    def finish(filename, facts, consumed, count, damaged, ended, at_check):
+        """At the CHECK marker, check the file's end; fail, or warn and count, when it does not add up.
+        Returns a bool tensor to depend on. Runs at the two markers only (inside the scan step's one cond)."""
+        size, expected_bytes, expected_count, _ = tf.unstack(facts)
+        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size, expected_bytes,
+                                  expected_count, compression, check.manifest_path)
+        problem = problem & at_check
+        message = tf.strings.join([
+            filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
+            tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
+                                                  count - 1), ", before the first record"),
+            ": ", reason])
+        if check.on_corrupt == "fail":
+            with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(problem), [message], summarize=1)]):
+                return tf.identity(problem)
+
+        def skip():
+            ops = [tf.print(tf.strings.join(["WARNING ", message, "; skipped the rest of the file (",
+                                             tf.strings.as_string(count), " records read from it)"]),
+                            output_stream=sys.stderr)]
+            if skipped is not None:
+                ops += skipped.add(filename, count)
+            with tf.control_dependencies(ops):
+                return tf.constant(True)
+        return tf.cond(problem, skip, lambda: tf.constant(False))
+
+    def advance(consumed, count, serialized):
+        size = tf.size(serialized, out_type=tf.int64)
+        return consumed + tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * size, \
+            count + size
+
+    def within_count(filename, count, facts, serialized):
+        """``serialized``, after failing (under either policy) when the file holds more records than the
+        manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
+        listed = facts[2]
+        message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
+                                   check.manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
+                                   "file, but it holds more (records were added after the manifest was written: "
+                                   "`batchloaders manifest DIR` writes it again)"])
+        over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
+        with tf.control_dependencies([over]):
+            return tf.identity(serialized)
+
+    def step(state, element, filename, facts):
+        consumed, count, damaged, ended = state
+        if check.exact:
+            after, (before, (serialized, flags)) = element
+            n = after[0]
+            reached = tf.reduce_any(flags)  # the end flag, read last
+            serialized = serialized[:tf.size(serialized) - tf.cast(reached, tf.int32)]
+            consumed, count = advance(consumed, count, serialized)
+            damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
+            ended = ended | reached
+            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
+                                                                  tf.constant(True)), lambda: tf.constant(False))
+            with tf.control_dependencies([checked]):
+                serialized = tf.identity(serialized)
+            return (consumed, count, damaged, ended), within_count(filename, count, facts, serialized), state[1]
+        n, serialized = element
+
+        def at_marker():
+            # The fast path drops the block an error happens in; the file's bytes then fall short, and the
+            # good records of that block (fewer than ``block``) are read again up to the damage.
+            short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
+                                                         facts[1])
+            again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
+                                                tf.where(short, tf.constant(block, tf.int64), 0))
+            reached = tf.where(short, to_end, tf.equal(n, RECOVER))
+            state = (*advance(consumed, count, again), damaged | swallowed, ended | reached)
+            checked = finish(filename, facts, *state, tf.equal(n, CHECK))
+            with tf.control_dependencies([checked]):
+                return state, tf.identity(again)
+
+        # One conditional: blocks only count; the two markers at the end do the rest.
+        state, serialized = tf.cond(n < 0, at_marker,
+                                    lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
+        return state, within_count(filename, state[1], facts, serialized), count
+
+    return step
+
+
+def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
+                   skipped: SkipCounter | None = None, then=None, by_record: bool = False) -> tf.data.Dataset:
+    """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
+
+    Every block but the last holds at most ``block`` records; empty blocks are
+    left out. The file's end is checked when the iterator asks for the block
+    after the last, so every good record is delivered before an error.
+    ``index`` is the file's position in ``config.dataset.files``. ``then``, if
+    given, turns each block into what the dataset yields instead, in the same
+    function call (each tf.data function call has a fixed cost, a real share of a
+    block's work: docs/decisions/performance.md). ``by_record``: every output of ``then`` holds the block's
+    records along its first axis, so an empty block is one with none there.
+
+    Built for few graph nodes: each is paid again at every ``input_fn()``
+    (tracing, then instantiating the function when the iterator starts).
+    """
+    compression = table.compression
+    exact = exact_path(table)
+    tf_compression = config.dataset.manifest.tf_compression
+
+    def open_records():
+        return tf.data.TFRecordDataset(filename, compression_type=tf_compression,
+                                       buffer_size=config.num_read_buffer_bytes)
+
+    # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
+    expansion = 1 if compression is None else 1032
+    limits = [size * expansion // FRAME_BYTES + 1 if size >= 0 else 2**62 for size in table.sizes]
+    facts = tf.gather(tf.constant(list(zip(table.sizes, table.expected_bytes, table.counts, limits)), tf.int64,
+                                  shape=[len(limits), 4]), index)
+    if exact:  # no small bound on retries here (sizes unknown or compressed): open the file first
+        blocks = _opened(filename).flat_map(as_written(lambda _: _exact_blocks(open_records(), block, facts[3])))
+    else:
+        blocks = _fast_blocks(open_records(), block, facts[3])
+    end_step = _end_step(_EndCheck(exact, compression, tf_compression, config.num_read_buffer_bytes, block,
+                                   config.on_corrupt, config.dataset.manifest.path), skipped)
+
+    def step(state, element):
+        state, serialized, first = end_step(state, element, filename, facts)
+        out = {"serialized": serialized, "first": first}
+        if then is not None:
+            out = then(out)
+        # Empty blocks (the markers, mostly) are dropped, so that the loaders' block sequence (and every
+        # window and hash) stays as it was before these checks: every output gets a leading axis of 1,
+        # or of 0 for an empty block, which unbatch below drops at no function call per block; outputs
+        # by record go through a filter instead, which costs a call but no copy.
+        if by_record:
+            return state, out
+        keep = tf.cast(tf.size(serialized) > 0, tf.int32)
+        return state, tf.nest.map_structure(lambda t: tf.expand_dims(t, 0)[:keep], out)
+
+    zero = tf.constant(0, tf.int64)
+    # Asking for the block after the last runs the check.
+    scanned = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
+    if by_record:
+        # unbatch copies every element it gives out, here a whole parsed block (docs/decisions/performance.md).
+        return scanned.filter(as_written(lambda *out: tf.shape(tf.nest.flatten(out)[0])[0] > 0))
+    return scanned.unbatch()

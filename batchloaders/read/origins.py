@@ -1,0 +1,56 @@
+"""Where each example was read, carried in the loader's extras for the stages that name it.
+
+A loader asks :func:`wanted` and, when true, adds :func:`extras` of each example: its data file (the
+position in the dataset's files), its record (a window's first record) and, for a continuous window, its
+first step's place in that record. What is made of them is what the config's stages use:
+
+- ``source_key``, ``'<file path>:<record index>'``: chunking's ``source_key`` feature;
+- ``sequence_key``: segmenting's default key, the same plus ``':<step>'`` for a continuous window, since
+  windows starting in one record are distinct sequences (state kept per key must not cross them);
+- ``origin_file`` and ``origin_record`` numbers: bucketing's ``max_tokens`` check when only the data can
+  tell the longest example; the numbers become a file path only in the failing check's message.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from batchloaders.regroup import chunking
+from batchloaders.config.model import LoaderConfig
+
+SOURCE_KEY, SEQUENCE_KEY, FILE, RECORD = "source_key", "sequence_key", "origin_file", "origin_record"
+
+
+def wants_sequence_key(config: LoaderConfig) -> bool:
+    """Whether segmenting names each sequence by where it was read (no ``key`` tensor)."""
+    return config.segmenting is not None and config.segmenting.key is None
+
+
+def wants_numbers(config: LoaderConfig) -> bool:
+    """Whether bucketing checks each example against max_tokens and names the first one over it."""
+    return config.bucketing is not None and config.bucketing.check_longest
+
+
+def wanted(config: LoaderConfig) -> bool:
+    """Whether the loader must give :func:`extras` of every example."""
+    return chunking.wants_source(config) or wants_sequence_key(config) or wants_numbers(config)
+
+
+def extras(config: LoaderConfig, file_index, record, step=None) -> dict:
+    """The extras the config's stages want of examples read from files ``file_index`` [N], records
+    ``record`` [N] (a window's first) and, for continuous windows, ``step`` [N] (its first step's place in
+    that record)."""
+    out = {}
+    if chunking.wants_source(config):
+        out[SOURCE_KEY] = chunking.source_keys(config, file_index, record)
+    if wants_sequence_key(config):
+        key = chunking.source_keys(config, file_index, record)
+        out[SEQUENCE_KEY] = key if step is None else tf.strings.join([key, ":", tf.strings.as_string(step)])
+    if wants_numbers(config):
+        out[FILE], out[RECORD] = tf.cast(file_index, tf.int64), tf.cast(record, tf.int64)
+    return out
+
+
+def located(config: LoaderConfig, extras: dict, at) -> tf.Tensor:
+    """'<file path>: record N' of example ``at``, for a message :func:`errors.data_error_from` locates."""
+    path = tf.gather(tf.constant(list(config.dataset.files)), tf.cast(extras[FILE][at], tf.int32))
+    return tf.strings.join([path, ": record ", tf.strings.as_string(extras[RECORD][at])])

@@ -1,0 +1,2 @@
+"""Stages that regroup examples into batches other than one after another: bucketing, packing,
+chunking and segmenting."""

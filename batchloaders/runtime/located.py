@@ -1,0 +1,171 @@
+"""Data errors of a running pipeline as DataError, located and said in the manifest's words.
+
+TensorFlow's parse ops name the record they fail on only sometimes (Example
+records in a block: the block and an index; a SequenceExample's feature list:
+nothing at all), and say what they found in their own terms. A :class:`Locator`
+knows one config's files and manifest: given a file and record it reads that
+record again and says what disagrees (``read.records.check_record``); given
+nothing, it reads the files in order for the first record that disagrees.
+
+The datasets ``build_input_fn`` returns convert errors themselves when iterated
+eagerly (``next()``, ``for``, ``as_numpy_iterator``); where TensorFlow raises
+from a ``tf.function`` (Keras ``fit``), ``batchloaders.data_errors()`` converts
+them with the locators of the pipelines built in this process.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops, iterator_ops
+
+from batchloaders import errors
+from batchloaders.config.model import LoaderConfig
+
+
+class Locator:
+    """Finds and explains the records of one config's data files that disagree with its manifest."""
+
+    def __init__(self, config: LoaderConfig):
+        self.source = config.source
+        self.files = tuple(config.dataset.files)
+        self.manifest = config.dataset.manifest
+        self.read_as: dict[str, tuple[str, ...]] = {}
+        for primary in config.primary_features:
+            self.read_as[primary.from_name] = self.read_as.get(primary.from_name, ()) + (primary.to_name,)
+
+    def knows(self, path: str) -> bool:
+        return path in self.files
+
+    def explain(self, path: str, record: int) -> str | None:
+        """What record ``record`` of ``path`` has wrong, read again; None if it cannot be read or agrees."""
+        try:
+            records = tf.data.TFRecordDataset(path, compression_type=self.manifest.tf_compression)
+            serialized = next(iter(records.skip(record).take(1)), None)
+        except (tf.errors.OpError, OSError):
+            return None
+        if serialized is None:
+            return None
+        return self._problems(serialized.numpy())
+
+    def find(self, feature: str | None = None, seconds: float = errors.SEARCH_SECONDS
+             ) -> tuple[str, int, str] | None:
+        """(file, record, problem) of the first record that disagrees, reading the files in order; None
+        when none does or the search runs out of time. ``feature``: the stored name an error named."""
+        from batchloaders.read.records import ReadError, read_records
+
+        read_as = ({feature: self.read_as[feature]} if feature in self.read_as else None)
+        deadline = time.monotonic() + seconds
+        for path in self.files:
+            try:
+                for index, _, serialized in read_records(path, self.manifest.compression):
+                    problem = self._problems(serialized, read_as)
+                    if problem:
+                        return path, index, problem
+                    if time.monotonic() > deadline:
+                        return None
+            except (ReadError, tf.errors.OpError, OSError):
+                continue  # a damaged or vanished file: its own checks report it
+        return None
+
+    def _problems(self, serialized: bytes, read_as=None) -> str | None:
+        from batchloaders.read.records import check_record
+
+        found = check_record(serialized, self.manifest, read_as or self.read_as, named=True)
+        return "; ".join(found) if found else None
+
+
+def register(locator: Locator) -> None:
+    errors.LOCATORS.append(locator)
+
+
+
+
+_KINDS: dict[type, type] = {}
+_KINDS_LOCK = threading.Lock()
+
+
+def also_as(converted: errors.DataError, original: BaseException) -> errors.DataError:
+    """``converted``, also an instance of the TensorFlow error it stands for (a DataError that is an
+    InvalidArgumentError, say), so that code catching TensorFlow's error type keeps working."""
+    base = type(original)
+    if not isinstance(original, tf.errors.OpError):
+        return converted
+    with _KINDS_LOCK:
+        if base not in _KINDS:
+            _KINDS[base] = type(f"Data{base.__name__}", (errors.DataError, base), {
+                "__module__": __name__, "__doc__": f"A DataError raised where TensorFlow raised {base.__name__}.",
+                # pickled (to another process) as the plain DataError it is: the class is made here, at run time
+                "__reduce__": lambda self: (errors.DataError, (self.problems,))})
+    error = _KINDS[base].__new__(_KINDS[base])
+    errors.DataError.__init__(error, converted.problems)
+    # What tf.errors.OpError's properties read: the located text is the message.
+    error._node_def, error._op, error._message = original.node_def, None, str(converted)
+    error._error_code, error._experimental_payloads = original.error_code, {}
+    return error
+
+
+# The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
+IDENTITY = "_BATCHLOADERS_IDENTITY"
+
+
+class _LocatingIterator(iterator_ops.OwnedIterator):
+    """An eager iterator whose data errors come out as DataError (inside a tf.function it is a plain one), and
+    whose checkpoints (``tf.train.Checkpoint(iterator=it)``) keep the pipeline's identity: a restore into a
+    pipeline that would give other batches is a ResumeError naming what differs, not a silent carry-on."""
+
+    def __init__(self, dataset, locator: Locator, identity: str | None, fetch=None):
+        self._locator, self._identity, self._fetch = locator, identity, fetch
+        super().__init__(dataset)
+
+    def _serialize_to_tensors(self):
+        out = super()._serialize_to_tensors()
+        if self._identity is not None:
+            out[IDENTITY] = tf.constant(self._identity)
+        return out
+
+    def _restore_from_tensors(self, restored_tensors):
+        if self._identity is not None and IDENTITY in restored_tensors:
+            from batchloaders.runtime.resume import mismatch
+
+            saved = json.loads(restored_tensors[IDENTITY].numpy().decode())
+            found = mismatch(saved, json.loads(self._identity))
+            if found:
+                raise errors.ResumeError([errors.Problem("<checkpoint>", "$.iterator", p) for p in found])
+        return super()._restore_from_tensors({"_STATE": restored_tensors["_STATE"]})
+
+    def _copy_trackable_to_cpu(self, object_map):
+        # An asynchronous checkpoint saves a copy: a copy of this kind, so that it keeps the identity too.
+        if self not in object_map:
+            object_map[self] = _LocatingIterator(self._dataset, self._locator, self._identity)
+        object_map[self]._restore_from_tensors(self._serialize_to_tensors())
+
+    def _next_internal(self):
+        if not tf.executing_eagerly():
+            return super()._next_internal()
+        try:
+            return self._fetch(self) if self._fetch is not None else super()._next_internal()
+        except tf.errors.OutOfRangeError:
+            raise
+        except (tf.errors.OpError, UnicodeDecodeError) as error:
+            converted = errors.data_error_from(error, [self._locator])
+            if converted is None:
+                raise
+            raise also_as(converted, error) from error
+
+
+class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):
+    """``dataset`` as it is, whose eager iterators raise located DataErrors and check restored checkpoints
+    against ``identity`` (resume.identity as JSON); ``fetcher``: makes, for each eager iterator, what fetches
+    its next element in place of tf.data's plain get_next (service.BoundedWait)."""
+
+    def __init__(self, dataset: tf.data.Dataset, locator: Locator, identity: str | None = None, fetcher=None):
+        self._locator, self._identity, self._fetcher = locator, identity, fetcher
+        super().__init__(dataset, dataset._variant_tensor)  # noqa: SLF001 - the same pipeline, not a new one
+
+    def __iter__(self):
+        if tf.executing_eagerly() and not tf.inside_function():
+            return _LocatingIterator(self, self._locator, self._identity, self._fetcher and self._fetcher())
+        return super().__iter__()

@@ -1,0 +1,374 @@
+"""``ResumableIterator``: the batches of an ``input_fn``, their position saved by ``tf.train.Checkpoint``.
+
+Two modes (the config's ``resume``, or ``mode=``):
+
+* ``state``: the checkpoint holds the tf.data iterator's own state (shuffle buffers included), as
+  ``tf.train.Checkpoint(iterator=iter(dataset))`` does, plus the fingerprint and the seed.
+* ``replay``: the checkpoint holds the config's fingerprint, the seed and the count of batches
+  consumed (bytes). A restore rebuilds the pipeline from that seed and skips that many batches:
+  every draw is a function of the seed, the epoch and the draw's purpose (determinism.py), so the
+  rebuilt pipeline gives the same batches, and the continuation is the uninterrupted run's.
+
+Either way a checkpoint restored into a ResumableIterator of another config (or batch size, or input
+pipeline) raises :class:`~batchloaders.errors.ResumeError` naming what differs, at the next batch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from batchloaders.runtime import determinism
+from batchloaders.read import sharding
+from batchloaders.errors import ConfigError, Problem, ResumeError
+
+MODES = ("state", "replay")
+_SETTINGS = "_settings"  # the fingerprint's key of what a ResumeError shows (no config field begins with _)
+# Where a config was read from and where its parts were written do not change its batches.
+_NOT_COMPARED = {"source", "json_path", "line", "column", "entry_lines", "list_file_line", "seed", "resume"}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in _NOT_COMPARED and f.compare}  # (compare=False: where, not what; DataFile.locate)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _short_hash(part: Any) -> str:
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
+    """What fixes the batches, as {part: short hash or value}: every field of the compiled config (but its
+    seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share."""
+    out = {name: _short_hash(part) for name, part in _plain(config).items()}
+    out["batch_size"] = str(batch_size)
+    if input_context is not None:
+        out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
+    return out
+
+
+def differences(saved: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+
+
+def _files_shown(files: tuple[str, ...]) -> dict:
+    """The data files as their common directory and their names under it (a few bytes a file)."""
+    common = os.path.commonprefix([f.split("/")[:-1] for f in files]) if files else []
+    root = "/".join(common)
+    return {"root": root, "names": [f[len(root) + 1:] if root else f for f in files]}
+
+
+def _dataset_shown(plain: Mapping[str, Any], config) -> dict:
+    """Its single values as they are, its other parts (the manifest) by hash, its files by name."""
+    return {**{k: v if _is_scalar(v) else {"sha256": _short_hash(v)} for k, v in plain.items() if k != "files"},
+            "files": _files_shown(tuple(config.dataset.files))}
+
+
+# Parts shown in more detail than their hash; the rest are shown when they are a single value.
+_SHOWN = {"dataset": _dataset_shown}
+
+
+def settings(config, batch_size: int, input_context=None) -> dict[str, Any]:
+    """What a ResumeError shows of fingerprint's parts (kept beside it, never compared): the single-valued
+    settings as they are, the dataset's parts with its files by name."""
+    out = {}
+    for name, part in _plain(config).items():
+        if name in _SHOWN:
+            out[name] = _SHOWN[name](part, config)
+        elif _is_scalar(part):
+            out[name] = part
+    out["batch_size"] = batch_size
+    if input_context is not None:
+        out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
+    return out
+
+
+def _file_at(files: Mapping[str, Any], i: int) -> str:
+    names = files["names"]
+    if i >= len(names):
+        return "none"
+    return f"{files['root']}/{names[i]}" if files["root"] else names[i]
+
+
+def _files_differ(saved: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    count = f"saved {len(saved['names'])} files, now {len(now['names'])}"
+    first = next((i for i in range(max(len(saved["names"]), len(now["names"])))
+                  if _file_at(saved, i) != _file_at(now, i)), None)
+    if first is None:  # the same names, written another way (a checkpoint of another version)
+        return f"dataset files: {count}, their names written another way"
+    return f"dataset files: {count}; the first that differs is file {first + 1}: saved {_file_at(saved, first)}, " \
+           f"now {_file_at(now, first)}"
+
+
+def _dataset_differs(name: str, saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    out = []
+    if saved.get("files") != now.get("files"):
+        out.append(_files_differ(saved["files"], now["files"]))
+    for k in differences({k: v for k, v in saved.items() if k != "files"},
+                         {k: v for k, v in now.items() if k != "files"}):
+        out += _value_differs(f"{name}.{k}", saved.get(k), now.get(k))
+    return out
+
+
+def _value_differs(name: str, saved: Any, now: Any) -> list[str]:
+    if not (_is_scalar(saved) and _is_scalar(now)):  # known by hash only
+        return [f"{name}: differs from the saved one"]
+    return [f"{name}: saved {json.dumps(saved)}, now {json.dumps(now)}"]
+
+
+# Parts described otherwise than by their value (_value_differs).
+_DESCRIBE_DIFFERENCE = {"dataset": _dataset_differs}
+
+
+def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now: Mapping[str, Any]) -> list[str]:
+    """One line per setting that differs, with its saved and current values where both are known."""
+    out = []
+    for name in names:
+        if saved is None:
+            out.append(f"{name}: differs (the checkpoint keeps no values of its settings: an earlier version "
+                       "of batchloaders saved it)")
+        elif name in saved and name in now:
+            out += _DESCRIBE_DIFFERENCE.get(name, _value_differs)(name, saved[name], now[name])
+        else:
+            out.append(f"{name}: differs from the saved one")
+    return out
+
+
+def identity(config, batch_size: int, input_context=None, *, with_seed: bool = False) -> dict[str, Any]:
+    """What a checkpoint keeps to tell whether it fits a pipeline: the fingerprint, and the settings a
+    ResumeError shows (never compared). ``with_seed``: the seed too, for a checkpoint of the dataset's own
+    iterator (ResumableIterator keeps the seed apart and rebuilds the pipeline from it)."""
+    out = {**fingerprint(config, batch_size, input_context), _SETTINGS: settings(config, batch_size, input_context)}
+    if with_seed:
+        out["seed"] = json.dumps(config.seed)
+        out[_SETTINGS]["seed"] = config.seed
+    return out
+
+
+def mismatch(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What a ResumeError says when ``saved`` (an identity, its settings possibly missing) is not ``current``'s."""
+    saved, current = dict(saved), dict(current)
+    shown, now = saved.pop(_SETTINGS, None), current.pop(_SETTINGS)
+    differ = differences(saved, current)
+    if not differ:
+        return []
+    return [f"the checkpoint was saved by a pipeline whose {', '.join(differ)} differ(s) from this one's: expected "
+            "the config (and batch size, input pipeline) it was saved with", *describe_differences(differ, shown, now)]
+
+
+class ResumableIterator(tf.Module):
+    """A Python iterator over ``input_fn``'s batches whose position ``tf.train.Checkpoint`` saves and restores.
+
+    >>> batches = batchloaders.ResumableIterator(input_fn)
+    >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
+    >>> checkpoint.restore(tf.train.latest_checkpoint(directory))  # a fresh process: go on where it stopped
+    >>> for features, targets in batches: ...
+
+    ``mode``: ``"state"`` or ``"replay"`` (default: the config's ``resume``). A config without a seed
+    gets one drawn here, which the checkpoint keeps, so a restore goes on with the same draws.
+    The checkpoint's position applies at the next batch, checked then, also in one that has given batches
+    (in ``state`` mode, only a checkpoint of the seed its pipeline draws from).
+    """
+
+    def __init__(self, input_fn, input_context=None, *, params: Mapping[str, Any] | None = None,
+                 mode: str | None = None, name: str | None = None):
+        super().__init__(name=name)
+        config = getattr(input_fn, "config", None)
+        if config is None:
+            raise ConfigError(Problem("<ResumableIterator>", "$.input_fn", (
+                f"found {type(input_fn).__name__}: expected the input_fn build_input_fn returns")))
+        mode = mode if mode is not None else config.resume
+        if mode not in MODES:
+            raise ConfigError(Problem("<ResumableIterator>", "$.mode", f"found {mode!r}: expected one of {MODES}"))
+        if config.service is not None:
+            raise ConfigError(Problem(config.source, "$.args.service", (
+                "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
+                "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
+                "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
+        if mode == "replay" and config.sloppy_interleave:
+            raise ConfigError(Problem(config.source, "$.args.resume", (
+                "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
+                "needs them in the same order every run; expected sloppy_interleave false, or resume state")))
+        params = dict(params or {})
+        batch_size = params.get("batch_size", config.target_batch_size)
+        seed = determinism.seed_of(config.seed, params)
+        if seed is None:
+            # The seed drawn below is this process's own: input pipelines sharded by window must all draw
+            # the same windows, from one seed (sharding.plan's ConfigError names it).
+            sharding.plan(config, input_context)
+        self._fixed_seed = seed is not None  # a seed given: a checkpoint with another one is an error
+        self._input_fn, self._input_context, self._params = input_fn, input_context, params
+        self.mode = mode
+        self._expected = fingerprint(config, batch_size, input_context)
+        shown = settings(config, batch_size, input_context)
+        self._settings = json.dumps(shown, sort_keys=True)  # (a string: tf.Module would wrap a dict to track it)
+        # Small variables (a few hundred bytes and a few a data file): what the checkpoint compares, replays
+        # from and shows in a ResumeError (_SETTINGS, never compared: older checkpoints lack it).
+        self._fingerprint = tf.Variable(json.dumps({"mode": mode, **self._expected, _SETTINGS: shown},
+                                                   sort_keys=True),
+                                        trainable=False, name="fingerprint")
+        self._seed = tf.Variable(seed if seed is not None else secrets.randbits(62), dtype=tf.int64,
+                                 trainable=False, name="seed")
+        self._consumed = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_consumed")
+        self._running = _Running()  # not tracked: a checkpoint holds only what the mode says
+        self._position = 0  # batches given by it: the variable differs after a restore
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._running.batches is None or self._restored():
+            self._start()
+        batch = next(self._running.batches)
+        self._position += 1
+        self._consumed.assign(self._position)
+        return batch
+
+    @property
+    def batches_consumed(self) -> int:
+        return int(self._consumed.numpy())
+
+    def _restored(self) -> bool:
+        """Whether a checkpoint was restored since the running pipeline started: the count, the seed or the
+        fingerprint differ from its own (a restore of another config with the same count changes only these)."""
+        running = self._running
+        return (int(self._consumed.numpy()) != self._position or int(self._seed.numpy()) != running.seed
+                or self._fingerprint.numpy() != running.fingerprint)
+
+    def _check(self) -> None:
+        saved = json.loads(self._fingerprint.numpy().decode())
+        problems = []
+        if saved.get("mode", self.mode) != self.mode:
+            problems.append(f"the checkpoint was saved in {saved.get('mode')!r} mode, this iterator runs in "
+                            f"{self.mode!r} mode: expected the same mode (the config's resume)")
+        saved.pop("mode", None)
+        problems += mismatch(saved, {**self._expected, _SETTINGS: json.loads(self._settings)})
+        if problems:
+            raise ResumeError([Problem("<checkpoint>", "$.iterator", p) for p in problems])
+
+    def _restoring_from(self) -> str:
+        """The path of the checkpoint whose iterator state waits for this one's tf.data iterator to be made."""
+        for position in self._deferred_dependencies.get("iterator", ()):
+            return position.checkpoint.save_path_string
+        return "<checkpoint>"
+
+    def _start(self) -> None:
+        self._check()
+        seed = int(self._seed.numpy())
+        wanted = determinism.seed_of(self._input_fn.config.seed, self._params)
+        if self._fixed_seed and seed != wanted:
+            raise ResumeError(Problem("<checkpoint>", "$.iterator.seed", (
+                f"the checkpoint was saved with seed {seed}, this pipeline's seed is {wanted}: expected the same "
+                "seed")))
+        if self.mode == "state" and self._running.batches is not None and seed != self._running.seed:
+            raise ResumeError(Problem("<checkpoint>", "$.iterator.seed", (
+                f"the checkpoint was saved with seed {seed}, restored into a ResumableIterator that has already given "
+                f"batches drawn from seed {self._running.seed}: its pipeline cannot take the saved state; expected a "
+                "restore into a ResumableIterator that has given no batch yet")))
+        consumed = int(self._consumed.numpy())
+        params = {**self._params, "seed": seed}
+        if self.mode == "replay":
+            # The same seed gives the same batches: skip those consumed before the save (whole epochs unread
+            # where the manifest's counts allow, input_fn's skip_batches).
+            self._running.batches = iter(self._input_fn(self._input_context, params=params, skip_batches=consumed))
+        elif self._running.batches is None:
+            # Tracked from here on: a restore waiting for this dependency gives it the saved state now.
+            dataset = self._input_fn(self._input_context, params=params)
+            restoring_from = self._restoring_from()  # (tracking the iterator forgets it)
+            try:  # (the saved state is read into the iterator as it is tracked)
+                self.iterator = iter(dataset)
+            except tf.errors.DataLossError as e:
+                raise damaged(restoring_from, e, "$.iterator.iterator") from None
+            except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError) as e:
+                raise _unfit_state(e) from None
+            self._running.batches = self.iterator
+        # (state mode, restored into a running iterator: tf.train.Checkpoint restored its state in place)
+        self._position = consumed
+        self._running.seed, self._running.fingerprint = seed, self._fingerprint.numpy()
+
+
+def _unfit_state(error: tf.errors.OpError) -> ResumeError:
+    """The saved iterator state does not fit this pipeline though the config is the same: the pipeline is
+    built differently (another version of batchloaders or TensorFlow compiled it)."""
+    said = _first_line(error)
+    return ResumeError(Problem("<checkpoint>", "$.iterator", (
+        f"the saved iterator state does not fit this pipeline (TensorFlow: {said}); the config is the same, so "
+        "the pipeline was built differently when it was saved (by another version of batchloaders or "
+        "TensorFlow); expected a checkpoint saved by this version, or resume: replay in the config (a replay "
+        "checkpoint keeps only the seed and the batches consumed, and fits every version that gives the same "
+        "batches)")))
+
+
+def _first_line(error: BaseException) -> str:
+    said = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+    return said.split("}} ", 1)[-1]  # without TensorFlow's function-node prefix
+
+
+# What is wrong with a checkpoint TensorFlow cannot read, by the error reading it gave (first match).
+_DAMAGE = (
+    (IndexError, "Read less bytes", "its data file (.data-*) holds fewer bytes than its index says: it was cut "
+                                    "short (a save that was killed, or a copy not finished)"),
+    (tf.errors.DataLossError, "", "its bytes are not those saved (a checksum does not match): it was damaged "
+                                  "after the save"),
+    (tf.errors.NotFoundError, "_BATCHLOADERS_IDENTITY not found", "its iterator was saved without the pipeline's "
+                                                                   "identity this version keeps (a plain tf.data "
+                                                                   "iterator, or an earlier version of batchloaders), "
+                                                                   "so whether it fits this pipeline cannot be told"),
+    (tf.errors.NotFoundError, "Failed to find any matching files", "no checkpoint is there: its index file "
+                                                                   "(.index) is missing"),
+    (tf.errors.OpError, "No such file or directory", "a file of it is missing"),
+    (tf.errors.OpError, "sstable", "its index file (.index) cannot be read: it is damaged or cut short"),
+    (tf.errors.OpError, "Unable to read file", "its index file (.index) cannot be read: it is damaged or cut short"),
+)
+
+
+def _damage(error: BaseException) -> str | None:
+    return next((what for kind, said, what in _DAMAGE if isinstance(error, kind) and said in str(error)), None)
+
+
+def damaged(save_path: str, error: BaseException, where: str = "$") -> ResumeError:
+    """The ResumeError for a checkpoint whose files TensorFlow cannot read: its path and what is wrong."""
+    return ResumeError(Problem(save_path, where, (
+        f"the checkpoint cannot be read: {_damage(error) or 'it is damaged'} (TensorFlow: {_first_line(error)}); "
+        "expected the files of a finished save: restore an earlier checkpoint (tf.train.CheckpointManager keeps "
+        "max_to_keep of them)")))
+
+
+def restore_checkpoint(checkpoint: tf.train.Checkpoint, save_path: str | None):
+    """``checkpoint.restore(save_path)``, where a damaged or cut-short checkpoint raises a ResumeError naming its
+    path and what is wrong instead of TensorFlow's DataLossError (or IndexError, OpError) of the read.
+
+    >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
+    >>> batchloaders.restore_checkpoint(checkpoint, tf.train.latest_checkpoint(directory))
+    """
+    try:
+        return checkpoint.restore(save_path)
+    except (IndexError, tf.errors.OpError) as error:
+        if save_path is None or _damage(error) is None:
+            raise  # not a read of the checkpoint's files (a tf.data iterator state of another pipeline, say)
+        raise damaged(save_path, error) from None
+
+
+class _Running:
+    """The iterator giving the batches, out of tf.Module's reach (it tracks every trackable attribute)."""
+
+    batches = None
+    seed = None  # what the running pipeline draws from, and the fingerprint it was checked against
+    fingerprint = None
