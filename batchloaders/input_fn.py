@@ -8,9 +8,10 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders.loaders import block_sizes
+from batchloaders.read import block_sizes
 from batchloaders.regroup import chunking, segmenting
-from batchloaders.runtime import determinism, keras_align
+from batchloaders.read import determinism
+from batchloaders.runtime import keras_align
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base

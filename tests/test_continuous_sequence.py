@@ -147,7 +147,7 @@ def test_seed_makes_runs_identical(tmp_path):
                                           ("sequence", {"CONTINUOUS_RECORDS_PER_BLOCK": 2})])
 def test_windows_span_blocks(tmp_path, monkeypatch, layout, patch):
     """Files are streamed in blocks much shorter than a window; windows must still be exact."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
 
     for name, value in patch.items():
         monkeypatch.setattr(block_sizes, name, value)

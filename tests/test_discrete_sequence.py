@@ -107,7 +107,7 @@ def test_shuffle_moves_the_first_window(tmp_path):
 
 def test_windows_span_blocks(tmp_path, monkeypatch):
     """Files are streamed in blocks (64 records here); a window crossing a block boundary stays whole."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
 
     monkeypatch.setattr(block_sizes, "SERIALIZED_RECORDS_PER_BLOCK", 64)
     files = [[(1 + r % 3, r % 2) for r in range(95)]]
@@ -123,7 +123,7 @@ def test_windows_span_blocks(tmp_path, monkeypatch):
 def test_windows_planned_in_max_window_slots_give_the_same_batches(tmp_path, monkeypatch, order):
     """Up to DISCRETE_SLOTS, every planned window gets max_window record slots (unshuffled, batches are then
     cut by rebatch); past it, as many as its block's widest window (padded_batch). Both give these batches."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
 
     write_discrete(tmp_path, FILES)
     args = dict(padding=True, seed=4, epochs=2, secondary_features=LENGTHS, **order)
@@ -144,7 +144,7 @@ def test_windows_planned_in_max_window_slots_give_the_same_batches(tmp_path, mon
     (SHUFFLE, 128, "shuffled in a buffer of 16 windows, then batched with padded_batch"),
 ])
 def test_describe_says_how_windows_are_batched(tmp_path, monkeypatch, order, slots, batched):
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
     from batchloaders import load_config
     from batchloaders.cli.describe import parsing_path
 

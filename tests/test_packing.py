@@ -245,7 +245,7 @@ def triples(tmp_path_factory):
     (1, 342 + 342 + 318),  # the smallest blocks, 1,024 examples: each block's last row holds what is left
 ])
 def test_rows_are_filled_within_blocks_as_large_as_the_records_allow(triples, monkeypatch, block_bytes, rows):
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
 
     if block_bytes is not None:
         monkeypatch.setattr(block_sizes, "REGROUP_BLOCK_BYTES", block_bytes)
@@ -261,7 +261,7 @@ def test_rows_are_filled_within_blocks_as_large_as_the_records_allow(triples, mo
 
 def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
     """Examples per block: 128 MiB over the largest first record sampled, between 1,024 and 4,096."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
     from batchloaders import load_config
 
     found = {}
@@ -283,7 +283,7 @@ def test_block_sizes_follow_the_largest_sampled_record(tmp_path):
 def test_blocks_stay_at_1024_examples_where_their_size_cannot_be_told_from_the_records(tmp_path, case):
     """Compressed files cannot be sampled (a feature list may hold anything), and a processing step can make an
     example far larger than its record: blocks then stay at 1,024 examples; the same tiny records, plain, get 4,096."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
     from batchloaders import load_config
     from batchloaders.cli.describe import describe
 

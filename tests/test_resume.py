@@ -215,7 +215,7 @@ def test_a_state_checkpoint_of_a_pipeline_built_differently_is_a_resume_error(da
     """The same config, compiled another way (here: discrete windows planned in fewer record slots than
     max_window, so batched by padded_batch instead of rebatch, as before 2026-11-25): TensorFlow cannot
     restore the saved state into the new pipeline; a ResumeError says why and what to do."""
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
 
     discrete = config(data, "discrete_sequence", padding=True)
     saving = ResumableIterator(batchloaders.build_input_fn(discrete))

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
-from batchloaders.loaders import block_sizes
+from batchloaders.read import block_sizes
 from batchloaders.loaders import windows as windows_module
 from conftest import collect
 from seqdata import (continuous_value, discrete_windows, sequence_config, write_continuous,
@@ -221,7 +221,7 @@ HASH_DATA = {
                                              [(2, 1)] * 15]),
 }
 SMALL_BLOCKS = {"example": ("MAX_CONTINUOUS_RECORDS_PER_BLOCK", 1), "sequence": ("CONTINUOUS_RECORDS_PER_BLOCK", 2),
-                "discrete": ("SERIALIZED_RECORDS_PER_BLOCK", 1)}  # in batchloaders/loaders/block_sizes.py
+                "discrete": ("SERIALIZED_RECORDS_PER_BLOCK", 1)}  # in batchloaders/read/block_sizes.py
 
 
 def _hash_configs():

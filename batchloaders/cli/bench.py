@@ -187,7 +187,7 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
     only blocks then: their padding says nothing of the batches the model gets)."""
     import dataclasses
 
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
     from batchloaders.regroup import bucketing
     from batchloaders.read.integrity import Reader
 
@@ -217,7 +217,7 @@ def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dat
     them: a row's real steps are those its segment_ids mark (not 0)."""
     import dataclasses
 
-    from batchloaders.loaders import block_sizes
+    from batchloaders.read import block_sizes
     from batchloaders.regroup import packing
     from batchloaders.read.integrity import Reader
 

@@ -30,7 +30,7 @@ import json
 import math
 from typing import TextIO
 
-from batchloaders.loaders.block_sizes import discrete_slots_fixed, regroup, sequence_records_per_block  # no TensorFlow there
+from batchloaders.read.block_sizes import discrete_slots_fixed, regroup, sequence_records_per_block  # no TensorFlow there
 from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
@@ -136,7 +136,7 @@ def padding_lines(config: LoaderConfig) -> list[str]:
     """One line per output tensor saying what finalize pads, to which length and with which value."""
     if not config.padding:
         return ["padding: none"]
-    from batchloaders.transform.secondary.const import default_value
+    from batchloaders.config.values import default_value
 
     lines = ["padding: yes (per batch, after secondary features and steps)"]
     for name in config.outputs:
@@ -509,7 +509,7 @@ def transforms(config: LoaderConfig) -> list[dict]:
 
 
 def _padding(config: LoaderConfig) -> list[dict]:
-    from batchloaders.transform.secondary.const import default_value
+    from batchloaders.config.values import default_value
 
     out = []
     for name in config.outputs:

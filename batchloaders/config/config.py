@@ -19,6 +19,7 @@ from batchloaders.config import datasets
 from batchloaders.config import accounting
 from batchloaders.config.resources import check_resources
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
+from batchloaders.config.values import check_value
 from batchloaders.config.model import (LoaderConfig, PadSpec, PrimaryFeature, SecondaryFeature, Step,
                                      TensorInfo)
 
@@ -498,8 +499,6 @@ def _padding(value: Any, tensors: dict, seen: dict, check, scopes) -> tuple[bool
     if value is True:
         return True, {}
     specs: dict[str, PadSpec] = {}
-    from batchloaders.transform.secondary.const import check_value
-
     for i, p in enumerate(value):
         at = ("args", "padding", i)
         name = p["tensor"]

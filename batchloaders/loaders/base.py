@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from batchloaders.regroup import bucketing, chunking, packing, segmenting
 from batchloaders.transform import building, builtin_types
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import sources
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.extend import check_batch, checked, named

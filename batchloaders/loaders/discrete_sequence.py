@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.loaders import block_sizes
+from batchloaders.read import block_sizes
 from batchloaders.read import origins
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked

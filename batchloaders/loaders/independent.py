@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import origins, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written

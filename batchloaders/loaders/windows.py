@@ -28,7 +28,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import sharding, sources
 from batchloaders.transform.graphs import as_written, growing
 from batchloaders.config.model import LoaderConfig

@@ -14,10 +14,20 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.regroup import chunking
 from batchloaders.config.model import LoaderConfig
 
 SOURCE_KEY, SEQUENCE_KEY, FILE, RECORD = "source_key", "sequence_key", "origin_file", "origin_record"
+
+
+def wants_source(config: LoaderConfig) -> bool:
+    """Whether the loader must give each example's ``extras["source_key"]`` (a source_key feature uses it)."""
+    return config.chunking is not None and config.chunking.source_key
+
+
+def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
+    """'<file path>:<record index>' for each example, ``file_index`` its file's position in the dataset's files."""
+    names = tf.gather(tf.constant(list(config.dataset.files)), tf.cast(file_index, tf.int32))
+    return tf.strings.join([names, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
 
 
 def wants_sequence_key(config: LoaderConfig) -> bool:
@@ -32,7 +42,7 @@ def wants_numbers(config: LoaderConfig) -> bool:
 
 def wanted(config: LoaderConfig) -> bool:
     """Whether the loader must give :func:`extras` of every example."""
-    return chunking.wants_source(config) or wants_sequence_key(config) or wants_numbers(config)
+    return wants_source(config) or wants_sequence_key(config) or wants_numbers(config)
 
 
 def extras(config: LoaderConfig, file_index, record, step=None) -> dict:
@@ -40,10 +50,10 @@ def extras(config: LoaderConfig, file_index, record, step=None) -> dict:
     ``record`` [N] (a window's first) and, for continuous windows, ``step`` [N] (its first step's place in
     that record)."""
     out = {}
-    if chunking.wants_source(config):
-        out[SOURCE_KEY] = chunking.source_keys(config, file_index, record)
+    if wants_source(config):
+        out[SOURCE_KEY] = source_keys(config, file_index, record)
     if wants_sequence_key(config):
-        key = chunking.source_keys(config, file_index, record)
+        key = source_keys(config, file_index, record)
         out[SEQUENCE_KEY] = key if step is None else tf.strings.join([key, ":", tf.strings.as_string(step)])
     if wants_numbers(config):
         out[FILE], out[RECORD] = tf.cast(file_index, tf.int64), tf.cast(record, tf.int64)

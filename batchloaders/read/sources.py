@@ -17,7 +17,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.transform.graphs import as_written
@@ -117,9 +117,9 @@ def repeat_epochs(config: LoaderConfig, make: Callable[[], tf.data.Dataset], sha
 
 
 # Block sizes (and the record-size sample they use) live in block_sizes.py, which imports no TensorFlow.
-from batchloaders.loaders.block_sizes import (BLOCK_BYTES, MAX_RECORDS_PER_BLOCK, MIN_RECORDS_PER_BLOCK,  # noqa: E402,F401
+from batchloaders.read.block_sizes import (BLOCK_BYTES, MAX_RECORDS_PER_BLOCK, MIN_RECORDS_PER_BLOCK,  # noqa: E402,F401
                                       sampled_record_bytes)
-from batchloaders.loaders.block_sizes import independent as records_per_block  # noqa: E402
+from batchloaders.read.block_sizes import independent as records_per_block  # noqa: E402
 
 
 def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,

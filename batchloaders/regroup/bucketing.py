@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from batchloaders.regroup import chunking
 from batchloaders.read import origins
-from batchloaders.transform.secondary.const import default_value
+from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 from batchloaders.transform.graphs import as_written, masked
 

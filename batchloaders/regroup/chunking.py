@@ -38,17 +38,6 @@ def chunk_counts(n, size: int, step: int):
     return tf.where(n > 0, tf.minimum(reach, start), tf.zeros_like(n))
 
 
-def wants_source(config: LoaderConfig) -> bool:
-    """Whether the loader must give each example's ``extras["source_key"]`` (a source_key feature uses it)."""
-    return config.chunking is not None and config.chunking.source_key
-
-
-def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
-    """'<file path>:<record index>' for each example, ``file_index`` its file's position in the dataset's files."""
-    names = tf.gather(tf.constant(list(config.dataset.files)), tf.cast(file_index, tf.int32))
-    return tf.strings.join([names, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
-
-
 def length_of(values, lengths, name):
     """Each example's steps of tensor ``name``: its lengths, or the first axis when that is fixed (int64)."""
     if name in lengths:

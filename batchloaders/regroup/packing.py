@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.transform.secondary.const import default_value
+from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 
 

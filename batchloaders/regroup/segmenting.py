@@ -36,10 +36,10 @@ from typing import Callable
 import tensorflow as tf
 
 from batchloaders.regroup import chunking
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import origins
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.transform.secondary.const import default_value
+from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)

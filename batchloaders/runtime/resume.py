@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from batchloaders.runtime import determinism
+from batchloaders.read import determinism
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 

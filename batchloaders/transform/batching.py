@@ -14,7 +14,7 @@ import math
 import tensorflow as tf
 
 from batchloaders.transform import policies
-from batchloaders.transform.secondary.const import default_value
+from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 
 

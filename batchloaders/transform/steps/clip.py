@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.transform.secondary.const import check_value
+from batchloaders.config.values import check_value
 from batchloaders.config.model import TensorInfo, format_shape
 
 

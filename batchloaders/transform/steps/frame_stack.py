@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.transform.secondary.const import default_value
+from batchloaders.config.values import default_value
 from batchloaders.config.model import TensorInfo
 
 _MAX = 2**31 - 1  # TensorFlow's int32 shapes
