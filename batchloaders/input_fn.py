@@ -1,34 +1,34 @@
-"""``build_input_fn``: config -> checked LoaderConfig -> a function returning a tf.data.Dataset."""
+"""``build_input_fn``: config -> checked LoaderConfig -> an ``InputFn`` returning a tf.data.Dataset.
+
+The compile template: the loader reads blocks of examples (loaders/), the config's one regroup stage
+makes them into the model's batches (regroup/stage.py), and the finished pipeline gets its cardinality,
+prefetch and options here. Everything one ``input_fn()`` call decides (seed, batch size, shard) is worked
+out once, in :class:`CallPlan`, and handed down.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import tensorflow as tf
 
-from batchloaders.read import block_sizes
-from batchloaders.regroup import chunking, segmenting
-from batchloaders.read import determinism
-from batchloaders.runtime import keras_align
-from batchloaders.read import sharding
-from batchloaders.errors import ConfigError, Problem
-from batchloaders.loaders import base
-from batchloaders.config.accounting import expected_batches, records_per_epoch
+from batchloaders.config.accounting import examples_in_run, records_per_epoch
 from batchloaders.config.config import load_config
 from batchloaders.config.limits import INT32_MAX, MAX_BATCH_SIZE
 from batchloaders.config.model import LoaderConfig
+from batchloaders.errors import ConfigError, Problem
+from batchloaders.loaders import base, registry as loaders
+from batchloaders.read import determinism, sharding, sources
+from batchloaders.read.integrity import Reader
+from batchloaders.read.sharding import Shard
+from batchloaders.regroup import stage as stages
+from batchloaders.runtime import keras_align
+from batchloaders.runtime.located import LocatedDataset, Locator, register
+from batchloaders.runtime.resume import identity
 
-
-def _loader(kind: str):
-    if kind == "independent":
-        from batchloaders.loaders import independent as module
-    elif kind == "continuous_sequence":
-        from batchloaders.loaders import continuous_sequence as module
-    else:
-        from batchloaders.loaders import discrete_sequence as module
-    return module
+AUTOTUNE = tf.data.AUTOTUNE
 
 
 def _packer(kind: str, names: list[str]):
@@ -39,7 +39,11 @@ def _packer(kind: str, names: list[str]):
     return lambda tensors: tensors
 
 
-def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=None) -> Callable[..., tf.data.Dataset]:
+def _same(tensors):
+    return tensors
+
+
+def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=None) -> "InputFn":
     """Check ``config`` now and return ``input_fn`` building its dataset.
 
     >>> input_fn = build_input_fn("configs/chars_independent.yaml")
@@ -55,37 +59,58 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     All config problems raise ConfigError / ManifestError here, before any
     TensorFlow graph is built.
     """
-    pack_inputs = pack_targets = _packer("dict", [])
     description = keras_align.describe_model(model) if model is not None else None
     if description is None:
-        loader_config = load_config(config) if not isinstance(config, LoaderConfig) else config
-    elif isinstance(config, LoaderConfig):  # checked already: its names are compared with the model's
-        loader_config, found = config, keras_align.problems(description, config)
+        return InputFn(load_config(config) if not isinstance(config, LoaderConfig) else config)
+    if isinstance(config, LoaderConfig):  # checked already: its names are compared with the model's
+        found = keras_align.problems(description, config)
         if found:
             raise ConfigError(found)
+        loader_config = config
     else:
         loader_config = keras_align.load_for_model(config, description)  # checked against the model too
-    if description is not None:
-        # Match the model's own structure so that model.fit(input_fn()) just works.
-        (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
-        pack_inputs, pack_targets = _packer(in_kind, inputs), _packer(out_kind, targets)
-    counters = keras_align.carried_counters(description, loader_config)  # the features' segment counters
-    loader = _loader(loader_config.type)
-    from batchloaders.read.sources import check_remote_files
+    # Match the model's own structure so that model.fit(input_fn()) just works.
+    (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
+    return InputFn(loader_config, pack_inputs=_packer(in_kind, inputs), pack_targets=_packer(out_kind, targets),
+                   counters=keras_align.carried_counters(description, loader_config))
 
-    check_remote_files(loader_config)
-    from batchloaders.read.integrity import Reader
-    from batchloaders.runtime.located import LocatedDataset, Locator, register
 
-    locator = Locator(loader_config)
-    register(locator)
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """What one ``input_fn()`` call works out once: its config (with the call's seed), the batch each input
+    pipeline makes, its share of the data, and the batches it skips."""
 
-    reader = Reader(loader_config)  # file sizes and counts are read once, here
-    local = loader_config.service is None  # under the service, counters would count on the workers (service.py)
-    counter = chunking.ChunkCounter() if loader_config.chunking is not None and local else None
-    segment_counter = segmenting.SegmentCounter() if loader_config.segmenting is not None and local else None
+    config: LoaderConfig
+    batch_size: int
+    from_params: bool
+    input_context: Any
+    shard: Shard
+    skip_batches: int
 
-    def input_fn(input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
+
+class InputFn:
+    """``input_fn(input_context=None, *, params=None, mode=None, config=None, skip_batches=0)`` -> the dataset of
+    (features, targets) batches. Built once per config by :func:`build_input_fn`: the files' sizes and counts
+    are read then; each call builds a fresh pipeline.
+
+    ``config``: the checked LoaderConfig. ``skipped()``, ``chunk_report()``, ``segment_report()``: what the
+    pipelines built so far have skipped, chunked and segmented."""
+
+    def __init__(self, config: LoaderConfig, *, pack_inputs=_same, pack_targets=_same, counters=None):
+        self.config = config
+        self._pack = (pack_inputs, pack_targets)
+        self.loader = loaders.of(config)
+        self.stage = stages.of(config)
+        # The features' segment counters: all of them without a model (keras_align.carried_counters).
+        self._counters = self.stage.carried(config) if counters is None else counters
+        sources.check_remote_files(config)
+        self._locator = Locator(config)
+        register(self._locator)
+        self._reader = Reader(config)  # file sizes and counts are read once, here
+        self._local = config.service is None  # under the service, counters would count on the workers
+        self._report = self.stage.counter(config) if self._local else None
+
+    def __call__(self, input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None, skip_batches: int = 0) -> tf.data.Dataset:
         """The dataset of (features, targets) batches; ``mode`` and ``config`` are accepted and unused.
 
@@ -93,117 +118,141 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         the manifest's counts fix an epoch's examples (see accounting.records_per_epoch), the epochs before
         are not read at all and the examples consumed of the epoch it starts in are skipped before
         batching; elsewhere the batches are made and dropped."""
-        if isinstance(input_context, Mapping):  # Estimator-style input_fn(params)
-            params, input_context = input_context, None
-        if input_context is not None and not isinstance(input_context, tf.distribute.InputContext):
-            raise ConfigError(Problem("<input_fn>", "$", f"found a {type(input_context).__name__} as the first "
-                                      "argument: expected a params dict or a tf.distribute.InputContext"))
-        if params is not None and not isinstance(params, Mapping):
-            raise ConfigError(Problem("<params>", "$", f"found a {type(params).__name__}: expected a dict"))
-        from_params = "batch_size" in (params or {})
-        batch_size = (params or {}).get("batch_size", loader_config.target_batch_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected an integer from 1 "
-                                      f"to {MAX_BATCH_SIZE:,} (the bound target_batch_size has)"))
-        if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:
-            raise ConfigError(Problem("<input_fn>", "$.skip_batches", f"found {skip_batches!r}: expected an integer "
-                                      ">= 0"))
-        if (params or {}).get("service_address") is not None and loader_config.service is None:
-            raise ConfigError(Problem("<params>", "$.service_address", (
-                f"found {params['service_address']!r}, but {loader_config.source} has no service block "
-                "($.args.service): the pipeline would run here, not on the service; expected a service block, "
-                "or no service_address")))
-        # The run's seed: params' when given, else the config's (determinism.seed_of). Record sharding draws
-        # every pipeline's windows from it (sharding.plan), so the whole call is built with it.
-        seed = determinism.seed_of(loader_config.seed, params)
-        call_config = loader_config if seed == loader_config.seed else dataclasses.replace(loader_config, seed=seed)
-        # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
-        batch_size = sharding.per_replica_batch_size(call_config, batch_size, input_context, from_params=from_params)
-        shard = sharding.plan(call_config, input_context)  # the loaders plan the same share
-        if input_context is not None:
-            sharding.log_rule(call_config, shard)
-            sharding.check_share(call_config, shard)
-        reader.refresh()
-        zero_tails = base.zero_tails(loader, call_config)
-        finish = (base.finisher(call_config, None, pack_inputs, pack_targets, zero_tails=zero_tails)
-                  if base.example_wise(call_config) else None)
-        # Bucketing makes the batches: the loader's are blocks of examples, none dropped, large enough
-        # that the examples waiting in the buckets are copied once per many examples, not per batch.
-        source_config, block = call_config, batch_size
-        if call_config.bucketing is not None or call_config.packing is not None:
-            source_config = dataclasses.replace(call_config, drop_remainder=False)
-            block = block_sizes.regroup(call_config, batch_size)
-        elif call_config.chunking is not None or call_config.segmenting is not None:
-            # Chunks (segments) are made from blocks of one epoch of examples; compile_dataset (segmenting.py)
-            # repeats the epochs.
-            source_config = dataclasses.replace(call_config, drop_remainder=False, epochs=1)
-            block = chunking.BLOCK if call_config.chunking is not None else segmenting.BLOCK
-
-        def source():
-            return base.source(loader, source_config, input_context, block, reader, finish)
-
-        def build():
-            return base.compile_dataset(sharding.per_replica_buckets(call_config, input_context), source, batch_size,
-                                        pack_inputs, pack_targets, zero_tails=zero_tails, chunk_counter=counter,
-                                        segment_counter=segment_counter, finished=False, counters=counters,
-                                        share=sharding.share_note(call_config, shard))
-        # Under a tf.data service each worker runs this pipeline on its part of the data: no fixed count.
-        cardinality = (expected_batches(call_config, shard.files, batch_size, share=shard.records_of)
-                       if call_config.service is None else None)
+        call = self._plan(input_context, params, skip_batches)
+        self._reader.refresh()
+        start = _start(call, self.stage) if call.skip_batches and self._local else None
+        cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
         # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
         # Under a tf.data service, flat: the service's sharding follows the pipeline back to its file names.
         # Flat too when nothing is drawn: every epoch and iterator is the same without rebuilding.
-        flat = not local or not determinism.draws(call_config)
-        start = _start(call_config, shard, batch_size, skip_batches) if skip_batches and local else None
-        if start is not None and cardinality is not None:
-            cardinality -= skip_batches
-        if from_params and cardinality == 0 and call_config.drop_remainder:
-            raise ConfigError(Problem("<params>", "$.batch_size", (
-                f"found {batch_size:,} (per input pipeline), more examples than the run holds by the manifest's "
-                "counts, with drop_remainder true: no batch would come out; expected a smaller batch_size, or "
-                "drop_remainder false")))
-        dataset = base.finish_pipeline(call_config, determinism.per_iterator(build, seed, flat=flat, start=start),
-                                       cardinality)
-        if skip_batches and start is None:
-            dataset = _skip(dataset, skip_batches)
+        flat = not self._local or not determinism.draws(call.config)
+        dataset = _finished(call.config, determinism.per_iterator(lambda: self._batches(call), call.config.seed,
+                                                                  flat=flat, start=start), cardinality)
+        if call.skip_batches and start is None:
+            dataset = _skip(dataset, call.skip_batches)
         fetcher = None
-        if call_config.service is not None:
-            from batchloaders.runtime import service
+        if call.config.service is not None:
+            from batchloaders.runtime import service  # deferred: the tf.data service's client, for service configs
 
             # The finished pipeline (prefetch and options included) is what the workers run.
-            dataset = service.distribute(dataset, call_config, params)
-            fetcher = service.bounded_wait(call_config, params)
-        from batchloaders.runtime.resume import identity
-
+            dataset = service.distribute(dataset, call.config, params)
+            fetcher = service.bounded_wait(call.config, params)
         # The seed too: a restore into another seed would go on with other draws (ResumableIterator builds
         # the pipeline from the seed it saved, so its own checkpoints match).
-        return LocatedDataset(dataset, locator, json.dumps(identity(call_config, batch_size, input_context,
-                                                                    with_seed=True), sort_keys=True), fetcher)
+        fingerprint = identity(call.config, call.batch_size, call.input_context, with_seed=True)
+        return LocatedDataset(dataset, self._locator, json.dumps(fingerprint, sort_keys=True), fetcher)
 
-    input_fn.config = loader_config  # type: ignore[attr-defined]
+    def _plan(self, input_context, params, skip_batches: int) -> CallPlan:
+        """The call's arguments checked, and what they decide."""
+        if isinstance(input_context, Mapping):  # Estimator-style input_fn(params)
+            params, input_context = input_context, None
+        _check_arguments(input_context, params, skip_batches, self.config)
+        from_params = "batch_size" in (params or {})
+        batch_size = (params or {}).get("batch_size", self.config.target_batch_size)
+        # The run's seed: params' when given, else the config's (determinism.seed_of). Record sharding draws
+        # every pipeline's windows from it (sharding.plan), so the whole call is built with it.
+        seed = determinism.seed_of(self.config.seed, params)
+        config = self.config if seed == self.config.seed else dataclasses.replace(self.config, seed=seed)
+        # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
+        batch_size = sharding.per_replica_batch_size(config, batch_size, input_context, from_params=from_params)
+        shard = sharding.plan(config, input_context)  # the loaders plan the same share
+        if input_context is not None:
+            sharding.log_rule(config, shard)
+            sharding.check_share(config, shard)
+        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches)
 
-    def skipped():
+    def _cardinality(self, call: CallPlan, start) -> int | None:
+        """The number of batches, when the manifest's counts fix it; never under a tf.data service, where each
+        worker runs the pipeline on its part of the data."""
+        if call.config.service is not None:
+            return None
+        examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
+        cardinality = self.stage.batches(call.config, examples, call.batch_size)
+        if start is not None and cardinality is not None:
+            cardinality -= call.skip_batches
+        if call.from_params and cardinality == 0 and call.config.drop_remainder:
+            raise ConfigError(Problem("<params>", "$.batch_size", (
+                f"found {call.batch_size:,} (per input pipeline), more examples than the run holds by the manifest's "
+                "counts, with drop_remainder true: no batch would come out; expected a smaller batch_size, or "
+                "drop_remainder false")))
+        return cardinality
+
+    def _batches(self, call: CallPlan) -> tf.data.Dataset:
+        """The model's batches: the loader's blocks of examples, made into batches by the stage."""
+        config = call.config
+        zero_tails = base.zero_tails(self.loader, config)
+        wanted = self.stage.source_plan(config, call.batch_size)
+        changes = {} if wanted.drop_remainder == config.drop_remainder else {"drop_remainder": wanted.drop_remainder}
+        if wanted.one_epoch:
+            changes["epochs"] = 1
+        source_config = dataclasses.replace(config, **changes) if changes else config
+        finish = None
+        if self.stage.example_wise and base.example_wise(config):
+            finish = base.finisher(config, None, *self._pack, zero_tails=zero_tails)
+
+        def source():
+            return base.source(self.loader, source_config, call.input_context, wanted.block, self._reader, finish)
+        build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
+                             *self._pack, zero_tails=zero_tails, counters=self._counters,
+                             share=sharding.share_note(config, call.shard), report=self._report)
+        return self.stage.apply(build)
+
+    def skipped(self):
         """What ``on_corrupt: skip_file`` skipped so far (a SkipReport); None under ``on_corrupt: fail`` or
         with a ``service`` block (the workers skip and count)."""
-        return reader.skipped.report() if reader.skipped is not None and local else None
+        return self._reader.skipped.report() if self._reader.skipped is not None and self._local else None
 
-    input_fn.skipped = skipped  # type: ignore[attr-defined]
+    def report(self):
+        """What the regroup stage did so far (a ChunkReport or SegmentReport), None when it keeps no count
+        or under a ``service`` block."""
+        return self._report.report() if self._report is not None else None
 
-    def chunk_report():
+    def chunk_report(self):
         """What chunking did so far (a chunking.ChunkReport: sequences, chunks, dropped last pieces); None
         without chunking or with a ``service`` block."""
-        return counter.report() if counter is not None else None
+        return self.report() if self.stage.name == "chunking" else None
 
-    input_fn.chunk_report = chunk_report  # type: ignore[attr-defined]
-
-    def segment_report():
+    def segment_report(self):
         """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
         skipped); None without segmenting or with a ``service`` block."""
-        return segment_counter.report() if segment_counter is not None else None
+        return self.report() if self.stage.name == "segmenting" else None
 
-    input_fn.segment_report = segment_report  # type: ignore[attr-defined]
-    return input_fn
+
+def _check_arguments(input_context, params, skip_batches, config: LoaderConfig) -> None:
+    """ConfigError for arguments of an ``input_fn()`` call that it cannot take."""
+    if input_context is not None and not isinstance(input_context, tf.distribute.InputContext):
+        raise ConfigError(Problem("<input_fn>", "$", f"found a {type(input_context).__name__} as the first "
+                                  "argument: expected a params dict or a tf.distribute.InputContext"))
+    if params is not None and not isinstance(params, Mapping):
+        raise ConfigError(Problem("<params>", "$", f"found a {type(params).__name__}: expected a dict"))
+    batch_size = (params or {}).get("batch_size", config.target_batch_size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ConfigError(Problem("<params>", "$.batch_size", f"found {batch_size!r}: expected an integer from 1 "
+                                  f"to {MAX_BATCH_SIZE:,} (the bound target_batch_size has)"))
+    if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:
+        raise ConfigError(Problem("<input_fn>", "$.skip_batches", f"found {skip_batches!r}: expected an integer "
+                                  ">= 0"))
+    if (params or {}).get("service_address") is not None and config.service is None:
+        raise ConfigError(Problem("<params>", "$.service_address", (
+            f"found {params['service_address']!r}, but {config.source} has no service block "
+            "($.args.service): the pipeline would run here, not on the service; expected a service block, "
+            "or no service_address")))
+
+
+def _finished(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None) -> tf.data.Dataset:
+    """The known cardinality, the last prefetch and the pipeline's options."""
+    if config.epochs is None:
+        # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    elif cardinality is not None:
+        # Keras then knows the steps per epoch. The end-of-file checks fail first if a count is off.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
+    if config.num_prefetch is None:
+        ds = ds.prefetch(AUTOTUNE)
+    elif config.num_prefetch > 0:
+        ds = ds.prefetch(config.num_prefetch)
+    return ds.with_options(sources.options(config))
 
 
 def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
@@ -214,13 +263,16 @@ def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
     return dataset.skip(count)
 
 
-def _start(config, shard, batch_size: int, skip_batches: int) -> tuple[int, int] | None:
+def _start(call: CallPlan, stage) -> tuple[int, int] | None:
     """(epoch, examples of it consumed) after ``skip_batches`` full batches, when the manifest's counts
-    fix an epoch's examples and batches hold whole examples; else None (the batches are skipped)."""
-    if config.segmenting is not None:
-        return None  # segments, not examples, fill its batches
-    per_epoch = records_per_epoch(config, shard.files, share=shard.records_of)
-    consumed = skip_batches * batch_size
+    fix an epoch's examples and the stage cuts batches from examples as they come; else None (the batches
+    are skipped)."""
+    if not stage.example_wise:
+        return None  # segments, buckets, rows or chunks fill its batches, not examples in order
+    config = call.config
+    per_epoch = records_per_epoch(config, call.shard.files, share=call.shard.records_of)
+    consumed = call.skip_batches * call.batch_size
     if not per_epoch or (config.epochs is not None and consumed >= config.epochs * per_epoch):
         return None
     return consumed // per_epoch, consumed % per_epoch
+

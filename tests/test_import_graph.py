@@ -1,4 +1,5 @@
-"""The package's modules import each other without a cycle (function-level imports count too).
+"""The package's modules import each other without a cycle (function-level imports count too), and only
+from their own layer or the layers below (docs/architecture.md).
 
 An import cycle makes what a module sees depend on which module was imported
 first; the registry in particular must know nothing of the types that register into it.
@@ -81,3 +82,53 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"a"}}) == [["a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# Lowest first. A module belongs to the layer of its longest matching prefix; the typed config model, its
+# limits and dtype values are the vocabulary every layer speaks, so they sit at the bottom with the errors.
+LAYERS = [
+    ("foundation", ["batchloaders.errors", "batchloaders.config.model", "batchloaders.config.limits",
+                    "batchloaders.config.values"]),
+    ("transform", ["batchloaders.transform"]),
+    ("config", ["batchloaders.config", "batchloaders.schemas"]),
+    ("read", ["batchloaders.read"]),
+    ("loaders", ["batchloaders.loaders"]),
+    ("regroup", ["batchloaders.regroup"]),
+    ("runtime", ["batchloaders.runtime"]),
+    ("compile", ["batchloaders.input_fn"]),
+    ("commands", ["batchloaders", "batchloaders.cli", "batchloaders.demo", "batchloaders.demo_data",
+                  "batchloaders.__main__"]),
+]
+
+
+def layer_of(module: str) -> int:
+    best = max(((len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+                if module == prefix or module.startswith(prefix + ".")), default=None)
+    assert best is not None, f"{module} is in no layer: add its folder to LAYERS"
+    return best[1]
+
+
+def upward_imports(known: dict) -> list[str]:
+    out = []
+    for name, path in sorted(known.items()):
+        for target in sorted(imports(path, known)):
+            if layer_of(target) > layer_of(name):
+                out.append(f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
+    return out
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_imports(modules()) == []
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path):
+    """A read/ module importing a regroup/ module is named (the check is not vacuous)."""
+    (tmp_path / "sources.py").write_text("from batchloaders.regroup import bucketing\n")
+    (tmp_path / "bucketing.py").write_text("")
+    (tmp_path / "__init__.py").write_text("")
+    known = {"batchloaders.read.sources": tmp_path / "sources.py", "batchloaders.regroup": tmp_path / "__init__.py",
+             "batchloaders.regroup.bucketing": tmp_path / "bucketing.py"}
+    assert upward_imports(known) == ["batchloaders.read.sources (read) imports batchloaders.regroup.bucketing (regroup)"]
+    assert [LAYERS[layer_of(m)][0] for m in ("batchloaders.config.model", "batchloaders.config.schema",
+                                             "batchloaders.cli.bench", "batchloaders")] == [
+        "foundation", "config", "commands", "commands"]

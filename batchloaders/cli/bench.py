@@ -25,7 +25,6 @@ Example::
 """
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from typing import TextIO
@@ -37,7 +36,7 @@ from batchloaders.cli.describe import padded_axes
 from batchloaders.errors import BatchLoaderError
 from batchloaders.transform.graphs import as_written
 from batchloaders.read.parsing import parse_batch
-from batchloaders.loaders import base
+from batchloaders.loaders import base, registry as loaders
 from batchloaders.config.model import LoaderConfig
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
@@ -161,7 +160,7 @@ def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
 def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """The loader's batches reduced to counts: examples, window units, and real/padded elements per tensor
     (with chunking, examples and window units only: :func:`chunked_lengths_dataset` pads the chunks)."""
-    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    loader = loaders.of(config)
     names = padded_tensors(config) if config.chunking is None else []
 
     def measure(element):
@@ -185,21 +184,11 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
 def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements per tensor of the batches bucketing makes (the loader's own batches are
     only blocks then: their padding says nothing of the batches the model gets)."""
-    import dataclasses
-
-    from batchloaders.read import block_sizes
     from batchloaders.regroup import bucketing
-    from batchloaders.read.integrity import Reader
 
-    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     names = padded_tensors(config)
-    source_config = dataclasses.replace(config, drop_remainder=False)
-    block = block_sizes.regroup(config, batch_size)
-    elements, decode = base.source(loader, source_config, None, block, Reader(config))
-    flush = config.epochs is not None and not config.drop_remainder
-    blocks = elements.map(as_written(base.blocks(config, decode, frozenset(), flush)), num_parallel_calls=AUTOTUNE)
-    if flush:
-        blocks = blocks.concatenate(tf.data.Dataset.from_tensors(bucketing.last_block(blocks.element_spec)))
+    elements, decode = _stage_source(config, batch_size)
+    blocks = bucketing.transformed_blocks(elements, config, decode, frozenset())
 
     def measure(element):
         values, lengths, widths = bucketing.to_batch(element, config)
@@ -209,24 +198,18 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
         return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0], "real": real,
                 "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
 
-    return bucketing.regroup(blocks, config, flush).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+    return bucketing.regroup(blocks, config, bucketing.flushes(config)).map(as_written(measure),
+                                                                           num_parallel_calls=AUTOTUNE)
 
 
 def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
     them: a row's real steps are those its segment_ids mark (not 0)."""
-    import dataclasses
-
-    from batchloaders.read import block_sizes
     from batchloaders.regroup import packing
-    from batchloaders.read.integrity import Reader
 
-    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     spec = config.packing
-    source_config = dataclasses.replace(config, drop_remainder=False)
-    elements, decode = base.source(loader, source_config, None, block_sizes.regroup(config, batch_size),
-                                   Reader(config))
-    transform_block = base.blocks(config, decode, frozenset(), False)
+    elements, decode = _stage_source(config, batch_size)
+    transform_block = packing.transformed_block(config, decode, frozenset())
 
     def measure(element):
         block = transform_block(element)
@@ -257,30 +240,34 @@ def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
 def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
     in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
-    import dataclasses
-
     from batchloaders.regroup import chunking
-    from batchloaders.read.integrity import Reader
-    from batchloaders.transform.registry import SECONDARY
-    from batchloaders.config.order import after_chunking
 
-    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
     names = padded_tensors(config)
-    source_config = dataclasses.replace(config, drop_remainder=False, epochs=1)
-    elements, decode = base.source(loader, source_config, None, chunking.BLOCK, Reader(config))
-    chunks = elements.map(as_written(base._chunks(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
-    chunks = chunks.map(as_written(lambda element: {k: v for k, v in element.items() if k != "counts"}))
+    elements, decode = _stage_source(config, batch_size)
+    chunks = elements.map(as_written(chunking.chunks_of(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
+    chunks = chunks.map(as_written(chunking.uncounted))
 
     def measure(element):
-        batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
-        for feature in after_chunking(config):
-            base._secondary(batch, config, feature, SECONDARY.get(feature.type))
+        batch = chunking.chunk_batch(element, config)
         real = {name: _real_elements(batch, name) for name in names}
         tensors = finalize(batch, config, None)
         return {"chunks": tf.cast(batch.size, tf.int64), "real": real,
                 "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
 
     return chunks.repeat(config.epochs).rebatch(batch_size).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+
+
+def _stage_source(config: LoaderConfig, batch_size: int):
+    """(elements, decode) of the loader as the config's regroup stage asks for them (its SourcePlan)."""
+    import dataclasses
+
+    from batchloaders.read.integrity import Reader
+    from batchloaders.regroup import stage as stages
+
+    wanted = stages.of(config).source_plan(config, batch_size)
+    source_config = dataclasses.replace(config, drop_remainder=wanted.drop_remainder,
+                                        **({"epochs": 1} if wanted.one_epoch else {}))
+    return base.source(loaders.of(config), source_config, None, wanted.block, Reader(config))
 
 
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:

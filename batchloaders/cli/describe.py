@@ -30,8 +30,10 @@ import json
 import math
 from typing import TextIO
 
-from batchloaders.read.block_sizes import discrete_slots_fixed, regroup, sequence_records_per_block  # no TensorFlow there
+from batchloaders.read.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
+from batchloaders.config.accounting import examples_in_run
 from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
+from batchloaders.regroup import stage as stages  # no TensorFlow there
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
               "parse_example/parse_sequence_example call per batch; secondary features, steps and padding "
@@ -234,61 +236,11 @@ def describe(config: LoaderConfig) -> list[str]:
         lines.append(f"  tensor {name}: {info.dtype} {format_shape(info.shape)} ({role})")
     lines.extend(transform_lines(config))
     lines.extend(padding_lines(config))
-    if config.bucketing is not None:
-        lines.append(bucketing_line(config))
-    if config.packing is not None:
-        spec = config.packing
-        lines.append(f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps "
-                     f"({'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'}), "
-                     f"with {spec.segment_ids} ({_info(config.tensors.get(spec.segment_ids))}) and {spec.positions} "
-                     f"({_info(config.tensors.get(spec.positions))}), rows filled within blocks of "
-                     f"{regroup(config, config.target_batch_size)} examples; target_batch_size counts rows")
-    if config.chunking is not None:
-        lines.extend(chunking_lines(config))
-    if config.segmenting is not None:
-        lines.extend(segmenting_lines(config))
+    lines.extend(stages.of(config).lines(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
     lines.extend(signature_lines(config))
     return lines
-
-
-def chunking_lines(config: LoaderConfig) -> list[str]:
-    """How each tensor is cut, what is copied, what is built on the chunks."""
-    from batchloaders.config.order import after_chunking
-
-    spec = config.chunking
-    lines = [f"chunking: cores of {spec.size} steps every {spec.step}, context [{spec.left}, {spec.right}] (zeros at "
-             f"the borders), a last core shorter than {spec.min_size} dropped; chunks "
-             + (f"shuffled in a buffer of {spec.shuffle_buffer}" if spec.shuffle_buffer else "in order")
-             + "; target_batch_size counts chunks"]
-    for t in spec.tensors:
-        rate = "" if (t.size, t.step) == (spec.size, spec.step) else f" (size {t.size}, step {t.step})"
-        lines.append(f"  chunked {t.name}: chunks of up to {t.width} steps, context [{t.left}, {t.right}]{rate}"
-                     + (": fixes the number of chunks" if t.name == spec.reference else ""))
-    for name in spec.copied:
-        lines.append(f"  copied {name}: the same in every chunk of an example")
-    for feature in after_chunking(config):
-        lines.append(f"  built on the chunks: {feature.to_name} = {feature.type}: {_info(feature.info)}")
-    return lines
-
-
-def segmenting_lines(config: LoaderConfig) -> list[str]:
-    """How sequences become segments in lanes, and the counters the features gain."""
-    spec = config.segmenting
-    lanes = spec.lanes or config.target_batch_size
-    end = ("dropped (smaller batches)" if spec.allow_small_batch
-           else "filled with zero-length padding segments (every batch has all lanes)")
-    key = (f"key from {spec.key_from_manifest or spec.key}, unique per epoch" if spec.key is not None
-           else "key '<file path>:<record index>' of each sequence's (first) record")
-    return [f"segmenting: sequences cut into segments of {spec.num_unroll} steps "
-            + ("(the last one padded)" if spec.pad else "(lengths must be multiples)")
-            + f" in {lanes} lanes, each lane taking the next waiting sequence when its own ends; at the end of "
-            f"the data the lanes with no work left are {end}; {key}",
-            f"  segmented: " + ", ".join(f"{name} {_info(config.tensors.get(name))}" for name in spec.tensors),
-            *(f"  copied {name}: the same in every segment of a sequence" for name in spec.context),
-            f"  counters in the features: "
-            + ", ".join(f"{name} {_info(config.tensors.get(name))}" for name in spec.names.values())]
 
 
 def transform_lines(config: LoaderConfig) -> list[str]:
@@ -312,8 +264,7 @@ def transform_lines(config: LoaderConfig) -> list[str]:
     return lines
 
 
-def _info(info) -> str:
-    return "?" if info is None else f"{info.dtype} {format_shape(info.shape)}"
+_info = stages.shown
 
 
 def _plugin_origin(kind) -> str | None:
@@ -328,18 +279,6 @@ def _plugin_origin(kind) -> str | None:
 def _plugin(kind) -> str:
     origin = _plugin_origin(kind)
     return "" if origin is None else f" (plugin: {origin})"
-
-
-def bucketing_line(config: LoaderConfig) -> str:
-    spec = config.bucketing
-    shown = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)] + [f"{spec.boundaries[-1]}+"]
-    sizes = ", ".join(f"{span}: {size}" for span, size in zip(shown, spec.batch_sizes))
-    how = (f"batch size x longest length a bucket admits <= max_tokens {spec.max_tokens}" if spec.max_tokens
-           else "batch_sizes as given")
-    pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
-    return (f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
-            f"length: batch size = {sizes}{pad}; blocks of {regroup(config, config.target_batch_size)} examples "
-            "are read and transformed together before they are regrouped; batches per epoch are not known in advance")
 
 
 # --- The output signature: what each batch holds, from the checked config alone -------------------
@@ -368,14 +307,11 @@ class Output:
 def static_batch(config: LoaderConfig) -> int | None:
     """The batch axis as the element_spec states it: target_batch_size when every batch is full, else None.
 
-    Bucketing's batch sizes differ per bucket; segmenting's are full unless ``allow_small_batch``;
-    otherwise a batch is full when the remainder is dropped or the data repeat forever.
+    The regroup stage tells (Stage.static_batch): bucketing's batch sizes differ per bucket, segmenting's
+    are full unless ``allow_small_batch``; otherwise a batch is full when the remainder is dropped or the
+    data repeat forever.
     """
-    if config.bucketing is not None:
-        return None
-    if config.segmenting is not None:
-        return None if config.segmenting.allow_small_batch else config.target_batch_size
-    return config.target_batch_size if config.drop_remainder or config.epochs is None else None
+    return stages.of(config).static_batch(config, config.target_batch_size)
 
 
 def _output(config: LoaderConfig, name: str, role: str, batch: int | None) -> Output:
@@ -398,9 +334,8 @@ def signature(config: LoaderConfig) -> list[Output]:
     name (segmenting adds them to the features), then the targets."""
     batch = static_batch(config)
     out = [_output(config, name, "input", batch) for name in config.inputs]
-    if config.segmenting is not None:
-        out += [Output(name, "input (counter)", config.tensors[name].dtype, (batch,))
-                for name in config.segmenting.names.values() if name not in config.inputs]
+    out += [Output(name, "input (counter)", config.tensors[name].dtype, (batch,))
+            for name in stages.of(config).carried(config)]
     return out + [_output(config, name, "target", batch) for name in config.targets]
 
 
@@ -431,21 +366,19 @@ def steps_per_epoch(config: LoaderConfig) -> int | None:
     With ``epochs: null`` every batch is full and batches run on across passes: the count is the
     whole batches one pass fills (records // batch size), the number to give Keras's steps_per_epoch.
     """
-    from batchloaders.config.accounting import expected_batches
-
-    if config.segmenting is not None:
-        return None  # lanes take segments: batches are counted only once scheduled
     one_pass = dataclasses.replace(config, epochs=1, drop_remainder=config.drop_remainder or config.epochs is None)
-    return expected_batches(one_pass, list(range(len(config.dataset.files))), config.target_batch_size)
+    return _batches(one_pass)
 
 
 def total_batches(config: LoaderConfig) -> int | None:
     """The dataset's cardinality when known and finite: what Keras counts as one epoch of ``fit``."""
-    from batchloaders.config.accounting import expected_batches
+    return _batches(config)
 
-    if config.segmenting is not None:
-        return None  # as compile_dataset: its cardinality is unknown
-    return expected_batches(config, list(range(len(config.dataset.files))), config.target_batch_size)
+
+def _batches(config: LoaderConfig) -> int | None:
+    """The batches the whole data gives over ``config``'s epochs, as input_fn counts them (its stage's say)."""
+    examples = examples_in_run(config, list(range(len(config.dataset.files))))
+    return stages.of(config).batches(config, examples, config.target_batch_size)
 
 
 def steps_line(config: LoaderConfig) -> str:
@@ -464,10 +397,9 @@ def steps_line(config: LoaderConfig) -> str:
 def _unknown_steps(config: LoaderConfig) -> str:
     if config.type != "independent":
         return "window counts are drawn at random"
-    for block, what in (("bucketing", "buckets"), ("packing", "rows"), ("chunking", "chunks"),
-                        ("segmenting", "segment batches")):
-        if getattr(config, block) is not None:
-            return f"{block}: {what} are counted only once made"
+    stage = stages.of(config)
+    if not stage.example_wise:
+        return f"{stage.name}: {stage.counted_as} are counted only once made"
     if config.on_corrupt != "fail":
         return "on_corrupt skip_file may read fewer records"
     return "the manifest does not list the record count of every data file"
@@ -526,29 +458,9 @@ def _padding(config: LoaderConfig) -> list[dict]:
 
 
 def _blocks(config: LoaderConfig) -> dict:
-    """The bucketing, packing, chunking and segmenting blocks, null when absent."""
-    out: dict = {"bucketing": None, "packing": None, "chunking": None, "segmenting": None}
-    if config.bucketing is not None:
-        b = config.bucketing
-        out["bucketing"] = {"by": b.by, "boundaries": list(b.boundaries), "batch_sizes": list(b.batch_sizes),
-                            "max_tokens": b.max_tokens, "pad_to_boundary": list(b.pad_to_boundary)}
-    if config.packing is not None:
-        p = config.packing
-        out["packing"] = {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
-                          "positions": p.positions, "allow_split": p.allow_split}
-    if config.chunking is not None:
-        c = config.chunking
-        out["chunking"] = {"size": c.size, "step": c.step, "left": c.left, "right": c.right, "min_size": c.min_size,
-                           "shuffle_buffer": c.shuffle_buffer, "reference": c.reference, "copied": list(c.copied),
-                           "tensors": [{"name": t.name, "size": t.size, "step": t.step, "left": t.left,
-                                        "right": t.right, "width": t.width} for t in c.tensors]}
-    if config.segmenting is not None:
-        g = config.segmenting
-        out["segmenting"] = {"num_unroll": g.num_unroll, "lanes": g.lanes or config.target_batch_size,
-                             "pad": g.pad, "allow_small_batch": g.allow_small_batch, "tensors": list(g.tensors),
-                             "context": list(g.context), "key": g.key_from_manifest or g.key,
-                             "counters": {c: {"name": n, **_tensor(config.tensors[n])} for c, n in g.names.items()}}
-    return out
+    """The regroup blocks (bucketing, packing, chunking, segmenting), null but the config's stage."""
+    stage = stages.of(config)
+    return {name: stage.as_json(config) if name == stage.name else None for name in stages.names()}
 
 
 def plan(config: LoaderConfig) -> dict:

@@ -42,7 +42,6 @@ of the padding fraction per batch (needs matplotlib: the ``plot`` extra).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import queue
 import re
 import sys
@@ -56,6 +55,7 @@ from batchloaders.cli import bench
 from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem, data_error_from
 from batchloaders.transform.graphs import as_written
 from batchloaders.config.model import LoaderConfig
+from batchloaders.regroup import stage as stages
 
 DEFAULT_BATCHES = 3
 DEFAULT_TIMEOUT = 60.0
@@ -160,7 +160,7 @@ def split(config: LoaderConfig, element) -> list[tuple[str, str, Any]]:
     """(role, name, tensor) of every output tensor of one element: (inputs, targets) or inputs alone."""
     parts = element if isinstance(element, tuple) and len(element) == 2 else (element,)
     out = []
-    counters = set(config.segmenting.names.values()) - set(config.inputs) if config.segmenting is not None else set()
+    counters = set(stages.of(config).carried(config))
     for role, names, part in zip(("input", "target"), (config.inputs, config.targets), parts):
         if isinstance(part, dict):  # a segment counter the model does not name: as describe labels it
             out.extend((f"{role} (counter)" if name in counters else role, name, tensor) for name, tensor in part.items())
@@ -228,10 +228,9 @@ def tensor_line(t: Tensor) -> str:
 def measured(config: LoaderConfig) -> list[str]:
     """The output tensors whose padding preview measures: bench's padded tensors; with packing, the packed ones;
     with segmenting, the segmented ones."""
-    if config.packing is not None:
-        return [name for name in config.packing.tensors if name in config.outputs]
-    if config.segmenting is not None:
-        return [name for name in config.segmenting.tensors if name in config.outputs]
+    measured = stages.of(config).padded(config)
+    if measured is not None:
+        return measured
     return bench.padded_tensors(config)
 
 
@@ -318,15 +317,15 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
     """Each example's real length of ``name`` per batch, from a second pass over the loader's batches; None
     where those are not the model's (bucketing, packing, chunking, segmenting) or not the batches shown (shuffle
     with seed null, sloppy_interleave)."""
-    if any(getattr(config, k) is not None for k in ("bucketing", "packing", "chunking", "segmenting")):
+    if config.regroup is not None:
         return None
     if (config.shuffle and config.seed is None) or config.sloppy_interleave:
         return None
     from batchloaders.transform.batching import Batch
     from batchloaders.read.integrity import Reader
-    from batchloaders.loaders import base
+    from batchloaders.loaders import base, registry as loaders
 
-    loader = importlib.import_module(f"batchloaders.loaders.{config.type}")
+    loader = loaders.of(config)
 
     def lengths(element):
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))

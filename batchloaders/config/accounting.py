@@ -118,23 +118,19 @@ def records_per_epoch(config: LoaderConfig, shard: list[int], *,
     record, see sharding.py); by default every record of the files it reads.
     Only the independent loader has a count fixed by its records (windows are
     drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
+    What batches the examples make is the regroup stage's to say (Stage.batches).
     """
     if config.type != "independent" or config.on_corrupt != "fail":
         return None
-    if config.bucketing is not None or config.packing is not None or config.chunking is not None:
-        return None  # buckets, rows and chunks are counted only once made
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
         return None
     return sum(share(i, counts[i]) if share is not None else counts[i] for i in shard)
 
 
-def expected_batches(config: LoaderConfig, shard: list[int], batch_size: int, *,
-                     share: Callable[[int, int], int] | None = None) -> int | None:
-    """Batches one input pipeline reading files ``shard`` gives, when the manifest's counts fix it
-    (see :func:`records_per_epoch`)."""
+def examples_in_run(config: LoaderConfig, shard: list[int], *,
+                    share: Callable[[int, int], int] | None = None) -> int | None:
+    """Examples one input pipeline reading files ``shard`` gives over all its epochs, when the manifest's
+    counts fix them and the epochs are finite (see :func:`records_per_epoch`)."""
     per_epoch = records_per_epoch(config, shard, share=share) if config.epochs is not None else None
-    if per_epoch is None:
-        return None
-    total = config.epochs * per_epoch
-    return total // batch_size if config.drop_remainder else -(-total // batch_size)
+    return None if per_epoch is None else config.epochs * per_epoch

@@ -380,7 +380,7 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
         padding=padding, pad_specs=pad_specs, multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), resume=args.get("resume", "state"), on_corrupt=args.get("on_corrupt", "fail"),
-        tensors=dict(tensors), bucketing=bucketing, packing=packing, chunking=chunking, segmenting=segmenting,
+        tensors=dict(tensors), regroup=bucketing or packing or chunking or segmenting,
         service=service)
 
 

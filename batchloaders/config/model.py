@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Union
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")
@@ -129,6 +129,8 @@ class PadSpec:
 class BucketSpec:
     """Length bucketing, resolved: bucket i holds lengths of ``by`` in [boundaries[i-1], boundaries[i])."""
 
+    stage: ClassVar[str] = "bucketing"  # the regroup stage that makes its batches (regroup/stages/)
+
     by: str
     boundaries: tuple[int, ...]
     batch_sizes: tuple[int, ...]  # one more than boundaries (from max_tokens when that was given)
@@ -139,6 +141,11 @@ class BucketSpec:
     # Derived from the fields above and the manifest: not compared (resume.py), so saved fingerprints still match.
     check_longest: bool = dataclasses.field(default=False, compare=False)
 
+    def origins(self) -> frozenset[str]:
+        """What the loader must say of where each example was read (read/origins.py): its file and record
+        numbers, when only the data can tell whether an example fits max_tokens."""
+        return frozenset({"numbers"}) if self.check_longest else frozenset()
+
     def admits(self, bucket: int) -> int | None:
         """The longest length bucket ``bucket`` holds; None for the last, open one."""
         return self.boundaries[bucket] - 1 if bucket < len(self.boundaries) else None
@@ -146,12 +153,17 @@ class BucketSpec:
 
 @dataclasses.dataclass(frozen=True)
 class PackSpec:
+    stage: ClassVar[str] = "packing"
+
     length: int
     tensors: tuple[str, ...]
     segment_ids: str
     positions: str
     allow_split: bool
     json_path: str
+
+    def origins(self) -> frozenset[str]:
+        return frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +189,8 @@ class ChunkSpec:
     every chunk of their example; ``reference`` (a tensor at the block's own size and step) fixes the
     number of chunks and decides the last piece's fate with ``min_size``."""
 
+    stage: ClassVar[str] = "chunking"
+
     size: int
     step: int
     left: int
@@ -193,6 +207,10 @@ class ChunkSpec:
     def names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tensors)
 
+    def origins(self) -> frozenset[str]:
+        """'<file>:<record>' of each example, when a source_key feature asks for it."""
+        return frozenset({"source_key"}) if self.source_key else frozenset()
+
 
 COUNTERS = ("key", "sequence", "sequence_count", "length", "total_length", "is_first", "is_last", "slot")
 COUNTER_DTYPES = {"key": "string", "is_first": "bool", "is_last": "bool"}  # the others: int32
@@ -204,6 +222,8 @@ class SegmentSpec:
     ``context`` tensors are copied to every segment, ``key`` is the tensor naming each sequence (None: the
     loader's '<file>:<record>'), ``names`` maps each counter (COUNTERS) to its tensor name (prefix added)."""
 
+    stage: ClassVar[str] = "segmenting"
+
     num_unroll: int
     lanes: int | None  # None: target_batch_size (or the batch size input_fn is given)
     pad: bool
@@ -214,6 +234,10 @@ class SegmentSpec:
     names: Mapping[str, str]
     json_path: str
     key_from_manifest: str | None = None  # a manifest feature read only for the key, under the to_name ``key``
+
+    def origins(self) -> frozenset[str]:
+        """Where each sequence was read names it, when no ``key`` tensor does."""
+        return frozenset({"sequence_key"}) if self.key is None else frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +258,13 @@ class ServiceConfig:
     # buffer to fill). It does not change the batches: not compared (resume.py).
     batch_timeout_seconds: float | None = dataclasses.field(default=300.0, compare=False)
     json_path: str = "$.args.service"
+
+
+RegroupSpec = Union[BucketSpec, PackSpec, ChunkSpec, SegmentSpec]
+
+
+def _if(spec, kind: type):
+    return spec if isinstance(spec, kind) else None
 
 
 SERVICE_MODES = ("off", "dynamic", "file", "data", "file_or_data")
@@ -296,16 +327,20 @@ class LoaderConfig:
     on_corrupt: str = "fail"  # or "skip_file"
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
-    bucketing: BucketSpec | None = None
-    packing: PackSpec | None = None
-    chunking: ChunkSpec | None = None
-    segmenting: SegmentSpec | None = None
+    # How examples are grouped into batches other than one after another (at most one; None: plain batching).
+    regroup: "RegroupSpec | None" = None
     service: ServiceConfig | None = None  # None: the pipeline runs in this process
     model_assumed: bool = False  # no model block: every feature is taken as a model input, none as a target
 
     @property
     def outputs(self) -> tuple[str, ...]:
         return self.inputs + self.targets
+
+    # Each regroup spec by its own name, None unless it is the config's stage: for the code of that stage.
+    bucketing = property(lambda self: _if(self.regroup, BucketSpec))
+    packing = property(lambda self: _if(self.regroup, PackSpec))
+    chunking = property(lambda self: _if(self.regroup, ChunkSpec))
+    segmenting = property(lambda self: _if(self.regroup, SegmentSpec))
 
     @property
     def selected(self) -> dict:

@@ -19,9 +19,14 @@ from batchloaders.config.model import LoaderConfig
 SOURCE_KEY, SEQUENCE_KEY, FILE, RECORD = "source_key", "sequence_key", "origin_file", "origin_record"
 
 
+def _wants(config: LoaderConfig, origin: str) -> bool:
+    """Whether the config's regroup stage needs ``origin`` of each example (its spec's ``origins()``)."""
+    return config.regroup is not None and origin in config.regroup.origins()
+
+
 def wants_source(config: LoaderConfig) -> bool:
     """Whether the loader must give each example's ``extras["source_key"]`` (a source_key feature uses it)."""
-    return config.chunking is not None and config.chunking.source_key
+    return _wants(config, "source_key")
 
 
 def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
@@ -32,12 +37,12 @@ def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
 
 def wants_sequence_key(config: LoaderConfig) -> bool:
     """Whether segmenting names each sequence by where it was read (no ``key`` tensor)."""
-    return config.segmenting is not None and config.segmenting.key is None
+    return _wants(config, "sequence_key")
 
 
 def wants_numbers(config: LoaderConfig) -> bool:
     """Whether bucketing checks each example against max_tokens and names the first one over it."""
-    return config.bucketing is not None and config.bucketing.check_longest
+    return _wants(config, "numbers")
 
 
 def wanted(config: LoaderConfig) -> bool:

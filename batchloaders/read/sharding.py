@@ -149,7 +149,7 @@ def per_replica_buckets(config: LoaderConfig, input_context) -> LoaderConfig:
                     f"replicas in sync, and {size} is not a multiple of {replicas}; expected multiples of "
                     f"{replicas}")))
     sizes = tuple(max(1, size // replicas) for size in spec.batch_sizes)
-    return dataclasses.replace(config, bucketing=dataclasses.replace(spec, batch_sizes=sizes))
+    return dataclasses.replace(config, regroup=dataclasses.replace(spec, batch_sizes=sizes))
 
 
 def keep_records(shard: Shard):

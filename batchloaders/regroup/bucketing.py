@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.regroup import chunking
+from batchloaders.regroup import blocks, chunking
 from batchloaders.read import origins
+from batchloaders.transform.batching import Batch, finalize
 from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 from batchloaders.transform.graphs import as_written, masked
@@ -174,3 +175,48 @@ def to_batch(element, config: LoaderConfig):
             lengths[name], widths[name] = l, tf.cast(width, tf.int32)
         values[name] = v
     return values, lengths, widths
+
+
+def apply(build) -> tf.data.Dataset:
+    """The stage's pipeline (stages/bucketing.py): transform blocks, regroup their examples by bucket, then pad
+    and finish each batch in the call that cuts it."""
+    config = build.config
+    flush = flushes(config)
+    ds, decode = build.source()
+    return regroup(transformed_blocks(ds, config, decode, build.zero_tails), config, flush, then=_finished(build))
+
+
+def flushes(config: LoaderConfig) -> bool:
+    """Whether the buckets are flushed at the end of the data (finite epochs, remainders kept)."""
+    return config.epochs is not None and not config.drop_remainder
+
+
+def transformed_blocks(ds: tf.data.Dataset, config: LoaderConfig, decode, zero_tails: frozenset) -> tf.data.Dataset:
+    """The loader's elements as blocks of transformed examples, marked for :func:`regroup` (and the last,
+    empty block that flushes the buckets when :func:`flushes`)."""
+    flush = flushes(config)
+    transform = blocks.transformed(config, decode, zero_tails, names=config.outputs, where="$.args.bucketing",
+                                   checks=lambda batch: over_budget(config, batch.values, batch.lengths, batch.extras))
+
+    def block(element):
+        out = transform(element)
+        return {**out, FLUSH: tf.constant(False)} if flush else out
+    ds = ds.map(as_written(block), **blocks.parallel(config))
+    if flush:
+        ds = ds.concatenate(tf.data.Dataset.from_tensors(last_block(ds.element_spec)))
+    return ds
+
+
+def _finished(build):
+    """One bucket's batch -> the model's (features, targets).
+
+    Regrouping keeps every row's tail as the block had it and pads with zeros, so the tensors the
+    loader zero-fills and no secondary feature or step rewrites stay zero-filled."""
+    config = build.config
+    touched = {f.to_name for f in config.secondary_features} | {s.tensor for s in config.processing_steps}
+    still_zero = set(build.zero_tails) - touched
+
+    def run(element):
+        values, lengths, widths = to_batch(element, config)
+        return build.model_batch(finalize(Batch(values, lengths, {"widths": widths}, set(still_zero)), config, None))
+    return run

@@ -25,9 +25,13 @@ import dataclasses
 import tensorflow as tf
 
 from batchloaders.config.model import LoaderConfig
+from batchloaders.config.order import after_chunking
+from batchloaders.loaders.base import decoded, secondary
+from batchloaders.read import determinism
+from batchloaders.regroup import blocks
+from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
 
-BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
 
 
 def chunk_counts(n, size: int, step: int):
@@ -176,3 +180,67 @@ class ChunkCounter:
         keys, values = (t.numpy() for t in self.table.export())
         found = dict(zip((k.decode() for k in keys), values))
         return ChunkReport(*(int(found.get(k, 0)) for k in self.KEYS))
+
+
+def apply(build) -> tf.data.Dataset:
+    """The stage's pipeline (stages/chunking.py): each epoch's blocks transformed and cut into chunks, shuffled
+    within the epoch when asked, then batched and finished. The epochs are repeated here, after the chunk
+    shuffle, so that epochs never mix: ``build.source()`` is called once per epoch, for its draws."""
+    config = build.config
+    spec, parallel = config.chunking, blocks.parallel(config)
+
+    def epoch_of_chunks():
+        elements, decode = build.source()
+        ds = elements.map(as_written(chunks_of(config, decode, build.zero_tails)), **parallel)
+        if build.report is not None:
+            ds = ds.map(as_written(build.report.add))  # one thread: the counts add up race-free
+        else:
+            ds = ds.map(as_written(uncounted))
+        if config.epochs is None:
+            ds = guard_empty_pass(ds, config, build.share)
+        if spec.shuffle_buffer is not None:
+            ds = ds.unbatch().shuffle(spec.shuffle_buffer, seed=determinism.seed(config.seed, determinism.CHUNKS))
+        return ds
+    drop = config.drop_remainder or config.epochs is None
+    ds = determinism.repeat_epochs(config.epochs, epoch_of_chunks)
+    if spec.shuffle_buffer is not None:
+        ds = ds.batch(build.batch_size, drop_remainder=drop)
+    else:
+        ds = ds.rebatch(build.batch_size, drop_remainder=drop)
+    static = build.batch_size if drop else None
+    return ds.map(as_written(_finished(build, static)), **parallel)
+
+
+def uncounted(element: dict) -> dict:
+    """A block's chunks without their counts (when no ChunkCounter takes them)."""
+    return {k: v for k, v in element.items() if k != "counts"}
+
+
+def chunks_of(config: LoaderConfig, decode, zero_tails: frozenset):
+    """Loader element (a block of examples, one epoch) -> its chunks, with their block's counts."""
+    names = config.chunking.names + config.chunking.copied
+
+    def run(element):
+        batch = decoded(element, config, decode, zero_tails)
+        return chunk_block({n: batch.values[n] for n in names}, batch.lengths, batch.extras, config)
+    return run
+
+
+def _finished(build, static_batch: int | None):
+    """A batch of chunks -> the model's (features, targets): the features built on chunks, then padding."""
+    config = build.config
+    later = after_chunking(config)
+
+    def run(element):
+        # (Chunks are zero after their length but as wide as the widest possible chunk, not the batch's
+        # widest, so they are no zero_tails: finalize trims them to the batch's longest.)
+        return build.model_batch(finalize(chunk_batch(element, config, later), config, static_batch))
+    return run
+
+
+def chunk_batch(element, config: LoaderConfig, later=None) -> Batch:
+    """A batch of chunks as a Batch, with the secondary features built on chunks (``later``: after_chunking's)."""
+    batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
+    for feature in (after_chunking(config) if later is None else later):
+        secondary(batch, config, feature)
+    return batch

@@ -19,6 +19,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.config.values import default_value
+from batchloaders.regroup import blocks
+from batchloaders.transform.batching import Batch, finalize
+from batchloaders.transform.graphs import as_written
 from batchloaders.config.model import LoaderConfig
 
 
@@ -148,3 +151,25 @@ def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
     out[spec.segment_ids] = rows_of(tf.repeat(segment_in_row + 1, size), 0)
     out[spec.positions] = rows_of(tf.cast(step, tf.int32), 0)
     return out
+
+
+def transformed_block(config: LoaderConfig, decode, zero_tails: frozenset):
+    """Loader element -> the packed tensors of its block of examples, transformed, before packing."""
+    return blocks.transformed(config, decode, zero_tails, names=config.packing.tensors, where="$.args.packing")
+
+
+def apply(build) -> tf.data.Dataset:
+    """The stage's pipeline (stages/packing.py): transform blocks, pack each into rows, batch the rows."""
+    config = build.config
+    ds, decode = build.source()
+    transform = transformed_block(config, decode, build.zero_tails)
+
+    def rows(element):
+        block = transform(element)
+        packed = pack_block(block["values"], block["lengths"], config)
+        # Rows are whole (every tensor [rows, length, ...]): what finishing does to a batch of them it
+        # does row by row, so it is done once per block here, not in a call per batch.
+        return build.model_batch(finalize(Batch(dict(packed), {}), config, None))
+    static = config.drop_remainder or config.epochs is None
+    # An endless stream of rows has no remainder: dropping it only gives the batches their static size.
+    return ds.map(as_written(rows), **blocks.parallel(config)).rebatch(build.batch_size, drop_remainder=static)

@@ -35,14 +35,15 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders.regroup import chunking
+from batchloaders.loaders.base import decoded
+from batchloaders.regroup import blocks, chunking
+from batchloaders.transform.batching import Batch, finalize
 from batchloaders.read import determinism
 from batchloaders.read import origins
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.config.values import default_value
 from batchloaders.config.model import LoaderConfig
 
-BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 EPOCH_END, LAST = "epoch_end", "last"
 TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter
 
@@ -312,3 +313,43 @@ class SegmentCounter(chunking.ChunkCounter):
         found = dict(zip((k.decode() for k in names.numpy()), counts.numpy()))
         return SegmentReport(*(int(found.get(k, 0)) for k in self.KEYS))
 
+
+
+def apply(build) -> tf.data.Dataset:
+    """The stage's pipeline (stages/segmenting.py): each epoch's blocks transformed and cut into segments,
+    given lanes, then finished batch by batch."""
+    config = build.config
+    parallel = blocks.parallel(config)
+
+    def epoch_of_segments():
+        elements, decode = build.source()
+        return elements.map(as_written(_segments(config, decode, build.zero_tails)), **parallel)
+    ds = stream(epoch_of_segments, config, build.batch_size, build.report, build.share)
+    static = None if config.segmenting.allow_small_batch else build.batch_size
+    return ds.map(as_written(_finished(build, static)), **parallel)
+
+
+def _segments(config: LoaderConfig, decode, zero_tails: frozenset):
+    """Loader element (a block of examples, one epoch) -> its segments."""
+    wanted = names(config)
+
+    def run(element):
+        batch = decoded(element, config, decode, zero_tails)
+        return segment_block({n: batch.values[n] for n in wanted}, batch.lengths, batch.extras, config)
+    return run
+
+
+def _finished(build, static_batch: int | None):
+    """A batch of segments -> the model's (features, targets); the carried counters (the features are then a
+    dict: keras_align.carried_counters) join the features besides those the model names."""
+    config, carried = build.config, build.counters
+
+    def run(element):
+        values, counters = finish(element, config)
+        out = build.model_batch(finalize(Batch({**values, **counters}, {}), config, static_batch))
+        if not carried:
+            return out
+        features, rest = (out, ()) if not config.targets else (out[0], out[1:])
+        features = {**features, **{n: tf.ensure_shape(counters[n], [static_batch]) for n in carried}}
+        return features if not config.targets else (features, *rest)
+    return run

@@ -38,6 +38,7 @@ import re
 
 from batchloaders.errors import ConfigError, Problem, suggest
 from batchloaders.config.model import LoaderConfig, format_shape
+from batchloaders.regroup import stage as stages
 
 MODEL = "<model>"
 # The name Keras 3 gives a keras.Input created without name= (keras.src.utils.naming.auto_name).
@@ -135,7 +136,7 @@ def _built_keys(model) -> tuple[str, ...]:
 def _subclassed_problems(keys: tuple[str, ...], config: LoaderConfig) -> list[Problem]:
     """The keys a subclassed model was built on that the config's inputs lack."""
     # With segmenting, a subclassed model's features carry every segment counter too (carried_counters).
-    given = set(config.inputs) | (set(config.segmenting.names.values()) if config.segmenting is not None else set())
+    given = set(config.inputs) | set(stages.of(config).counters(config))
     out = []
     for key in keys:
         if key in given:
@@ -172,9 +173,9 @@ def carried_counters(description: ModelDescription | None, config: LoaderConfig)
     the counters it names are among them, and Keras 3 would not drop an extra key quietly (a dict of
     features is flattened by position, feeding one tensor where another was expected, after a warning).
     """
-    if config.segmenting is None or (description is not None and description.inputs is not None):
+    if description is not None and description.inputs is not None:
         return ()
-    return tuple(name for name in config.segmenting.names.values() if name not in config.inputs)
+    return stages.of(config).carried(config)
 
 
 _KIND = {"bool": "bool", "string": "string"}
@@ -225,7 +226,7 @@ def _input_problems(port: Port, name: str, label: str, config: LoaderConfig) -> 
     info, batching = config.tensors[name], _batching(config, name)
     have, want = dtype_kind(info.dtype), dtype_kind(port.dtype)
     if have != want:
-        counter = config.segmenting is not None and name in config.segmenting.names.values()
+        counter = name in stages.of(config).counters(config)
         fix = "" if counter else f", or add a cast step to {name!r}"  # steps act on features, not on counters
         out.append(f"tensor {name!r} is {info.dtype} ({have}), but {label} takes {port.dtype} ({want}): expected "
                    f"the same kind of dtype (give the keras.Input dtype={info.dtype!r}{fix})")

@@ -46,6 +46,20 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
+# Checkpoints name the regroup stage by its block: one part per block, null unless it is the config's stage.
+_REGROUP_PARTS = ("bucketing", "packing", "chunking", "segmenting")
+
+
+def _parts(config) -> dict[str, Any]:
+    """The compiled config's parts as fingerprints name them."""
+    out = _plain(config)
+    stage = config.regroup
+    out.pop("regroup", None)
+    out.update({name: _plain(stage) if stage is not None and stage.stage == name else None
+                for name in _REGROUP_PARTS})
+    return out
+
+
 def _short_hash(part: Any) -> str:
     return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -57,7 +71,7 @@ def _is_scalar(value: Any) -> bool:
 def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
     """What fixes the batches, as {part: short hash or value}: every field of the compiled config (but its
     seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share."""
-    out = {name: _short_hash(part) for name, part in _plain(config).items()}
+    out = {name: _short_hash(part) for name, part in _parts(config).items()}
     out["batch_size"] = str(batch_size)
     if input_context is not None:
         out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
@@ -89,7 +103,7 @@ def settings(config, batch_size: int, input_context=None) -> dict[str, Any]:
     """What a ResumeError shows of fingerprint's parts (kept beside it, never compared): the single-valued
     settings as they are, the dataset's parts with its files by name."""
     out = {}
-    for name, part in _plain(config).items():
+    for name, part in _parts(config).items():
         if name in _SHOWN:
             out[name] = _SHOWN[name](part, config)
         elif _is_scalar(part):

@@ -1,0 +1,139 @@
+"""The interface every regroup stage implements, and their registry.
+
+A stage turns the loader's examples into the model's batches: plain batching (one example after
+another), or a regrouping (bucketing, packing, chunking, segmenting). The compile template
+(input_fn.py) asks the config's one stage what it needs from the loader, then lets it apply itself;
+``describe``, ``preview`` and ``bench`` ask it what it makes. A config's stage is the stage registered
+under its ``regroup`` spec's ``stage`` name (config/model.py), or ``batch`` when it has none.
+
+Stage modules (regroup/stages/) import no TensorFlow at the top, so that ``describe`` and ``validate``
+can ask them without it; their ``apply`` imports the graph code it runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+from batchloaders.errors import suggest
+from batchloaders.config.model import LoaderConfig, format_shape
+
+if TYPE_CHECKING:  # for annotations only: the stages are asked without TensorFlow
+    import tensorflow as tf
+
+PLAIN = "batch"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourcePlan:
+    """What a stage asks of the loader: ``block`` examples per element, and whether the loader's own batching
+    drops a last smaller element (``drop_remainder``) and repeats the epochs (``one_epoch`` False) or leaves
+    the epochs to the stage, which then calls ``source()`` once per epoch (for that epoch's draws)."""
+
+    block: int
+    drop_remainder: bool
+    one_epoch: bool = False
+
+
+@dataclasses.dataclass
+class Build:
+    """What one ``input_fn()`` call hands its stage: the call's config and batch size, the loader's source
+    (``source()`` -> (elements, decode)) and the functions that make the model's (features, targets)."""
+
+    config: LoaderConfig
+    batch_size: int
+    source: Callable[[], tuple]
+    pack_inputs: Callable
+    pack_targets: Callable
+    zero_tails: frozenset = frozenset()
+    counters: tuple[str, ...] = ()  # segment counters the features carry besides the model's inputs
+    share: str = ""  # what an empty-pass error adds about this input pipeline's share (sharding.share_note)
+    report: object = None  # the stage's running counts (its ``counter``), None when not kept
+
+    def model_batch(self, tensors: dict):
+        """Padded tensors of a batch -> the model's (features, targets), packed the way the model takes them."""
+        config = self.config
+        features = self.pack_inputs({n: tensors[n] for n in config.inputs})
+        if not config.targets:
+            return features
+        return features, self.pack_targets({n: tensors[n] for n in config.targets})
+
+
+class Stage:
+    """One way of making batches. Subclasses set ``name`` (the config block's key) and override what differs
+    from plain batching; a stage is registered with :func:`register`."""
+
+    name: ClassVar[str]
+    # Whether the loader may finish each example while it reads (decode, pad fixed shapes, split inputs from
+    # targets on blocks of examples): only when batches are cut from examples as they come.
+    example_wise: ClassVar[bool] = False
+    # What a batch is made of, for describe's "steps per epoch: unknown (...)".
+    counted_as: ClassVar[str] = "examples"
+
+    def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
+        return SourcePlan(batch_size, config.drop_remainder)
+
+    def static_batch(self, config: LoaderConfig, batch_size: int) -> int | None:
+        """The batch axis every batch has (the element_spec's), or None when batches may be smaller."""
+        return batch_size if config.drop_remainder or config.epochs is None else None
+
+    def batches(self, config: LoaderConfig, examples: int | None, batch_size: int) -> int | None:
+        """How many batches ``examples`` examples make (the dataset's cardinality), None when only making
+        them tells."""
+        return None
+
+    def counters(self, config: LoaderConfig) -> tuple[str, ...]:
+        """Tensors the stage adds to every batch's features (segmenting's counters), model inputs or not."""
+        return ()
+
+    def carried(self, config: LoaderConfig) -> tuple[str, ...]:
+        """Of :meth:`counters`, those the features carry besides the model's inputs."""
+        return tuple(name for name in self.counters(config) if name not in config.inputs)
+
+    def padded(self, config: LoaderConfig) -> list[str] | None:
+        """The tensors whose padding preview measures on the batches shown, or None: the padded tensors."""
+        return None
+
+    def counter(self, config: LoaderConfig):
+        """A fresh running count of what the stage does (see input_fn's reports), or None."""
+        return None
+
+    def apply(self, build: Build) -> "tf.data.Dataset":
+        raise NotImplementedError
+
+    def lines(self, config: LoaderConfig) -> list[str]:
+        """What ``describe`` says of the stage."""
+        return []
+
+    def as_json(self, config: LoaderConfig) -> dict | None:
+        """The stage's block in ``describe --json`` (None for plain batching)."""
+        return None
+
+
+STAGES: dict[str, Stage] = {}
+
+
+def register(stage: type[Stage]) -> type[Stage]:
+    """Class decorator: make ``stage`` the stage of configs whose regroup spec names it."""
+    if stage.name in STAGES:
+        raise ValueError(f"regroup stage {stage.name!r} is registered twice")
+    STAGES[stage.name] = stage()
+    return stage
+
+
+def of(config: LoaderConfig) -> Stage:
+    """The stage that makes ``config``'s batches."""
+    name = PLAIN if config.regroup is None else config.regroup.stage
+    try:
+        return STAGES[name]
+    except KeyError:
+        raise ValueError(f"no regroup stage is registered as {name!r}{suggest(name, STAGES)}") from None
+
+
+def shown(info) -> str:
+    """A tensor's static description as describe prints it: 'int64 [?, 2]', '?' when unknown."""
+    return "?" if info is None else f"{info.dtype} {format_shape(info.shape)}"
+
+
+def names() -> tuple[str, ...]:
+    """Every registered stage but plain batching, in registration order (the config's regroup blocks)."""
+    return tuple(name for name in STAGES if name != PLAIN)

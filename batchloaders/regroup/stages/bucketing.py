@@ -1,0 +1,42 @@
+"""Length bucketing: examples grouped by the length of one tensor, each bucket with its batch size."""
+from __future__ import annotations
+
+from batchloaders.config.model import LoaderConfig
+from batchloaders.read.block_sizes import regroup as block_of
+from batchloaders.regroup.stage import Build, SourcePlan, Stage, register
+
+
+@register
+class Bucketing(Stage):
+    name = "bucketing"
+    counted_as = "buckets"
+
+    def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
+        # The loader's blocks are large enough that the examples waiting in the buckets are copied once per
+        # many examples, not per batch; none is dropped before the buckets see it.
+        return SourcePlan(block_of(config, batch_size), drop_remainder=False)
+
+    def static_batch(self, config: LoaderConfig, batch_size: int) -> int | None:
+        return None  # each bucket has its batch size
+
+    def apply(self, build: Build):
+        from batchloaders.regroup import bucketing  # deferred: stages are described without TensorFlow
+
+        return bucketing.apply(build)
+
+    def lines(self, config: LoaderConfig) -> list[str]:
+        spec = config.bucketing
+        shown = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)] + [f"{spec.boundaries[-1]}+"]
+        sizes = ", ".join(f"{span}: {size}" for span, size in zip(shown, spec.batch_sizes))
+        how = (f"batch size x longest length a bucket admits <= max_tokens {spec.max_tokens}" if spec.max_tokens
+               else "batch_sizes as given")
+        pad = (f"; {', '.join(spec.pad_to_boundary)} padded to the bucket's boundary" if spec.pad_to_boundary else "")
+        return [f"bucketing: by the length of {spec.by}, {len(spec.batch_sizes)} buckets ({how}); "
+                f"length: batch size = {sizes}{pad}; blocks of {block_of(config, config.target_batch_size)} examples "
+                "are read and transformed together before they are regrouped; batches per epoch are not known in "
+                "advance"]
+
+    def as_json(self, config: LoaderConfig) -> dict:
+        b = config.bucketing
+        return {"by": b.by, "boundaries": list(b.boundaries), "batch_sizes": list(b.batch_sizes),
+                "max_tokens": b.max_tokens, "pad_to_boundary": list(b.pad_to_boundary)}

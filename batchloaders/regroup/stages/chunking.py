@@ -1,0 +1,52 @@
+"""Chunking: each example's sequences cut into chunks with context, the chunks batched."""
+from __future__ import annotations
+
+from batchloaders.config.model import LoaderConfig
+from batchloaders.config.order import after_chunking
+from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
+
+BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in memory at once)
+
+
+@register
+class Chunking(Stage):
+    name = "chunking"
+    counted_as = "chunks"
+
+    def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
+        # Chunks are made from blocks of one epoch of examples: the stage repeats the epochs.
+        return SourcePlan(BLOCK, drop_remainder=False, one_epoch=True)
+
+    def counter(self, config: LoaderConfig):
+        from batchloaders.regroup.chunking import ChunkCounter  # deferred: stages are described without TensorFlow
+
+        return ChunkCounter()
+
+    def apply(self, build: Build):
+        from batchloaders.regroup import chunking  # deferred: stages are described without TensorFlow
+
+        return chunking.apply(build)
+
+    def lines(self, config: LoaderConfig) -> list[str]:
+        """How each tensor is cut, what is copied, what is built on the chunks."""
+        spec = config.chunking
+        lines = [f"chunking: cores of {spec.size} steps every {spec.step}, context [{spec.left}, {spec.right}] (zeros "
+                 f"at the borders), a last core shorter than {spec.min_size} dropped; chunks "
+                 + (f"shuffled in a buffer of {spec.shuffle_buffer}" if spec.shuffle_buffer else "in order")
+                 + "; target_batch_size counts chunks"]
+        for t in spec.tensors:
+            rate = "" if (t.size, t.step) == (spec.size, spec.step) else f" (size {t.size}, step {t.step})"
+            lines.append(f"  chunked {t.name}: chunks of up to {t.width} steps, context [{t.left}, {t.right}]{rate}"
+                         + (": fixes the number of chunks" if t.name == spec.reference else ""))
+        for name in spec.copied:
+            lines.append(f"  copied {name}: the same in every chunk of an example")
+        for feature in after_chunking(config):
+            lines.append(f"  built on the chunks: {feature.to_name} = {feature.type}: {shown(feature.info)}")
+        return lines
+
+    def as_json(self, config: LoaderConfig) -> dict:
+        c = config.chunking
+        return {"size": c.size, "step": c.step, "left": c.left, "right": c.right, "min_size": c.min_size,
+                "shuffle_buffer": c.shuffle_buffer, "reference": c.reference, "copied": list(c.copied),
+                "tensors": [{"name": t.name, "size": t.size, "step": t.step, "left": t.left,
+                             "right": t.right, "width": t.width} for t in c.tensors]}

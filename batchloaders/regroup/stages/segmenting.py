@@ -1,0 +1,61 @@
+"""Segmenting (truncated BPTT): sequences cut into segments of num_unroll steps, batched in lanes."""
+from __future__ import annotations
+
+from batchloaders.config.model import LoaderConfig
+from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
+
+BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
+
+
+@register
+class Segmenting(Stage):
+    name = "segmenting"
+    counted_as = "segment batches"
+
+    def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
+        # Segments are made from blocks of one epoch of examples: the stage repeats the epochs.
+        return SourcePlan(BLOCK, drop_remainder=False, one_epoch=True)
+
+    def static_batch(self, config: LoaderConfig, batch_size: int) -> int | None:
+        return None if config.segmenting.allow_small_batch else batch_size  # lanes of padding fill the end
+
+    def counters(self, config: LoaderConfig) -> tuple[str, ...]:
+        return tuple(config.segmenting.names.values())
+
+    def padded(self, config: LoaderConfig) -> list[str]:
+        return [name for name in config.segmenting.tensors if name in config.outputs]
+
+    def counter(self, config: LoaderConfig):
+        from batchloaders.regroup.segmenting import SegmentCounter  # deferred: stages are described without TF
+
+        return SegmentCounter()
+
+    def apply(self, build: Build):
+        from batchloaders.regroup import segmenting  # deferred: stages are described without TensorFlow
+
+        return segmenting.apply(build)
+
+    def lines(self, config: LoaderConfig) -> list[str]:
+        """How sequences become segments in lanes, and the counters the features gain."""
+        spec = config.segmenting
+        lanes = spec.lanes or config.target_batch_size
+        end = ("dropped (smaller batches)" if spec.allow_small_batch
+               else "filled with zero-length padding segments (every batch has all lanes)")
+        key = (f"key from {spec.key_from_manifest or spec.key}, unique per epoch" if spec.key is not None
+               else "key '<file path>:<record index>' of each sequence's (first) record")
+        return [f"segmenting: sequences cut into segments of {spec.num_unroll} steps "
+                + ("(the last one padded)" if spec.pad else "(lengths must be multiples)")
+                + f" in {lanes} lanes, each lane taking the next waiting sequence when its own ends; at the end of "
+                f"the data the lanes with no work left are {end}; {key}",
+                "  segmented: " + ", ".join(f"{name} {shown(config.tensors.get(name))}" for name in spec.tensors),
+                *(f"  copied {name}: the same in every segment of a sequence" for name in spec.context),
+                "  counters in the features: "
+                + ", ".join(f"{name} {shown(config.tensors.get(name))}" for name in spec.names.values())]
+
+    def as_json(self, config: LoaderConfig) -> dict:
+        g = config.segmenting
+        tensor = lambda info: {"dtype": info.dtype, "shape": list(info.shape)}  # noqa: E731
+        return {"num_unroll": g.num_unroll, "lanes": g.lanes or config.target_batch_size,
+                "pad": g.pad, "allow_small_batch": g.allow_small_batch, "tensors": list(g.tensors),
+                "context": list(g.context), "key": g.key_from_manifest or g.key,
+                "counters": {c: {"name": n, **tensor(config.tensors[n])} for c, n in g.names.items()}}

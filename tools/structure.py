@@ -1,0 +1,145 @@
+"""Structure figures for the package: what a newcomer meets when reading it.
+
+    python tools/structure.py            # prints the figures, exits 1 if a limit is broken
+    python tools/structure.py --details  # also names each offender
+
+The limits are the architecture's (docs/architecture.md): a handful of modules flat in the package,
+short functions with few positional parameters, regroup modes and loader types that each have one home.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import pathlib
+import sys
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
+
+REGROUP_MODES = ("bucketing", "packing", "chunking", "segmenting")
+LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
+# Where a loader type's name may be compared: the loaders themselves, and the config check that reads
+# the document's `type` key to choose one.
+LOADER_HOMES = ("loaders/",)
+LOADER_TYPE_CHECK = ("config/sections/loader.py",)
+
+LIMITS = {
+    "modules flat in the package": 10,
+    "functions over 80 lines": 0,
+    "functions over 6 positional parameters": 0,
+    "files that branch on more than one regroup mode": 2,
+    "loader-type name comparisons outside the loaders and the config check": 0,
+}
+
+
+def python_files(root: pathlib.Path = PACKAGE) -> list[pathlib.Path]:
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _relative(path: pathlib.Path, root: pathlib.Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def flat_modules(root: pathlib.Path = PACKAGE) -> list[str]:
+    return sorted(p.name for p in root.glob("*.py") if p.name != "__init__.py")
+
+
+def _functions(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _positional(node: ast.FunctionDef, methods: set[int]) -> int:
+    names = [a.arg for a in node.args.posonlyargs + node.args.args]
+    if id(node) in methods and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    return len(names)
+
+
+def _method_ids(tree: ast.AST) -> set[int]:
+    return {id(item) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for item in node.body}
+
+
+def long_functions(trees: dict[str, ast.AST], limit: int = 80) -> list[str]:
+    out = []
+    for name, tree in trees.items():
+        for node in _functions(tree):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                out.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
+    return out
+
+
+def many_positional(trees: dict[str, ast.AST], limit: int = 6) -> list[str]:
+    out = []
+    for name, tree in trees.items():
+        methods = _method_ids(tree)
+        for node in _functions(tree):
+            count = _positional(node, methods)
+            if count > limit:
+                out.append(f"{name}:{node.lineno} {node.name} ({count} positional)")
+    return out
+
+
+def regroup_branching(trees: dict[str, ast.AST]) -> list[str]:
+    """Files that read two or more of the config's regroup-mode fields (``x.bucketing``, ``x.packing`` ...)."""
+    out = []
+    for name, tree in trees.items():
+        modes = {node.attr for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr in REGROUP_MODES}
+        if len(modes) > 1:
+            out.append(f"{name} ({', '.join(sorted(modes))})")
+    return out
+
+
+def _names_loader_type(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in LOADER_TYPES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_loader_type(e) for e in node.elts)
+    return False
+
+
+def loader_type_comparisons(trees: dict[str, ast.AST]) -> list[str]:
+    out = []
+    for name, tree in trees.items():
+        if name.startswith(LOADER_HOMES) or name in LOADER_TYPE_CHECK:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(
+                    _names_loader_type(side) for side in [node.left, *node.comparators]):
+                out.append(f"{name}:{node.lineno}")
+            elif isinstance(node, ast.Dict) and any(_names_loader_type(k) for k in node.keys if k):
+                out.append(f"{name}:{node.lineno} (a table keyed by loader type)")
+    return out
+
+
+def figures(root: pathlib.Path = PACKAGE) -> dict[str, list[str]]:
+    trees = {_relative(p, root): ast.parse(p.read_text(), str(p)) for p in python_files(root)}
+    return {
+        "modules flat in the package": flat_modules(root),
+        "functions over 80 lines": long_functions(trees),
+        "functions over 6 positional parameters": many_positional(trees),
+        "files that branch on more than one regroup mode": regroup_branching(trees),
+        "loader-type name comparisons outside the loaders and the config check": loader_type_comparisons(trees),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--details", action="store_true", help="name each offender")
+    args = parser.parse_args(argv)
+    broken = 0
+    for label, items in figures().items():
+        limit = LIMITS[label]
+        ok = len(items) <= limit
+        broken += not ok
+        print(f"{label}: {len(items)} (limit {limit}){'' if ok else '  <-- over'}")
+        if args.details or not ok:
+            for item in items:
+                print(f"    {item}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
