@@ -156,7 +156,7 @@ class InputFn:
         config = self.config if seed == self.config.seed else dataclasses.replace(self.config, seed=seed)
         # Under tf.distribute each input pipeline feeds its replicas a per-replica batch.
         batch_size = sharding.per_replica_batch_size(config, batch_size, input_context, from_params=from_params)
-        shard = sharding.plan(config, input_context)  # the loaders plan the same share
+        shard = sharding.plan(config, input_context)  # handed down: nobody plans it again
         if input_context is not None:
             sharding.log_rule(config, shard)
             sharding.check_share(config, shard)
@@ -192,7 +192,7 @@ class InputFn:
             finish = base.finisher(config, None, *self._pack, zero_tails=zero_tails)
 
         def source():
-            return base.source(self.loader, source_config, call.input_context, wanted.block, self._reader, finish)
+            return base.source(self.loader, source_config, call.shard, wanted.block, self._reader, finish)
         build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
                              *self._pack, zero_tails=zero_tails, counters=self._counters,
                              share=sharding.share_note(config, call.shard), report=self._report)

@@ -37,6 +37,7 @@ from batchloaders.errors import BatchLoaderError
 from batchloaders.transform.graphs import as_written
 from batchloaders.read.parsing import parse_batch
 from batchloaders.loaders import base, registry as loaders
+from batchloaders.read import sharding
 from batchloaders.config.model import LoaderConfig
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
@@ -178,7 +179,7 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
 
     from batchloaders.read.integrity import Reader
 
-    return loader.batches(config, None, batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
+    return loader.batches(config, sharding.plan(config, None), batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
 def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
@@ -267,7 +268,7 @@ def _stage_source(config: LoaderConfig, batch_size: int):
     wanted = stages.of(config).source_plan(config, batch_size)
     source_config = dataclasses.replace(config, drop_remainder=wanted.drop_remainder,
                                         **({"epochs": 1} if wanted.one_epoch else {}))
-    return base.source(loaders.of(config), source_config, None, wanted.block, Reader(config))
+    return base.source(loaders.of(config), source_config, sharding.plan(config, None), wanted.block, Reader(config))
 
 
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
@@ -294,7 +295,7 @@ def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("nan")
 
 
-def report(config: LoaderConfig, start: float, arrivals: list, asked: int, seconds_limit: float,
+def report(config: LoaderConfig, start: float, arrivals: list, asked: int, seconds_limit: float, *,
            files: dict, lengths: dict | None, chunks=None) -> list[str]:
     """The lines bench prints; ``chunks``: the chunking.ChunkReport of the timed pass (with chunking)."""
     batches, examples = len(arrivals), sum(n for _, n in arrivals)
@@ -402,5 +403,6 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
         lengths["batches"] = len(arrivals)
     if config.packing is not None:
         lengths = dict(lengths or {}, packed=packed_counts(config, config.target_batch_size, len(arrivals)))
-    for line in report(config, start, arrivals, batches, seconds, files, lengths, input_fn.chunk_report()):
+    for line in report(config, start, arrivals, batches, seconds, files=files, lengths=lengths,
+                       chunks=input_fn.chunk_report()):
         print(line, file=out)

@@ -324,6 +324,7 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
     from batchloaders.transform.batching import Batch
     from batchloaders.read.integrity import Reader
     from batchloaders.loaders import base, registry as loaders
+    from batchloaders.read import sharding
 
     loader = loaders.of(config)
 
@@ -331,7 +332,7 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         return base.transform(batch, config).lengths[name]
 
-    dataset = loader.batches(config, None, config.target_batch_size, Reader(config)).map(as_written(lengths))
+    dataset = loader.batches(config, sharding.plan(config, None), config.target_batch_size, Reader(config)).map(as_written(lengths))
     return list(dataset.take(batches).as_numpy_iterator())
 
 

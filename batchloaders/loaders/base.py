@@ -1,6 +1,6 @@
 """What every loader's elements go through before a regroup stage takes them.
 
-A loader supplies ``batches(config, input_context, batch_size, reader)``: a dataset of
+A loader supplies ``batches(config, shard, batch_size, reader)``: a dataset of
 ``{"values": ..., "lengths": ..., "extras": ...}`` dicts, each a block of examples (or ``source``,
 deferring work into one map stage). Here they are decoded, given their secondary features and
 processing steps in order, and, for plain batching, padded and split into the model's inputs
@@ -65,7 +65,7 @@ def zero_tails(loader, config: LoaderConfig) -> frozenset:
     return loader.zero_tails(config) if hasattr(loader, "zero_tails") else frozenset()
 
 
-def source(loader, config: LoaderConfig, input_context, batch_size: int, reader, finish=None):
+def source(loader, config: LoaderConfig, shard, batch_size: int, reader, finish=None):
     """(dataset, decode): a loader's elements and the function turning one into a batch dict.
 
     A loader that can defer work into the compiler's single map stage (the
@@ -74,8 +74,8 @@ def source(loader, config: LoaderConfig, input_context, batch_size: int, reader,
     that runs it on blocks of examples itself returns ``decode`` None (its elements are finished).
     """
     if hasattr(loader, "source"):
-        return loader.source(config, input_context, batch_size, reader, finish=finish)
-    return loader.batches(config, input_context, batch_size, reader), _same
+        return loader.source(config, shard, batch_size, reader, finish=finish)
+    return loader.batches(config, shard, batch_size, reader), _same
 
 
 def example_wise(config: LoaderConfig) -> bool:

@@ -55,7 +55,7 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
 RECORD, STEP = "@record", "@step"
 
 
-def frames(serialized, first_record, filename, manifest, selected: dict, block: int, records: bool = False) -> dict:
+def frames(serialized, first_record, filename, manifest, selected: dict, *, block: int, records: bool = False) -> dict:
     """Parse a block of (at most ``block``) records and concatenate them along the first axis:
     {to_name: [steps, ...]}; ``records``: also {RECORD: [steps], STEP: [steps]}, the record each step comes
     from and the step's place in it."""
@@ -78,17 +78,18 @@ def frames(serialized, first_record, filename, manifest, selected: dict, block: 
     return out
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
+def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window
     keyed = origins.wanted(config)
     # Sharded by window, a pipeline keeps every nth window: no longer back to back.
-    back_to_back = fixed and config.stride is None and sharding.plan(config, input_context).rule != sharding.RECORD
+    back_to_back = fixed and config.stride is None and shard.rule != sharding.RECORD
 
     def file_blocks(filename, index):
         def parse(b):
-            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, per_block, keyed))
+            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, block=per_block,
+                                         records=keyed))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
@@ -118,7 +119,7 @@ def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.
         values = {name: tf.gather(v, positions) for name, v in buffer.items()}
         return {"values": values, "lengths": {} if fixed else {name: lens for name in values}, "extras": extras}
 
-    return windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
+    return windows.window_batches(config, shard, batch_size, file_blocks=file_blocks,
                                   make_windows=make_windows, max_offset=config.stride or config.max_window,
                                   make_in_scan=back_to_back,  # a gather and a reshape: one copy
                                   unit="steps")

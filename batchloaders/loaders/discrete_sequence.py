@@ -13,7 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.read import block_sizes
-from batchloaders.read import origins
+from batchloaders.read import origins, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
@@ -75,7 +75,7 @@ def zero_tails(config: LoaderConfig) -> frozenset:
 records_per_block = block_sizes.discrete  # (block_sizes.py: no TensorFlow there, for describe)
 
 
-def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=None):
+def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader, finish=None):
     """Batches of planned windows, still serialized, and the function that parses one (``finish`` unused).
 
     A planned window is ``{"serialized": [w], "record": [w], "count", "file"}`` (its records, their
@@ -125,15 +125,15 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
             out["extras"].update(origins.extras(config, batch["file"], batch["record"][:, 0]))
         return out
 
-    planned = windows.window_batches(config, input_context, batch_size, file_blocks=file_blocks,
+    planned = windows.window_batches(config, shard, batch_size, file_blocks=file_blocks,
                                      make_windows=plan, max_offset=config.max_window, unit="records",
                                      make_in_scan=True,  # windows never overlap: the plan holds each record once
                                      one_shape=width is not None)
     return planned, parse
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
+def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths", "extras"} dicts), as every loader provides."""
-    planned, parse = source(config, input_context, batch_size, reader)
+    planned, parse = source(config, shard, batch_size, reader)
     return planned.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
                        deterministic=not config.sloppy_interleave)

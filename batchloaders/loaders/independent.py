@@ -16,7 +16,7 @@ from batchloaders.config.model import LoaderConfig
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=None):
+def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader, finish=None):
     """Batches, and the function that parses one (identity when they come parsed, None when ``finish``
     made them the model's already).
 
@@ -29,11 +29,10 @@ def source(config: LoaderConfig, input_context, batch_size: int, reader, finish=
     drop = config.drop_remainder or config.epochs is None
     manifest, selected = config.dataset.manifest, config.selected
     # Sharded by record, each block keeps this pipeline's records, named one by one (the paths below).
-    shard = sharding.plan(config, input_context)
     keep = sharding.keep_records(shard)
 
     def files():
-        return sources.file_names(config, input_context, repeat=False)
+        return sources.file_names(config, shard, repeat=False)
 
     def parse(serialized, names):
         values, lengths = parse_batch(serialized, manifest, selected, names=names)
@@ -92,8 +91,8 @@ def zero_tails(config: LoaderConfig) -> frozenset:
     return frozenset(name for name, f in config.selected.items() if f.var_len)
 
 
-def batches(config: LoaderConfig, input_context, batch_size: int, reader) -> tf.data.Dataset:
+def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths"} dicts), as every loader provides."""
-    records, parse = source(config, input_context, batch_size, reader)
+    records, parse = source(config, shard, batch_size, reader)
     return records.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)

@@ -44,7 +44,7 @@ def draw_lengths(count, seed, lo: int, hi: int) -> tf.Tensor:
                                        maxval=tf.constant(hi + 1, tf.int64), dtype=tf.int64)
 
 
-def cut(start, length, end, seed, lo: int, hi: int, stride: int | None):
+def cut(start, length, end, seed, lo: int, hi: int, *, stride: int | None):
     """Every window that fits before unit ``end``, in order, from a window at ``start`` of ``length``.
 
     Windows follow each other (``stride`` None) or start ``stride`` apart. The
@@ -112,7 +112,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
         carry, position, start, length, index, total = state
         buffer = {k: tf.concat([carry[k], element["data"][k]], 0) for k in carry}
         end = position + _units(buffer)
-        starts, lengths, start, length = cut(start, length, end, key(index), lo, hi, stride)
+        starts, lengths, start, length = cut(start, length, end, key(index), lo, hi, stride=stride)
         total += tf.size(starts, out_type=tf.int64)
         # A file ending before its first window fits still gives that window, clipped to the file
         # and moved back to fit, so whether a file gives a window never depends on the draws.
@@ -172,7 +172,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
     return windows.scan(initial, as_written(step))
 
 
-def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
+def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int, *,
                    file_blocks: Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset],
                    make_windows: Callable[[dict], dict], max_offset: int, unit: str,
                    make_in_scan: bool = False, one_shape: bool = False) -> tf.data.Dataset:
@@ -194,7 +194,6 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
     all_files = list(config.dataset.files)
-    share = sharding.plan(config, input_context)
     shard = list(share.files)
 
     ahead = sources.reads_ahead(config)
@@ -215,7 +214,7 @@ def window_batches(config: LoaderConfig, input_context, batch_size: int, *,
 
     def epoch():
         # One epoch of files, cut and shuffled; the epochs are repeated after the window shuffle so they never mix.
-        cuts = sources.interleave(config, sources.file_names(config, input_context, repeat=False), open_file,
+        cuts = sources.interleave(config, sources.file_names(config, share, repeat=False), open_file,
                                   buffered=ahead)
         # The guard asks whether the data gives any window at all, not this pipeline's share.
         windows = guard_empty_passes(cuts, shard, all_files, (

@@ -74,15 +74,15 @@ def check_remote_files(config: LoaderConfig) -> None:
                                   f"{quote_entries(bad)}: {expected}", dataset.list_file_line))
 
 
-def file_names(config: LoaderConfig, input_context=None, *, repeat: bool = True) -> tf.data.Dataset:
+def file_names(config: LoaderConfig, shard: "sharding.Shard", *, repeat: bool = True) -> tf.data.Dataset:
     """``{"file": name, "index": position in config.dataset.files}``, sharded and shuffled.
 
-    Sharded by file when sharding.plan says so (sharded by record, every pipeline reads every file).
+    Sharded by file when ``shard`` (this input pipeline's, sharding.plan) says so (sharded by record, every
+    pipeline reads every file).
     ``repeat=False`` leaves repeating to ``repeat_epochs``.
     """
     names = list(config.dataset.files)
     files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int32)})
-    shard = sharding.plan(config, input_context)
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
     if config.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed (determinism.py)
