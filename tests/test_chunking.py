@@ -442,10 +442,11 @@ def test_chunks_count_at_their_full_width_against_the_memory_limits(data):
 
 
 def test_describe_gives_no_batch_count_for_chunks(data, tmp_path):
-    from batchloaders.config.accounting import expected_batches
+    from batchloaders.cli.describe import steps_line, total_batches
 
     checked = load_config(config(data, {"size": 4}, epochs=1))
-    assert expected_batches(checked, list(range(len(checked.dataset.files))), 3) is None
+    assert total_batches(checked) is None
+    assert steps_line(checked) == "steps per epoch: unknown (chunking: chunks are counted only once made)"
 
 
 def test_a_plugin_chunk_type_gets_the_source_key(data):

@@ -64,7 +64,7 @@ def variants(config):
     yield "as written", config
     if config.segmenting is not None:
         yield "small batches", dataclasses.replace(
-            config, segmenting=dataclasses.replace(config.segmenting, allow_small_batch=True))
+            config, regroup=dataclasses.replace(config.segmenting, allow_small_batch=True))
     else:
         yield "epochs 1, drop_remainder false", dataclasses.replace(config, epochs=1, drop_remainder=False)
 
@@ -136,7 +136,7 @@ def test_json_counts_of_the_example_datasets(json_plans):
 def test_describe_does_not_import_tensorflow_for_builtin_types(demo_data):
     code = textwrap.dedent(f"""
         import io, sys
-        from batchloaders import describe
+        from batchloaders.cli import describe
         for path in {BUILTIN_ONLY!r}:
             describe.run(path, io.StringIO())
             describe.run(path, io.StringIO(), as_json=True)

@@ -145,7 +145,7 @@ def test_schema_into_the_shipped_folder_leaves_it_whole(capsys):
 
     before = {p.name: p.read_bytes() for p in (REPO / "schemas").glob("*.json")}
     with pytest.raises(SystemExit) as exited:
-        cli.main(["schema", str(REPO / "schemas")])
+        main(["schema", str(REPO / "schemas")])
     assert exited.value.code == 0
     after = {p.name: p.read_bytes() for p in (REPO / "schemas").glob("*.json")}
     assert after == before and all(before.values())
