@@ -44,12 +44,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Callable, Sequence, TextIO
 
+from batchloaders import __version__
 from batchloaders.errors import BatchLoaderError, PluginsNotChecked
+from batchloaders.config import type_schemas
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
+from batchloaders.config.service_rules import address_problem
+from batchloaders.runtime.quiet import import_tensorflow, install
+from batchloaders.transform import builtin_types, plugins
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 # 128 + SIGPIPE: what a shell reports for a program stopped by a closed pipe (`yes | head -1`), so that
@@ -144,7 +151,7 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
         status = EXIT_INVALID
     if data and valid_configs:
         _quiet_tensorflow()
-        from batchloaders.cli import check_data
+        from batchloaders.cli import check_data  # deferred: imports TensorFlow
 
         for path in valid_configs:
             print(f"data of {path}:", file=out)
@@ -168,8 +175,6 @@ def _plugin_entries(values: Sequence[str] | None) -> list[str]:
 
 def load_plugins(entries: Sequence[str]) -> int:
     """Import --plugins (relative to the working directory); print each failure, return the exit status."""
-    from batchloaders.transform import plugins
-
     _, failed = plugins.load(entries, base_dir=os.getcwd(), near="the working directory", scoped=False)
     for i, message in failed:
         print(f"<command line>: --plugins {entries[i]}: {message}", file=sys.stderr)
@@ -184,8 +189,7 @@ def _with_plugins(run: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 
 
 def _run_schema(args: argparse.Namespace) -> int:
-    from batchloaders.transform import builtin_types
-    from batchloaders.config import schema, type_schemas
+    from batchloaders.config import schema  # deferred: imports jsonschema, which validate does not need
 
     if args.path:  # for tools that take a schema file: $(batchloaders schema --path)/loader_config.schema.json
         print(os.path.abspath(str(schema._schemas_dir())))
@@ -213,25 +217,49 @@ def _run_schema(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchloaders",
                                      description="Validate and inspect batch loader configs and dataset manifests.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show TensorFlow's own start-up and log lines (hidden otherwise)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    # Every command that reads a config can import the plugins that register its types.
-    plugins = argparse.ArgumentParser(add_help=False)
-    plugins.add_argument("--plugins", action="append", metavar="MODULE",
-                         help="import MODULE (an import path, or a .py file relative to the working directory) "
-                              "before reading configs, so that the steps and secondary feature types it registers "
-                              "are known; repeat it or separate modules with commas")
-    # Commands that read a config: whether to run the code its own plugins list names.
-    trust = argparse.ArgumentParser(add_help=False)
-    trust.add_argument("--trust-plugins", action="store_true",
-                       help="import the .py files a config's own plugins: list names (this runs their code: only "
-                            "for configs you trust); without it no config's plugin is imported and the items of "
-                            "its plugin types are not checked")
+    # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
+    # Commands that need TensorFlow import it inside fn, so that validate never loads it.
+    plugins_option, trust_option = _plugins_option(), _trust_option()
+    reads_config = [plugins_option, trust_option]
+    _add_validate(commands, reads_config)
+    _add_describe(commands, reads_config)
+    _add_bench(commands, reads_config)
+    _add_preview(commands, reads_config)
+    _add_check_data(commands, reads_config)
+    _add_verify(commands)
+    _add_manifest(commands)
+    _add_serve(commands)
+    _add_schema(commands, [plugins_option])
+    return parser
 
+
+def _plugins_option() -> argparse.ArgumentParser:
+    """The parent of the commands that take --plugins: they import the plugins that register their types."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--plugins", action="append", metavar="MODULE",
+                        help="import MODULE (an import path, or a .py file relative to the working directory) "
+                             "before reading configs, so that the steps and secondary feature types it registers "
+                             "are known; repeat it or separate modules with commas")
+    return parent
+
+
+def _trust_option() -> argparse.ArgumentParser:
+    """The parent of the commands that read a config: whether to run the code its own plugins list names."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--trust-plugins", action="store_true",
+                        help="import the .py files a config's own plugins: list names (this runs their code: only "
+                             "for configs you trust); without it no config's plugin is imported and the items of "
+                             "its plugin types are not checked")
+    return parent
+
+
+def _add_validate(commands, parents: list[argparse.ArgumentParser]) -> None:
     check = commands.add_parser(
-        "validate", parents=[plugins, trust], help="check manifests and loader configs",
+        "validate", parents=parents, help="check manifests and loader configs",
         description="Check manifests (__manifest__.json, *manifest.json) and loader configs (.yaml, .yml, "
                     ".json). Directories are searched non-recursively. Prints one line per problem and "
                     "'OK PATH' per valid file; exits 1 if any file is invalid.")
@@ -244,10 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "exit 1 instead of a note")
     check.set_defaults(run=_with_plugins(_run_validate))
 
-    # Each subcommand: a parser with set_defaults(run=fn), fn(args) -> exit code.
-    # Commands that need TensorFlow import it inside fn, so that validate never loads it.
+
+def _add_describe(commands, parents: list[argparse.ArgumentParser]) -> None:
     show = commands.add_parser(
-        "describe", parents=[plugins, trust], help="show what a loader config compiles to",
+        "describe", parents=parents, help="show what a loader config compiles to",
         description="Print the loader type, the data files and their record counts, the steps per epoch when "
                     "the manifest fixes them, the reading and shuffling settings, each output tensor's dtype and "
                     "per-example shape, the secondary features and steps, the padding of each tensor, the parsing "
@@ -259,8 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "of the plan; null where unknown)")
     show.set_defaults(run=_with_plugins(_run_describe))
 
+
+def _add_bench(commands, parents: list[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
-        "bench", parents=[plugins, trust], help="measure a loader config's throughput",
+        "bench", parents=parents, help="measure a loader config's throughput",
         description="Run the config's dataset for --batches batches or --seconds seconds, whichever comes "
                     "first (progress on stderr), then print examples/s, batches/s, MB/s read and the padding "
                     "efficiency of each padded tensor. Exits 1 if the config is invalid or the data fails.")
@@ -271,8 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after S seconds (default 20)")
     bench.set_defaults(run=_with_plugins(_run_bench))
 
+
+def _add_preview(commands, parents: list[argparse.ArgumentParser]) -> None:
     preview = commands.add_parser(
-        "preview", parents=[plugins, trust], help="print the first batches a loader config gives",
+        "preview", parents=parents, help="print the first batches a loader config gives",
         description="Read the first N batches exactly as input_fn() yields them (same shuffle and seed) and print "
                     "each tensor's role, dtype, shape and first values, then each padded tensor's padding fraction "
                     "over those batches. Exits 1 if the config is invalid, the data fails, or the dataset gives "
@@ -287,8 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="give up when a batch takes longer than S seconds (default 60)")
     preview.set_defaults(run=_with_plugins(_run_preview))
 
+
+def _add_check_data(commands, parents: list[argparse.ArgumentParser]) -> None:
     data = commands.add_parser(
-        "check-data", parents=[plugins, trust], help="check the first records of every data file against the manifest",
+        "check-data", parents=parents, help="check the first records of every data file against the manifest",
         description="Read the first --records records of every data file of the config's dataset and check "
                     "them against every feature of the manifest: present, stored in the right list type, with "
                     "the number of values (raw: bytes) the shape gives, as context features or feature lists "
@@ -303,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                           out=sys.stdout,
                                                                           trust_plugins=args.trust_plugins))))
 
+
+def _add_verify(commands) -> None:
     verify = commands.add_parser(
         "verify", help="re-read every data file whole and check it against the manifest",
         description="Read every data file whole (progress on stderr) and report damaged records, files cut "
@@ -315,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_tool("verify", "verify",
                                   lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
 
+
+def _add_manifest(commands) -> None:
     manifest = commands.add_parser(
         "manifest", help="write or update a dataset directory's __manifest__.json",
         description="Read every data file under DIR whole (progress on stderr) and write DIR/__manifest__.json "
@@ -326,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
 
+
+def _add_serve(commands) -> None:
     serve = commands.add_parser(
         "serve", help="start a tf.data service dispatcher or worker (for configs with a service block)",
         description="Start TensorFlow's tf.data service DispatchServer (--dispatcher) or a WorkerServer "
@@ -352,8 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "match), which processing_mode file, data and file_or_data need")
     serve.set_defaults(run=_run_serve)
 
+
+def _add_schema(commands, parents: list[argparse.ArgumentParser]) -> None:
     schemas = commands.add_parser(
-        "schema", parents=[plugins], help="write the JSON Schemas, with the types of --plugins, for an editor",
+        "schema", parents=parents, help="write the JSON Schemas, with the types of --plugins, for an editor",
         description="Write every schema file (loader config, manifest, and one per registered step and "
                     "secondary feature type, plugins' included) into DIR, so that an editor validating "
                     "configs against DIR/loader_config.schema.json knows a project's own types. Reads no "
@@ -362,13 +404,6 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--path", action="store_true",
                          help="print the directory of the installed schema files (built-in types only) and exit")
     schemas.set_defaults(run=_with_plugins(_run_schema))
-    return parser
-
-
-def _version() -> str:
-    from batchloaders import __version__
-
-    return __version__
 
 
 def _positive(kind):
@@ -390,8 +425,6 @@ def _port(text: str) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from batchloaders.config.service_rules import address_problem
-
     worker_addresses = [a.strip() for a in (args.worker_addresses or "").split(",") if a.strip()]
     if args.worker is not None and (args.work_dir or worker_addresses):
         print("batchloaders serve: error: --work-dir and --worker-addresses are options of --dispatcher",
@@ -404,14 +437,11 @@ def _run_serve(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     # The dispatcher's worker list holds bare HOST:PORT (workers register without the protocol).
     worker_addresses = [a[len("grpc://"):] if a.startswith("grpc://") else a for a in worker_addresses]
-    import signal
-    import threading
-
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):  # before TensorFlow's import: a signal during start-up exits 0
         signal.signal(number, lambda *_: stop.set())
     _quiet_tensorflow(args)
-    from batchloaders.runtime import service
+    from batchloaders.runtime import service  # deferred: imports TensorFlow
 
     if stop.is_set():
         return EXIT_OK
@@ -447,7 +477,7 @@ def _fail(command: str, error: Exception) -> int:
 
 
 def _run_describe(args: argparse.Namespace) -> int:
-    from batchloaders.cli import describe
+    from batchloaders.cli import describe  # deferred: imports jsonschema, which validate does not need
 
     try:
         describe.run(args.config, sys.stdout, as_json=args.json, trust_plugins=args.trust_plugins)
@@ -458,7 +488,7 @@ def _run_describe(args: argparse.Namespace) -> int:
 
 def _run_bench(args: argparse.Namespace) -> int:
     _quiet_tensorflow(args)
-    from batchloaders.cli import bench
+    from batchloaders.cli import bench  # deferred: imports TensorFlow
 
     try:
         bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr,
@@ -470,7 +500,7 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 def _run_preview(args: argparse.Namespace) -> int:
     _quiet_tensorflow(args)
-    from batchloaders.cli import preview
+    from batchloaders.cli import preview  # deferred: imports TensorFlow
 
     try:
         return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout,
@@ -490,8 +520,6 @@ def _run_preview(args: argparse.Namespace) -> int:
 
 def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
     """Import TensorFlow without its native start-up lines (batchloaders/quiet.py), unless -v."""
-    from batchloaders.runtime.quiet import import_tensorflow
-
     import_tensorflow(verbose=bool(getattr(args, "verbose", False)))
 
 
@@ -514,8 +542,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: parse ``argv`` and exit with the command's status."""
     args = build_parser().parse_args(argv)  # exits 2 on a usage error
     if not args.verbose:  # whichever command ends up importing TensorFlow does it quietly
-        from batchloaders.runtime.quiet import install
-
         install()
     run: Callable[[argparse.Namespace], int] = args.run
     try:

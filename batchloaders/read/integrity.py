@@ -168,7 +168,7 @@ class SkipReport:
         return "\n".join(lines)
 
 
-def _reason(unread, damaged, consumed, count, size, expected_bytes, expected_count, compression, manifest_path):
+def _reason(unread, damaged, consumed, count, *, size, expected_bytes, expected_count, compression, manifest_path):
     """Whether a file's end does not add up, and why in words (a bool and a string tensor).
 
     The first applicable reason wins. Few graph nodes on purpose: every node is
@@ -232,7 +232,8 @@ class Reader:
 
     def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None,
                by_record: bool = False) -> tf.data.Dataset:
-        return checked_blocks(self.config, self.table, filename, index, block, self.skipped, then, by_record)
+        return checked_blocks(self.config, self.table, filename, index, block, skipped=self.skipped, then=then,
+                              by_record=by_record)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
@@ -379,18 +380,41 @@ def _end_step(check: _EndCheck, skipped: SkipCounter | None):
     return fn
 
 
+def _advance(consumed, count, serialized):
+    """The end-of-file scan's byte and record counts after the block ``serialized``."""
+    size = tf.size(serialized, out_type=tf.int64)
+    return consumed + tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * size, \
+        count + size
+
+
+def _within_count(filename, count, facts, serialized, manifest_path: str):
+    """``serialized``, after failing (under either policy) when the file holds more records than the
+    manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
+    listed = facts[2]
+    message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
+                               manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
+                               "file, but it holds more (records were added after the manifest was written: "
+                               "`batchloaders manifest DIR` writes it again)"])
+    over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
+    with tf.control_dependencies([over]):
+        return tf.identity(serialized)
+
+
 def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
     compression, block = check.compression, check.block
 
     def open_records(filename):
         return tf.data.TFRecordDataset(filename, compression_type=check.tf_compression, buffer_size=check.read_buffer)
 
-    def finish(filename, facts, consumed, count, damaged, ended, at_check):
+    def finish(filename, facts, state, at_check):
         """At the CHECK marker, check the file's end; fail, or warn and count, when it does not add up.
-        Returns a bool tensor to depend on. Runs at the two markers only (inside the scan step's one cond)."""
+        ``state`` is the scan state (consumed, count, damaged, ended). Returns a bool tensor to depend on.
+        Runs at the two markers only (inside the scan step's one cond)."""
+        consumed, count, damaged, ended = state
         size, expected_bytes, expected_count, _ = tf.unstack(facts)
-        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size, expected_bytes,
-                                  expected_count, compression, check.manifest_path)
+        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size=size,
+                                  expected_bytes=expected_bytes, expected_count=expected_count,
+                                  compression=compression, manifest_path=check.manifest_path)
         problem = problem & at_check
         message = tf.strings.join([
             filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
@@ -411,23 +435,6 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
                 return tf.constant(True)
         return tf.cond(problem, skip, lambda: tf.constant(False))
 
-    def advance(consumed, count, serialized):
-        size = tf.size(serialized, out_type=tf.int64)
-        return consumed + tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64)) + FRAME_BYTES * size, \
-            count + size
-
-    def within_count(filename, count, facts, serialized):
-        """``serialized``, after failing (under either policy) when the file holds more records than the
-        manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
-        listed = facts[2]
-        message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
-                                   check.manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
-                                   "file, but it holds more (records were added after the manifest was written: "
-                                   "`batchloaders manifest DIR` writes it again)"])
-        over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
-        with tf.control_dependencies([over]):
-            return tf.identity(serialized)
-
     def step(state, element, filename, facts):
         consumed, count, damaged, ended = state
         if check.exact:
@@ -435,14 +442,15 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             n = after[0]
             reached = tf.reduce_any(flags)  # the end flag, read last
             serialized = serialized[:tf.size(serialized) - tf.cast(reached, tf.int32)]
-            consumed, count = advance(consumed, count, serialized)
+            consumed, count = _advance(consumed, count, serialized)
             damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
             ended = ended | reached
-            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, consumed, count, damaged, ended,
+            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, (consumed, count, damaged, ended),
                                                                   tf.constant(True)), lambda: tf.constant(False))
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
-            return (consumed, count, damaged, ended), within_count(filename, count, facts, serialized), state[1]
+            return (consumed, count, damaged, ended), _within_count(filename, count, facts, serialized,
+                                                                    check.manifest_path), state[1]
         n, serialized = element
 
         def at_marker():
@@ -453,20 +461,20 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
                                                 tf.where(short, tf.constant(block, tf.int64), 0))
             reached = tf.where(short, to_end, tf.equal(n, RECOVER))
-            state = (*advance(consumed, count, again), damaged | swallowed, ended | reached)
-            checked = finish(filename, facts, *state, tf.equal(n, CHECK))
+            state = (*_advance(consumed, count, again), damaged | swallowed, ended | reached)
+            checked = finish(filename, facts, state, tf.equal(n, CHECK))
             with tf.control_dependencies([checked]):
                 return state, tf.identity(again)
 
         # One conditional: blocks only count; the two markers at the end do the rest.
         state, serialized = tf.cond(n < 0, at_marker,
-                                    lambda: ((*advance(consumed, count, serialized), damaged, ended), serialized))
-        return state, within_count(filename, state[1], facts, serialized), count
+                                    lambda: ((*_advance(consumed, count, serialized), damaged, ended), serialized))
+        return state, _within_count(filename, state[1], facts, serialized, check.manifest_path), count
 
     return step
 
 
-def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int,
+def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int, *,
                    skipped: SkipCounter | None = None, then=None, by_record: bool = False) -> tf.data.Dataset:
     """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
 
