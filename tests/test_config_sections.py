@@ -24,7 +24,8 @@ EXPECTED = [
      "model tensor 'missing' is not produced by any primary or secondary feature; produced: id, x, nm, k"),
     ("padding", "$.args.padding[0].shape",
      "found a shape of rank 1 [4] for tensor 'x' of rank 2: expected 2 entries (no batch axis; -1 = batch maximum)"),
-    ("bucketing", "$.args.bucketing.by", "tensor 'q' is not a primary or secondary feature; expected one of: id, x, nm, k"),
+    ("bucketing", "$.args.bucketing.by",
+     "tensor 'q' is not a primary or secondary feature; expected one of: id, x, nm, k"),
     ("bucketing", "$.args.bucketing.batch_sizes",
      "found batch_sizes without boundaries: expected boundaries too (batch_sizes has one entry per bucket, one more "
      "than boundaries)"),

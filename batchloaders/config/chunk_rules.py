@@ -2,9 +2,10 @@
 
 Chunked: every tensor ``tensors`` names, and every model tensor (or tensor a ``length``
 feature measures) whose first axis varies in time. Copied whole to each chunk: the other model
-tensors (a discrete window's per-record features included: their first axis counts records). Built on the chunks (config/order.py): the chunk metadata types and a ``length`` of a
-chunked tensor. A chunk's first axis varies (the last core may be shorter than ``size``), so a
-chunked tensor's first axis becomes ``?``.
+tensors (a discrete window's per-record features included: their first axis counts records).
+Built on the chunks (config/order.py): the chunk metadata types and a ``length`` of a chunked tensor.
+A chunk's first axis varies (the last core may be shorter than ``size``), so a chunked tensor's first
+axis becomes ``?``.
 """
 from __future__ import annotations
 
