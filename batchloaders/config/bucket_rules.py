@@ -13,7 +13,10 @@ from __future__ import annotations
 from batchloaders.errors import json_path, suggest
 from batchloaders.config.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
 from batchloaders.config.model import BucketSpec, format_shape
+from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.sections.loader import concatenates_records, is_sequence
 
+AT = ("args", "bucketing")
 GROWTH = 1.1
 FIRST = 8
 
@@ -29,14 +32,14 @@ def window_bounds(loader_type: str, max_window, primaries: dict, steps) -> dict[
     """{tensor: (most steps, why, what else to lower)} for the primary tensors whose first axis is a sequence
     loader's window axis and that no processing step changes: a window holds at most max_window steps
     (continuous_sequence) or max_window records, one row each (a discrete_sequence context feature)."""
-    if not isinstance(max_window, int) or loader_type == "independent":
+    if not isinstance(max_window, int) or not is_sequence(loader_type):
         return {}
     changed = {step.tensor for step in steps}
-    unit = "steps" if loader_type == "continuous_sequence" else "records, one row each"
+    unit = "steps" if concatenates_records(loader_type) else "records, one row each"
     return {name: (max_window, f"has up to {max_window} steps: a window holds up to max_window = {max_window} "
                                f"{unit} ($.args.max_window)", "max_window")
             for name, feature in primaries.items()
-            if name not in changed and (loader_type == "continuous_sequence" or not feature.var_len)}
+            if name not in changed and (concatenates_records(loader_type) or not feature.var_len)}
 
 
 def _longest(by: str, info, bounds: dict) -> tuple[int, str, str | None] | None:
@@ -47,22 +50,14 @@ def _longest(by: str, info, bounds: dict) -> tuple[int, str, str | None] | None:
     return bounds.get(by)
 
 
-def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs=(),
-                bounds: dict | None = None) -> BucketSpec | None:
+def bucket_spec(ctx: SectionContext, block: dict, *, bounds: dict) -> BucketSpec | None:
     """The resolved spec, or None after reporting why the block cannot be used. ``bounds``: see
     :func:`window_bounds`."""
-    at = ("args", "bucketing")
-    ok = True
+    at = AT
+    tensors, check = ctx.tensors, ctx.check
     by = block["by"]
     info = tensors.get(by)
-    if by not in seen:
-        check(at + ("by",), f"tensor {by!r} is not a primary or secondary feature{suggest(by, seen)}; expected "
-                            f"one of: {', '.join(seen)}")
-        ok = False
-    elif info is not None and info.rank == 0:
-        check(at + ("by",), f"tensor {by!r} is a scalar per example (shape []): bucketing needs a tensor with a "
-                            "first axis whose length chooses the bucket")
-        ok = False
+    ok = _check_by(ctx, by, info)
     boundaries = list(block.get("boundaries", []))
     for i in range(1, len(boundaries)):
         if boundaries[i] <= boundaries[i - 1]:
@@ -70,47 +65,9 @@ def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs
                                           "that increase strictly")
             ok = False
     sizes, budget = block.get("batch_sizes"), block.get("max_tokens")
-    if (sizes is None) == (budget is None):
-        check(at, "found " + ("both batch_sizes and max_tokens" if sizes is not None else "neither batch_sizes nor "
-                                                                                          "max_tokens")
-              + ": expected exactly one (per-bucket batch sizes, or a token budget)")
-        ok = False
-    elif sizes is not None:
-        if not boundaries:
-            check(at + ("batch_sizes",), "found batch_sizes without boundaries: expected boundaries too (batch_sizes "
-                                         "has one entry per bucket, one more than boundaries)")
-            ok = False
-        elif len(sizes) != len(boundaries) + 1:
-            check(at + ("batch_sizes",), f"found {len(sizes)} batch sizes for {len(boundaries)} boundaries: "
-                                         f"expected {len(boundaries) + 1} (one per bucket; the last bucket holds "
-                                         f"every length from {boundaries[-1]} on)")
-            ok = False
-    elif boundaries and boundaries[-1] - 1 > budget:
-        check(at + ("boundaries", len(boundaries) - 1),
-              f"found boundary {boundaries[-1]} above max_tokens {budget}: a bucket for lengths past the budget "
-              "could hold no example; expected boundaries up to max_tokens + 1")
-        ok = False
-    for i, name in enumerate(block.get("pad_to_boundary", [])):
-        where = at + ("pad_to_boundary", i)
-        if name not in seen:
-            check(where, f"tensor {name!r} is not a primary or secondary feature{suggest(name, seen)}")
-            ok = False
-        elif name in tensors and tensors[name].shape[:1] != (None,):
-            check(where, f"tensor {name!r} has shape {format_shape(tensors[name].shape)}: its first axis does not "
-                         "vary, so there is nothing to pad to a bucket boundary; expected a tensor whose length varies")
-            ok = False
-        elif (pad_specs or {}).get(name) is not None:
-            pad = pad_specs[name]
-            if pad.batching != "padded":
-                check(where, f"tensor {name!r} has batching {pad.batching!r}: only padded tensors are padded to a "
-                             "bucket boundary; expected padded batching for it, or not listing it")
-                ok = False
-            elif pad.shape is not None and pad.shape[0] != -1 and boundaries and boundaries[-1] - 1 > pad.shape[0]:
-                check(where, f"tensor {name!r} is padded to {pad.shape[0]} steps ({pad.json_path}.shape) but bucket "
-                             f"boundaries pad it to up to {boundaries[-1] - 1}: expected a padding shape of -1 on "
-                             "axis 0, or boundaries up to that length + 1")
-                ok = False
-    longest = _longest(by, info, bounds or {}) if ok else None
+    ok = _check_sizes(ctx, sizes, budget, boundaries) and ok
+    ok = _check_pad_to_boundary(ctx, block.get("pad_to_boundary", []), boundaries) and ok
+    longest = _longest(by, info, bounds) if ok else None
     if budget is not None and longest is not None and longest[0] > budget:
         steps, why, other = longest
         check(at + ("max_tokens",), f"found max_tokens {budget}, fewer than the longest example's steps: tensor "
@@ -126,7 +83,75 @@ def bucket_spec(block, tensors: dict, seen: dict, check, pad_specs=None, outputs
     sizes = [min(size, MAX_BATCH_SIZE) for size in sizes]  # a budget over tiny lengths would ask for millions
     spec = BucketSpec(by, tuple(boundaries), tuple(sizes), budget, tuple(block.get("pad_to_boundary", [])),
                       json_path(at), check_longest=budget is not None and longest is None)
-    return spec if _fits_memory(spec, tensors, pad_specs or {}, outputs, check) else None
+    return spec if _fits_memory(spec, tensors, ctx.pad_specs, ctx.outputs, check) else None
+
+
+def _check_by(ctx: SectionContext, by: str, info) -> bool:
+    seen = ctx.seen
+    if by not in seen:
+        ctx.check(AT + ("by",), f"tensor {by!r} is not a primary or secondary feature{suggest(by, seen)}; expected "
+                                f"one of: {', '.join(seen)}")
+        return False
+    if info is not None and info.rank == 0:
+        ctx.check(AT + ("by",), f"tensor {by!r} is a scalar per example (shape []): bucketing needs a tensor with a "
+                                "first axis whose length chooses the bucket")
+        return False
+    return True
+
+
+def _check_sizes(ctx: SectionContext, sizes, budget, boundaries: list[int]) -> bool:
+    """Exactly one of batch_sizes (one per bucket) and max_tokens (within the boundaries)."""
+    check = ctx.check
+    if (sizes is None) == (budget is None):
+        check(AT, "found " + ("both batch_sizes and max_tokens" if sizes is not None else "neither batch_sizes nor "
+                                                                                          "max_tokens")
+              + ": expected exactly one (per-bucket batch sizes, or a token budget)")
+        return False
+    if sizes is not None:
+        if not boundaries:
+            check(AT + ("batch_sizes",), "found batch_sizes without boundaries: expected boundaries too (batch_sizes "
+                                         "has one entry per bucket, one more than boundaries)")
+            return False
+        if len(sizes) != len(boundaries) + 1:
+            check(AT + ("batch_sizes",), f"found {len(sizes)} batch sizes for {len(boundaries)} boundaries: "
+                                         f"expected {len(boundaries) + 1} (one per bucket; the last bucket holds "
+                                         f"every length from {boundaries[-1]} on)")
+            return False
+    elif boundaries and boundaries[-1] - 1 > budget:
+        check(AT + ("boundaries", len(boundaries) - 1),
+              f"found boundary {boundaries[-1]} above max_tokens {budget}: a bucket for lengths past the budget "
+              "could hold no example; expected boundaries up to max_tokens + 1")
+        return False
+    return True
+
+
+def _check_pad_to_boundary(ctx: SectionContext, names, boundaries: list[int]) -> bool:
+    """Each tensor padded to its bucket's boundary varies in length and is padded, to no fixed length below
+    the boundaries."""
+    ok = True
+    tensors, seen, check = ctx.tensors, ctx.seen, ctx.check
+    for i, name in enumerate(names):
+        where = AT + ("pad_to_boundary", i)
+        pad = ctx.pad_specs.get(name)
+        if name not in seen:
+            check(where, f"tensor {name!r} is not a primary or secondary feature{suggest(name, seen)}")
+            ok = False
+        elif name in tensors and tensors[name].shape[:1] != (None,):
+            check(where, f"tensor {name!r} has shape {format_shape(tensors[name].shape)}: its first axis does not "
+                         "vary, so there is nothing to pad to a bucket boundary; expected a tensor whose length varies")
+            ok = False
+        elif pad is None:
+            continue
+        elif pad.batching != "padded":
+            check(where, f"tensor {name!r} has batching {pad.batching!r}: only padded tensors are padded to a "
+                         "bucket boundary; expected padded batching for it, or not listing it")
+            ok = False
+        elif pad.shape is not None and pad.shape[0] != -1 and boundaries and boundaries[-1] - 1 > pad.shape[0]:
+            check(where, f"tensor {name!r} is padded to {pad.shape[0]} steps ({pad.json_path}.shape) but bucket "
+                         f"boundaries pad it to up to {boundaries[-1] - 1}: expected a padding shape of -1 on "
+                         "axis 0, or boundaries up to that length + 1")
+            ok = False
+    return ok
 
 
 def _fits_memory(spec: BucketSpec, tensors: dict, pad_specs: dict, outputs, check) -> bool:

@@ -18,7 +18,7 @@ def load_manifest(path: str | os.PathLike) -> Manifest:
 
 
 def manifest_from_document(doc: Document) -> Manifest:
-    from batchloaders.config.schema import schema_check  # jsonschema is only needed here
+    from batchloaders.config.schema import schema_check  # deferred: jsonschema loads only when a manifest is read
 
     problems, invalid = schema_check(doc, "manifest.schema.json")
     data = doc.data

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.config.model import PackSpec, TensorInfo, format_shape
+from batchloaders.config.sections.context import SectionContext
 
 
-def pack_spec(block: dict, tensors: dict, seen: dict, wanted: set, bucketing: bool, check) -> PackSpec | None:
-    """The spec, or None after reporting; on success ``tensors`` and ``seen`` gain the row shapes and the
-    segment ids and positions tensors the model names."""
+def pack_spec(ctx: SectionContext, block: dict, *, bucketing: bool) -> PackSpec | None:
+    """The spec, or None after reporting; on success ctx.tensors and ctx.seen gain the row shapes and the
+    segment ids and positions tensors the model names. ``bucketing``: the args give a bucketing block too."""
+    tensors, seen, wanted, check = ctx.tensors, ctx.seen, ctx.wanted, ctx.check
     at = ("args", "packing")
     ok = True
     if bucketing:

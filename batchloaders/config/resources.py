@@ -11,6 +11,8 @@ from __future__ import annotations
 from batchloaders.errors import path_parts
 from batchloaders.config.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
 from batchloaders.config.model import format_shape
+from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.sections.loader import is_sequence
 
 
 def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict, chunk: int | None = None) -> int:
@@ -29,43 +31,59 @@ def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict
     return elements(dims) * ITEM_BYTES[info.dtype]
 
 
-def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict, outputs: set, check,
-                    steps=(), chunking=None) -> None:
+def check_resources(ctx: SectionContext) -> None:
     """Report a batch, shuffle buffer or read buffers that cannot fit in memory.
 
-    ``steps``: the checked processing steps; what each makes is a whole batch too, even when a
-    later step cuts it down (a one_hot of depth 10**6 then sliced to 2 columns). ``chunking``: the
-    checked ChunkSpec; a chunk is made, shuffled and batched at its full ``left + size + right``
-    steps (batches are trimmed to their longest chunk only at the end), so it counts that wide.
+    What each checked processing step makes is a whole batch too, even when a later step cuts it down
+    (a one_hot of depth 10**6 then sliced to 2 columns). A chunk is made, shuffled and batched at its
+    full ``left + size + right`` steps (batches are trimmed to their longest chunk only at the end), so
+    it counts that wide.
     """
+    args = ctx.args
+    _check_step_outputs(ctx)
     # Chunks are examples of their own, of at most left + size + right steps: no window axis.
-    window = args.get("max_window") if loader_type != "independent" and "chunking" not in args else None
+    window = args.get("max_window") if is_sequence(ctx.loader_type) and "chunking" not in args else None
     primaries = {p["to_name"] for p in args["primary_features"]}
-    for step in steps:
-        if step.output_info is None:
-            continue
-        made = args["target_batch_size"] * example_bytes(step.tensor, step.output_info, None, None, ())
-        if made > MAX_BATCH_BYTES:
-            check(path_parts(step.json_path), f"step {step.type!r} on tensor {step.tensor!r} makes {step.output_info.dtype} "
-                         f"{format_shape(step.output_info.shape)} per example: a batch of {args['target_batch_size']} "
-                         f"holds at least {gib(made)} (variable axes counted as 1 step): expected at most "
-                         f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's sizes")
-            break  # one is enough to fix first; the checks below still run
+    chunking = ctx.regroup.get("chunking")
     widths = {t.name: t.width for t in chunking.tensors} if chunking is not None else {}
-    sizes = {name: example_bytes(name, tensors[name], pad_specs.get(name), window, primaries, widths.get(name))
-             for name in sorted(outputs) if name in tensors}
+    sizes = {name: example_bytes(name, ctx.tensors[name], ctx.pad_specs.get(name), window, primaries,
+                                 widths.get(name))
+             for name in sorted(ctx.outputs) if name in ctx.tensors}
     if not sizes:
         return
     per_example = sum(sizes.values())
     largest = max(sizes, key=sizes.get)
     batch = args["target_batch_size"]
     if batch * per_example > MAX_BATCH_BYTES:
-        check(("args", "target_batch_size"),
-              f"one batch of {batch} examples would hold at least {gib(batch * per_example)} "
-              f"({per_example:,} bytes per example, {sizes[largest]:,} of them in tensor {largest!r}, counting "
-              f"variable axes as 1 step{' and window axes as max_window' if window else ''}): expected at most "
-              f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size"
-              f"{', max_window' if window else ''} or the padded shapes")
+        ctx.check(("args", "target_batch_size"),
+                  f"one batch of {batch} examples would hold at least {gib(batch * per_example)} "
+                  f"({per_example:,} bytes per example, {sizes[largest]:,} of them in tensor {largest!r}, counting "
+                  f"variable axes as 1 step{' and window axes as max_window' if window else ''}): expected at most "
+                  f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size"
+                  f"{', max_window' if window else ''} or the padded shapes")
+    _check_buffers(ctx, per_example)
+
+
+def _check_step_outputs(ctx: SectionContext) -> None:
+    batch = ctx.args["target_batch_size"]
+    for step in ctx.steps:
+        if step.output_info is None:
+            continue
+        made = batch * example_bytes(step.tensor, step.output_info, None, None, ())
+        if made > MAX_BATCH_BYTES:
+            ctx.check(path_parts(step.json_path), f"step {step.type!r} on tensor {step.tensor!r} makes "
+                                                  f"{step.output_info.dtype} {format_shape(step.output_info.shape)} "
+                                                  f"per example: a batch of {batch} holds at least {gib(made)} "
+                                                  "(variable axes counted as 1 step): expected at most "
+                                                  f"{gib(MAX_BATCH_BYTES)}; lower target_batch_size or the step's "
+                                                  "sizes")
+            break  # one is enough to fix first; the checks after it still run
+
+
+def _check_buffers(ctx: SectionContext, per_example: int) -> None:
+    """The shuffle buffers hold examples (or chunks) of ``per_example`` bytes; the read buffers, one per open
+    file."""
+    args, check = ctx.args, ctx.check
     if args.get("shuffle") and args.get("num_shuffle_buffer_elements"):
         held = args["num_shuffle_buffer_elements"] * per_example
         if held > MAX_HELD_BYTES:
@@ -89,5 +107,3 @@ def check_resources(args: dict, loader_type: str, tensors: dict, pad_specs: dict
               f"{open_files} open files ({which}) with read buffers of {args['num_read_buffer_bytes']:,} bytes "
               f"would hold {gib(buffers)}: expected at most {gib(MAX_HELD_BYTES)}; lower num_read_buffer_bytes "
               f"or {which}")
-
-

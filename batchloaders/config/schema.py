@@ -26,7 +26,9 @@ import referencing.exceptions
 from referencing.jsonschema import DRAFT202012
 
 from batchloaders.errors import Problem, json_path, suggest
+from batchloaders.transform import registry
 from batchloaders.config.document import Document
+from batchloaders.config.type_schemas import generated
 
 __all__ = ["schema_problems", "schema_check", "schema_names", "load_schema", "schema_text"]
 
@@ -84,25 +86,21 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_
 
 
 def _validator(schema_file: str, scopes=None):
-    from batchloaders.transform.registry import ALWAYS, version
-
-    return _validator_at(schema_file, version(), frozenset(ALWAYS if scopes is None else scopes))
+    return _validator_at(schema_file, registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes))
 
 
 @functools.lru_cache(maxsize=32)
 def _validator_at(schema_file: str, version: tuple, scopes: frozenset):
     # The step, secondary feature and batching files come from the registries as they are now,
     # with the types ``scopes`` may see; the shipped copies of them hold the built-ins only.
-    from batchloaders.config.type_schemas import generated
-
     types = {name: _resource(doc) for name, doc in generated(scopes).items()}
 
     def retrieve(uri: str) -> referencing.Resource:
         return types[uri] if uri in types else _retrieve_shipped(uri)
 
-    registry = referencing.Registry(retrieve=retrieve)
+    references = referencing.Registry(retrieve=retrieve)
     root = types[schema_file].contents if schema_file in types else load_schema(schema_file)
-    return _Validator(root, registry=registry)
+    return _Validator(root, registry=references)
 
 
 def schema_problems(doc: Document, schema_file: str) -> list[Problem]:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.config.model import COUNTER_DTYPES, COUNTERS, SegmentSpec, TensorInfo, format_shape
+from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.sections.loader import concatenates_records, stacks_record_rows
 
+AT = ("args", "segmenting")
 HIDDEN_KEY = "@key"  # to_name of a manifest feature read only to key the sequences
 
 
 def _varies_in_time(info: TensorInfo, loader_type: str) -> bool:
     if not info.shape:
         return False
-    return info.shape[0] is None or loader_type == "continuous_sequence"
+    return info.shape[0] is None or concatenates_records(loader_type)
 
 
 def _key_type_problem(dtype: str, shape, per_record: bool = False) -> str | None:
@@ -30,107 +33,130 @@ def _key_type_problem(dtype: str, shape, per_record: bool = False) -> str | None
     return None
 
 
-def segment_spec(block: dict, tensors: dict, seen: dict, wanted, loader_type: str, manifest, others: list[str],
-                 target_batch_size: int, check, primaries: dict | None = None) -> SegmentSpec | None:
-    """The spec, or None after reporting; on success ``tensors`` holds the segments' shapes and the counters,
-    and ``seen`` the counter names. ``wanted``: the model's tensors, inputs then targets; ``primaries``:
-    to_name -> manifest feature (a discrete window's context feature has a row per record, not per step)."""
-    at = ("args", "segmenting")
+def segment_spec(ctx: SectionContext, block: dict, *, others: list[str]) -> SegmentSpec | None:
+    """The spec, or None after reporting; on success ctx.tensors holds the segments' shapes and the counters,
+    and ctx.seen the counter names. ``others``: the regrouping blocks also given."""
     ok = True
     for other in others:
-        check(at, f"found segmenting and {other} together: expected one (segmenting batches consecutive segments "
-                  f"of each sequence in a fixed slot; {other} regroups examples its own way)")
+        ctx.check(AT, f"found segmenting and {other} together: expected one (segmenting batches consecutive "
+                      f"segments of each sequence in a fixed slot; {other} regroups examples its own way)")
         ok = False
-    unroll = block["num_unroll"]
-    lanes = block.get("batch_size")
+    lanes, target_batch_size = block.get("batch_size"), ctx.value("target_batch_size", default=0)
     if lanes is not None and lanes != target_batch_size:
-        check(at + ("batch_size",), f"found batch_size {lanes} and target_batch_size {target_batch_size}: expected "
-                                    "them equal (the lanes are the batch's rows), or batch_size left out")
+        ctx.check(AT + ("batch_size",), f"found batch_size {lanes} and target_batch_size {target_batch_size}: "
+                                        "expected them equal (the lanes are the batch's rows), or batch_size left out")
         ok = False
-    prefix = block.get("prefix", "")
-    names = {c: prefix + c for c in COUNTERS}
-    where = at + ("prefix",) if "prefix" in block else at
-    for counter, name in names.items():
-        if name in seen:
-            check(where, f"counter {counter!r} is named {name!r}, which is a feature already (at "
-                         f"{json_path(seen[name])}): expected a prefix that makes the counter names new (e.g. "
-                         f"prefix: {(prefix or '') + 'seg_'!r})")
-            ok = False
-    # Whatever else is wrong, the counters exist: later checks must not call them unproduced.
-    for name in names.values():
-        seen.setdefault(name, where)
+    names = {c: block.get("prefix", "") + c for c in COUNTERS}
+    ok = _claim_counters(ctx, block, names) and ok
     context = tuple(block.get("context", ()))
-    for i, name in enumerate(context):
-        if name not in seen or name in names.values():
-            known = [n for n in seen if n not in names.values()]
-            check(at + ("context", i), f"tensor {name!r} is not a primary or secondary feature{suggest(name, known)}; "
-                                       f"expected one of: {', '.join(known)}")
-            ok = False
-            continue
-        info = tensors.get(name)
-        if info is not None and None in info.shape:
-            check(at + ("context", i), f"tensor {name!r} has shape {format_shape(info.shape)}, which varies in "
-                                       "time: expected a tensor of a fixed shape in context (copied whole to every "
-                                       "segment); a tensor that varies in time is segmented: leave it out of context")
-            ok = False
+    ok = _check_context(ctx, context, names) and ok
     key, from_manifest = block.get("key"), None
     if key is not None:
-        if key in seen and key not in names.values():
-            info = tensors.get(key)
-            per_record = (loader_type == "discrete_sequence" and key in (primaries or {})
-                          and not primaries[key].var_len and tuple(primaries[key].record_shape) == ())
-            why = _key_type_problem(info.dtype, info.shape, per_record) if info is not None else None
-            if why:
-                check(at + ("key",), f"key tensor {key!r} has {why}")
-                ok = False
-        elif manifest is not None and key in manifest.features:
-            feature = manifest.features[key]
-            why = _key_type_problem(feature.dtype, feature.record_shape)
-            if loader_type == "continuous_sequence" or feature.var_len:
-                why = (f"a feature list or continuous data (var_len {str(feature.var_len).lower()}, loader "
-                       f"{loader_type}): expected a context feature of an independent or discrete_sequence dataset, "
-                       "or a tensor (to_name) the config makes")
-            if why:
-                check(at + ("key",), f"manifest feature {key!r} is {why}")
-                ok = False
-            from_manifest, key = key, HIDDEN_KEY
-        else:
-            known = [n for n in seen if n not in names.values()] + list(manifest.features if manifest else ())
-            check(at + ("key",), f"key {key!r} is neither a tensor the config makes nor a manifest feature"
-                                 f"{suggest(key, known)}; expected one of: {', '.join(dict.fromkeys(known))}")
-            ok = False
-    if not ok:
+        key, from_manifest, key_ok = _check_key(ctx, key, names)
+        ok = key_ok and ok
+    segmented = _segmented(ctx, context, names) if ok else None
+    if segmented is None:
         return None
-    segmented = []
-    for name in dict.fromkeys(wanted):
-        if name in names.values() or name in context or name not in tensors:
-            continue
-        info = tensors[name]
-        per_record = (loader_type == "discrete_sequence" and name in (primaries or {})
-                      and not primaries[name].var_len and info.shape[:1] == (None,))
-        if per_record:
-            check(at + ("context",), f"model tensor {name!r} has one row per record of a window (a context feature, "
-                                     f"shape {format_shape(info.shape)}), not one per step, and windows differ in "
-                                     "size: it can be neither segmented nor copied; expected it out of the model, or "
-                                     "min_window equal to max_window and it in segmenting.context")
+    unroll = block["num_unroll"]
+    for name in segmented:
+        info = ctx.tensors[name]
+        ctx.tensors[name] = TensorInfo(info.dtype, (unroll,) + tuple(info.shape[1:]))
+    for counter, name in names.items():
+        ctx.tensors[name] = TensorInfo(COUNTER_DTYPES.get(counter, "int32"), ())
+    return SegmentSpec(unroll, lanes, bool(block.get("pad", True)), bool(block.get("allow_small_batch", False)),
+                       tuple(segmented), context, key, names, json_path(AT), from_manifest)
+
+
+def _claim_counters(ctx: SectionContext, block: dict, names: dict[str, str]) -> bool:
+    """The counter names must be new; whatever else is wrong, the counters exist: later checks must not
+    call them unproduced."""
+    ok = True
+    prefix = block.get("prefix", "")
+    where = AT + ("prefix",) if "prefix" in block else AT
+    for counter, name in names.items():
+        if name in ctx.seen:
+            ctx.check(where, f"counter {counter!r} is named {name!r}, which is a feature already (at "
+                             f"{json_path(ctx.seen[name])}): expected a prefix that makes the counter names new (e.g. "
+                             f"prefix: {(prefix or '') + 'seg_'!r})")
+            ok = False
+    for name in names.values():
+        ctx.seen.setdefault(name, where)
+    return ok
+
+
+def _check_context(ctx: SectionContext, context: tuple, names: dict[str, str]) -> bool:
+    """The tensors copied to every segment exist and have a fixed shape."""
+    ok = True
+    for i, name in enumerate(context):
+        if name not in ctx.seen or name in names.values():
+            known = [n for n in ctx.seen if n not in names.values()]
+            ctx.check(AT + ("context", i), f"tensor {name!r} is not a primary or secondary feature"
+                                           f"{suggest(name, known)}; expected one of: {', '.join(known)}")
             ok = False
             continue
-        if _varies_in_time(info, loader_type):
+        info = ctx.tensors.get(name)
+        if info is not None and None in info.shape:
+            ctx.check(AT + ("context", i), f"tensor {name!r} has shape {format_shape(info.shape)}, which varies in "
+                                           "time: expected a tensor of a fixed shape in context (copied whole to "
+                                           "every segment); a tensor that varies in time is segmented: leave it out "
+                                           "of context")
+            ok = False
+    return ok
+
+
+def _check_key(ctx: SectionContext, key: str, names: dict[str, str]) -> tuple[str, str | None, bool]:
+    """(the key's to_name, the manifest feature read only to key the sequences or None, whether it is fine)."""
+    manifest, primaries, loader_type = ctx.manifest, ctx.primaries, ctx.loader_type
+    if key in ctx.seen and key not in names.values():
+        info = ctx.tensors.get(key)
+        per_record = (stacks_record_rows(loader_type) and key in primaries
+                      and not primaries[key].var_len and tuple(primaries[key].record_shape) == ())
+        why = _key_type_problem(info.dtype, info.shape, per_record) if info is not None else None
+        if why:
+            ctx.check(AT + ("key",), f"key tensor {key!r} has {why}")
+        return key, None, not why
+    if manifest is not None and key in manifest.features:
+        feature = manifest.features[key]
+        why = _key_type_problem(feature.dtype, feature.record_shape)
+        if concatenates_records(loader_type) or feature.var_len:
+            why = (f"a feature list or continuous data (var_len {str(feature.var_len).lower()}, loader "
+                   f"{loader_type}): expected a context feature of an independent or discrete_sequence dataset, "
+                   "or a tensor (to_name) the config makes")
+        if why:
+            ctx.check(AT + ("key",), f"manifest feature {key!r} is {why}")
+        return HIDDEN_KEY, key, not why
+    known = [n for n in ctx.seen if n not in names.values()] + list(manifest.features if manifest else ())
+    ctx.check(AT + ("key",), f"key {key!r} is neither a tensor the config makes nor a manifest feature"
+                             f"{suggest(key, known)}; expected one of: {', '.join(dict.fromkeys(known))}")
+    return key, None, False
+
+
+def _segmented(ctx: SectionContext, context: tuple, names: dict[str, str]) -> list[str] | None:
+    """The model tensors cut into segments, or None after reporting one that can be neither segmented
+    nor copied."""
+    ok = True
+    segmented = []
+    for name in dict.fromkeys(ctx.model_tensors):
+        if name in names.values() or name in context or name not in ctx.tensors:
+            continue
+        info = ctx.tensors[name]
+        per_record = (stacks_record_rows(ctx.loader_type) and name in ctx.primaries
+                      and not ctx.primaries[name].var_len and info.shape[:1] == (None,))
+        if per_record:
+            ctx.check(AT + ("context",), f"model tensor {name!r} has one row per record of a window (a context "
+                                         f"feature, shape {format_shape(info.shape)}), not one per step, and windows "
+                                         "differ in size: it can be neither segmented nor copied; expected it out of "
+                                         "the model, or min_window equal to max_window and it in segmenting.context")
+            ok = False
+            continue
+        if _varies_in_time(info, ctx.loader_type):
             segmented.append(name)
             continue
-        check(at + ("context",), f"model tensor {name!r} has shape {format_shape(info.shape)}, which does not vary "
-                                 "in time, and is not in segmenting.context: expected it in context (copied to "
-                                 "every segment), or a tensor that varies in time (segmented)")
+        ctx.check(AT + ("context",), f"model tensor {name!r} has shape {format_shape(info.shape)}, which does not "
+                                     "vary in time, and is not in segmenting.context: expected it in context (copied "
+                                     "to every segment), or a tensor that varies in time (segmented)")
         ok = False
     if ok and not segmented:
-        check(at, "found no model tensor that varies in time: expected at least one to cut into segments")
+        ctx.check(AT, "found no model tensor that varies in time: expected at least one to cut into segments")
         ok = False
-    if not ok:
-        return None
-    for name in segmented:
-        info = tensors[name]
-        tensors[name] = TensorInfo(info.dtype, (unroll,) + tuple(info.shape[1:]))
-    for counter, name in names.items():
-        tensors[name] = TensorInfo(COUNTER_DTYPES.get(counter, "int32"), ())
-    return SegmentSpec(unroll, lanes, bool(block.get("pad", True)), bool(block.get("allow_small_batch", False)),
-                       tuple(segmented), context, key, names, json_path(at), from_manifest)
+    return segmented if ok else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from batchloaders.config.model import ServiceConfig
+from batchloaders.config.sections.loader import is_sequence
 
 AT = ("args", "service")
 _ADDRESS = re.compile(r"^(?:grpc://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$")
@@ -39,7 +40,7 @@ def _unfollowed(loader_type: str, args: dict) -> str | None:
     2.21: the worker fails at its first batch with 'Did not find a shardable source'); the independent
     loader, alone or with packing, chunking or on_corrupt: skip_file, it follows.
     """
-    if loader_type != "independent":
+    if is_sequence(loader_type):
         return f"the {loader_type} loader"
     return next((key for key in ("segmenting", "bucketing") if key in args), None)
 

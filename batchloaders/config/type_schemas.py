@@ -12,8 +12,10 @@ them equal; ``batchloaders schema --write DIR`` regenerates them, with
 from __future__ import annotations
 
 import functools
+import json
+import os
 
-from batchloaders.transform import registry
+from batchloaders.transform import builtin_types, registry
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -41,8 +43,6 @@ def args_file(prefix: str, name: str) -> str:
 def generated(scopes=None) -> dict[str, dict]:
     """File name -> schema document, for every generated file, as the registries are now, with
     the types registered in ``scopes`` (default: the built-ins and global registrations)."""
-    from batchloaders.transform import builtin_types
-
     builtin_types.load()  # the built-ins are always there, like any plugin imported before
     return dict(_generated(registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes)))
 
@@ -111,9 +111,6 @@ def _batching(scopes: frozenset) -> dict:
 
 def write(directory: str) -> list[str]:
     """Write every generated file into ``directory``; returns the paths written."""
-    import json
-    import os
-
     os.makedirs(directory, exist_ok=True)
     paths = []
     for name, doc in generated().items():

@@ -1,0 +1,1 @@
+"""The semantic check of a loader config, one module per config section (run in order by config.py)."""
