@@ -17,10 +17,10 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
 
 REGROUP_MODES = ("bucketing", "packing", "chunking", "segmenting")
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
-# Where a loader type's name may be compared: the loaders themselves, and the config check that reads
-# the document's `type` key to choose one.
+# Where a loader type's name may be compared: the loaders themselves, and the table of loader kinds the
+# config check reads the document's `type` key into.
 LOADER_HOMES = ("loaders/",)
-LOADER_TYPE_CHECK = ("config/sections/loader.py",)
+LOADER_TYPE_CHECK = ("config/kinds.py",)
 
 LIMITS = {
     "modules flat in the package": 10,

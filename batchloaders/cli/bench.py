@@ -38,6 +38,7 @@ from batchloaders.transform.graphs import as_written
 from batchloaders.read.parsing import parse_batch
 from batchloaders.loaders import base, registry as loaders
 from batchloaders.read import sharding
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import LoaderConfig
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
@@ -115,7 +116,7 @@ def survey(config: LoaderConfig) -> dict:
         count, size, steps = state
         count += tf.size(serialized, out_type=tf.int64)
         size += tf.reduce_sum(tf.cast(tf.strings.length(serialized), tf.int64))
-        if config.type == "continuous_sequence":
+        if kind(config.type).concatenates_records:
             steps += _steps(config, serialized)
         return count, size, steps
 
@@ -149,7 +150,7 @@ def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
     if config.min_window == config.max_window:
         return size * config.min_window
     selected = config.selected
-    if config.type == "continuous_sequence":
+    if kind(config.type).concatenates_records:
         return tf.reduce_sum(batch.lengths[next(iter(selected))])
     fixed = [name for name, f in selected.items() if not f.var_len]
     if fixed:  # a context feature has one row per record: its length is the window's record count
@@ -167,7 +168,7 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     def measure(element):
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         out = {"examples": tf.cast(batch.size, tf.int64),
-               "units": _window_units(config, batch) if config.type != "independent" else tf.constant(0, tf.int64)}
+               "units": _window_units(config, batch) if kind(config.type).sequence else tf.constant(0, tf.int64)}
         if config.chunking is not None:
             return out
         batch = base.transform(batch, config)
@@ -356,7 +357,7 @@ def _read_lines(config: LoaderConfig, files: dict, examples: int, rate_examples:
     if files["records"] == 0:
         return ["read: the data files hold no record"]
     per_record, on_disk = files["record_bytes"] / files["records"], files["file_bytes"] / files["records"]
-    if config.type == "independent":
+    if not kind(config.type).sequence:
         compression = config.dataset.manifest.compression
         framing = "framing" + (f" and {compression} compression" if compression else "")
         return [f"read: {rate_examples * per_record / MB:.3f} MB/s (MB = 10^6 bytes) = examples/s x mean serialized "
@@ -366,7 +367,7 @@ def _read_lines(config: LoaderConfig, files: dict, examples: int, rate_examples:
     units = lengths["units"] if lengths is not None else examples * config.min_window
     per_window = units / examples if examples else 0.0
     rate_units = rate_examples * per_window
-    if config.type == "continuous_sequence":
+    if kind(config.type).concatenates_records:
         per_step = files["record_bytes"] / files["steps"] if files["steps"] else float("nan")
         return [f"read: {rate_units * per_step / MB:.3f} MB/s (MB = 10^6 bytes) = window steps/s {rate_units:.1f} "
                 f"x mean serialized bytes per step {per_step:.2f} B",
@@ -397,7 +398,7 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
                                f"{config.target_batch_size}, drop_remainder {config.drop_remainder})")
     files = survey(config)
     lengths = None
-    varying_windows = config.type != "independent" and config.min_window != config.max_window
+    varying_windows = kind(config.type).sequence and config.min_window != config.max_window
     if padded_tensors(config) or varying_windows or config.chunking is not None:
         lengths = count_lengths(config, config.target_batch_size, len(arrivals))
         lengths["batches"] = len(arrivals)

@@ -32,6 +32,7 @@ from typing import TextIO
 
 from batchloaders.read.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
 from batchloaders.config.accounting import examples_in_run
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
 from batchloaders.regroup import stage as stages  # no TensorFlow there
 
@@ -73,12 +74,13 @@ def _shuffled_batches(config: LoaderConfig, what: str, one_shape: bool) -> str:
 
 def parsing_path(config: LoaderConfig) -> str:
     """Which parsing path the config compiles to and why, as one line."""
-    if config.type == "independent":
+    loader = kind(config.type)
+    if not loader.sequence:
         return f"{VECTORIZED}; here: one {parse_call(config)}"
     call = parse_call(config)
     per_block = sequence_records_per_block(config)
     one_length = config.min_window == config.max_window
-    if config.type == "continuous_sequence":
+    if loader.concatenates_records:
         return (f"vectorized in blocks: each file is read in blocks of {per_block} records; each block is "
                 f"parsed with one {call}, and flattened along the first axis into steps "
                 f"({_steps_per_record(config)}); a Dataset.scan per file cuts window positions, carrying the "
@@ -94,18 +96,19 @@ def parsing_path(config: LoaderConfig) -> str:
 
 
 def windows_line(config: LoaderConfig) -> str | None:
-    if config.type == "independent":
+    loader = kind(config.type)
+    if not loader.sequence:
         return None
-    unit = "steps" if config.type == "continuous_sequence" else "whole records"
+    unit = "steps" if loader.concatenates_records else "whole records"
     size = (f"{config.min_window} {unit}" if config.min_window == config.max_window
             else f"{config.min_window}..{config.max_window} {unit} (drawn uniformly per window)")
-    if config.type == "continuous_sequence" and config.stride:
+    if loader.concatenates_records and config.stride:
         placement = f"starting every {config.stride} steps"
     else:
         placement = "back to back"
-    max_offset = (config.stride or config.max_window) if config.type == "continuous_sequence" else config.max_window
+    max_offset = (config.stride or config.max_window) if loader.concatenates_records else config.max_window
     start = (f"; the first window of each file starts after a random offset of 0..{max_offset - 1} "
-             f"{'steps' if config.type == 'continuous_sequence' else 'records'}"
+             f"{loader.window_unit}"
              if config.shuffle and max_offset > 1 else "; the first window starts at the start of each file")
     return f"windows: {size}, {placement} within one file{start}"
 
@@ -159,7 +162,7 @@ def padding_lines(config: LoaderConfig) -> list[str]:
 def reading_line(config: LoaderConfig) -> str:
     if config.shuffle:
         examples = (f"; examples shuffled in a buffer of {config.num_shuffle_buffer_elements}"
-                    if config.type == "independent" else "")  # the sequence loaders' windows: see parsing
+                    if not kind(config.type).sequence else "")  # the sequence loaders' windows: see parsing
         return (f"reading: {config.num_mix_files} files at a time, file names shuffled in a buffer of "
                 f"{config.num_filenames_shuffle_buffer}{examples}"
                 f"{'' if config.seed is None else f' (seed {config.seed})'}")
@@ -395,7 +398,7 @@ def steps_line(config: LoaderConfig) -> str:
 
 
 def _unknown_steps(config: LoaderConfig) -> str:
-    if config.type != "independent":
+    if kind(config.type).sequence:
         return "window counts are drawn at random"
     stage = stages.of(config)
     if not stage.example_wise:
@@ -487,7 +490,7 @@ def plan(config: LoaderConfig) -> dict:
                     "files_at_a_time": config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1),
                     "filename_shuffle_buffer": config.num_filenames_shuffle_buffer if config.shuffle else None,
                     "shuffle_buffer": config.num_shuffle_buffer_elements if config.shuffle else None,
-                    "shuffles": ("examples" if config.type == "independent" else "windows") if config.shuffle else None,
+                    "shuffles": ("windows" if kind(config.type).sequence else "examples") if config.shuffle else None,
                     "num_parallel_reads": _auto(config.num_parallel_reads),
                     "num_parallel_parses": _auto(config.num_parallel_parses),
                     "sloppy_interleave": config.sloppy_interleave,
@@ -495,10 +498,10 @@ def plan(config: LoaderConfig) -> dict:
                     "interleave_in_buffer_elements": config.num_interleave_in_buffer_elements,
                     "read_buffer_bytes": config.num_read_buffer_bytes, "prefetch": _auto(config.num_prefetch),
                     "on_corrupt": config.on_corrupt},
-        "windows": None if config.type == "independent" else {
-            "unit": "steps" if config.type == "continuous_sequence" else "records",
+        "windows": None if not kind(config.type).sequence else {
+            "unit": kind(config.type).window_unit,
             "min": config.min_window, "max": config.max_window,
-            "stride": config.stride if config.type == "continuous_sequence" else None},
+            "stride": config.stride if kind(config.type).concatenates_records else None},
         "parsing": {"call": ("tf.io.parse_sequence_example" if manifest.allow_var_len else "tf.io.parse_example"),
                     "records_per_block": sequence_records_per_block(config), "path": parsing_path(config)},
         "tensors": [{"name": n, "role": "input" if n in config.inputs else "target", **_tensor(config.tensors[n])}

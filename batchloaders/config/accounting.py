@@ -14,6 +14,7 @@ from typing import Callable
 
 from batchloaders.errors import Problem
 from batchloaders.config.datasets import url_scheme
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import Dataset, LoaderConfig, Manifest
 
 
@@ -53,7 +54,7 @@ def size_problems(dataset: Dataset) -> list[Problem]:
 
 def units_per_record(args: dict, loader_type: str, manifest: Manifest) -> int | None:
     """Window units one record gives: 1 record (discrete), its fixed steps (continuous), or None (varies)."""
-    if loader_type == "discrete_sequence":
+    if kind(loader_type).stacks_record_rows:
         return 1
     steps = set()
     for p in args["primary_features"]:
@@ -84,7 +85,7 @@ def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check)
         check(("args", "dataset"), f"{listed}: every data file is empty, so no batch would come out; expected "
                                    "data files with records")
         return
-    if loader_type == "independent":
+    if not kind(loader_type).sequence:
         if drop and epochs * sum(counts) < batch:
             check(("args", "target_batch_size"), (
                 f"{listed}, {epochs * sum(counts):,} examples in {epochs} epoch(s), fewer than target_batch_size "
@@ -94,8 +95,8 @@ def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check)
     per_record = units_per_record(args, loader_type, dataset.manifest)
     if per_record is None:
         return
-    unit = "records" if loader_type == "discrete_sequence" else "steps"
-    lo, stride = args["min_window"], args.get("stride") if loader_type == "continuous_sequence" else None
+    unit = kind(loader_type).window_unit
+    lo, stride = args["min_window"], args.get("stride") if kind(loader_type).concatenates_records else None
     units = [n * per_record for n in counts]
     if max(units) < lo:
         check(("args", "min_window"), (
@@ -120,7 +121,7 @@ def records_per_epoch(config: LoaderConfig, shard: list[int], *,
     drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
     What batches the examples make is the regroup stage's to say (Stage.batches).
     """
-    if config.type != "independent" or config.on_corrupt != "fail":
+    if kind(config.type).sequence or config.on_corrupt != "fail":
         return None
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:

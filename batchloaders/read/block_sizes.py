@@ -6,6 +6,7 @@ sources.py and the loaders take their block sizes from this module.
 from __future__ import annotations
 
 from batchloaders.config.datasets import url_scheme
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import LoaderConfig
 
 # independent: blocks are walked by the end-of-file check (integrity.py) one at a time; each block
@@ -83,7 +84,7 @@ REGROUP_BLOCK_BYTES = 128 * 2**20
 
 def regroup(config: LoaderConfig, batch_size: int) -> int:
     """Examples per block for bucketing and packing: at least one batch of ``batch_size``."""
-    if (config.type != "independent" or config.processing_steps
+    if (kind(config.type).sequence or config.processing_steps
             or any(f.info is None or f.info.shape for f in config.secondary_features)):
         return max(batch_size, MIN_REGROUP_EXAMPLES)
     record, known = _record_bytes(config)
@@ -123,8 +124,7 @@ def discrete_slots_fixed(config: LoaderConfig) -> bool:
 
 def sequence_records_per_block(config: LoaderConfig) -> int | None:
     """What a sequence loader reads at once per file; None for the independent loader."""
-    if config.type == "continuous_sequence":
-        return continuous(config, config.selected)
-    if config.type == "discrete_sequence":
-        return discrete(config)
-    return None
+    loader = kind(config.type)
+    if not loader.sequence:
+        return None
+    return continuous(config, config.selected) if loader.concatenates_records else discrete(config)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
+from batchloaders.config.kinds import kind
 from batchloaders.transform.graphs import as_written
 
 MAX_SEED = 2**63 - 1
@@ -70,7 +71,7 @@ def draws(config) -> bool:
     examples or windows, chunks) or window lengths. One that draws nothing gives the same batches in
     every epoch order and from every iterator without being rebuilt per iterator and per epoch, so it is
     built flat (:func:`per_iterator`), which shortens every iterator's start-up (docs/decisions/performance.md)."""
-    random_windows = config.type != "independent" and config.min_window != config.max_window
+    random_windows = kind(config.type).sequence and config.min_window != config.max_window
     chunk_shuffle = config.chunking is not None and config.chunking.shuffle_buffer is not None
     return bool(config.shuffle or random_windows or chunk_shuffle)
 

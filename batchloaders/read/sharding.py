@@ -25,6 +25,8 @@ import logging
 import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
+from batchloaders.config.accounting import record_counts
+from batchloaders.config.kinds import kind
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.config.model import LoaderConfig
 
@@ -82,9 +84,10 @@ def files_handed_out(config: LoaderConfig) -> bool:
 
 def random_windows(config: LoaderConfig) -> bool:
     """Whether a sequence loader's windows depend on random draws: their lengths, or a shuffled start offset."""
-    if config.type == "independent":
+    loader = kind(config.type)
+    if not loader.sequence:
         return False
-    offset = (config.stride or config.max_window) if config.type == "continuous_sequence" else config.max_window
+    offset = (config.stride or config.max_window) if loader.concatenates_records else config.max_window
     return config.min_window != config.max_window or (config.shuffle and offset > 1)
 
 
@@ -111,7 +114,7 @@ def summary(config: LoaderConfig, shard: Shard) -> str:
         positions = ", ".join(map(str, shard.files[:5])) + (", ..." if len(shard.files) > 5 else "")
         return (f"input pipeline {i} of {n}: sharded by file ({files} data files >= {n} input pipelines): "
                 f"reads {len(shard.files)} file(s), positions {positions}")
-    unit = "record r" if config.type == "independent" else "window w"
+    unit = f"{_unit(config)} {_unit(config)[0]}"
     return (f"input pipeline {i} of {n}: sharded by {unit.split()[0]} ({files} data files < {n} input pipelines): "
             f"reads every file and keeps {unit} of file f when (f + {unit[-1]}) % {n} == {i}")
 
@@ -185,7 +188,7 @@ def keep_windows(element: dict, shard: Shard) -> dict:
 
 def _unit(config: LoaderConfig) -> str:
     """What the loader shards: records (independent) or windows (the sequence loaders)."""
-    return "record" if config.type == "independent" else "window"
+    return kind(config.type).example
 
 
 def _empty_share(config: LoaderConfig, shard: Shard) -> str:
@@ -217,9 +220,8 @@ def check_share(config: LoaderConfig, shard: Shard) -> None:
     pipeline's share is empty (:func:`endless` catches the rest while running, with epochs null). With finite
     epochs too: that pipeline would give no batch while the others give theirs, which no later step reports
     (what the other replicas then do depends on the strategy; not checked here)."""
-    if shard.rule == NONE or config.type != "independent":
+    if shard.rule == NONE or kind(config.type).sequence:
         return
-    from batchloaders.config.accounting import record_counts
 
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is not None and not any(shard.records_of(i, counts[i]) for i in shard.files):

@@ -24,6 +24,7 @@ from batchloaders.regroup import blocks, chunking
 from batchloaders.read import origins
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.config.values import default_value
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import LoaderConfig
 from batchloaders.transform.graphs import as_written, masked
 
@@ -125,10 +126,6 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
     return ds.flat_map(as_written(batches))
 
 
-WHAT = {"independent": "the record", "discrete_sequence": "the window starting at this record",
-        "continuous_sequence": "the window whose first step is in this record"}  # what an example is
-
-
 def over_budget(config: LoaderConfig, values: dict, lengths: dict, extras: dict) -> list:
     """Checks that no example of a block is longer than max_tokens (when only the data can tell: BucketSpec's
     ``check_longest``), failing at the first one with a message naming its file and record (origins.py), which
@@ -143,7 +140,7 @@ def over_budget(config: LoaderConfig, values: dict, lengths: dict, extras: dict)
         at = tf.argmax(tf.cast(over, tf.int32), output_type=tf.int32)
         message = tf.strings.join([
             origins.located(config, extras, at), f": {config.source}: {spec.json_path}.max_tokens: "
-            f"{WHAT[config.type]} has ", tf.strings.as_string(steps[at]), f" steps in tensor {spec.by!r}, more than "
+            f"{kind(config.type).example_is} has ", tf.strings.as_string(steps[at]), f" steps in tensor {spec.by!r}, more than "
             f"the budget of {spec.max_tokens} tokens: an example over the budget fits no batch; expected "
             "max_tokens at least the longest example, or shorter examples"])
         with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):

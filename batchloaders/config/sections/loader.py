@@ -1,29 +1,27 @@
-"""The loader's own args, and what each loader type means for the rest of the check.
-
-This is the one module of config/ that compares the document's ``type`` with the loader type
-names; the other modules ask it through the small functions below.
-"""
+"""The loader's own args, and what each loader type means for the rest of the check (through its
+kind, config/kinds.py, as every module outside the loaders asks)."""
 from __future__ import annotations
 
+from batchloaders.config.kinds import kind
 from batchloaders.config.model import TensorInfo
 from batchloaders.config.sections.context import SectionContext
 
 
 def is_sequence(loader_type: str) -> bool:
     """Examples are windows of several records (or steps), sized by min_window and max_window."""
-    return loader_type != "independent"
+    return kind(loader_type).sequence
 
 
 def concatenates_records(loader_type: str) -> bool:
     """Records are concatenated along their first axis into one time axis (continuous_sequence): a
     window's first axis counts steps, whatever the feature."""
-    return loader_type == "continuous_sequence"
+    return kind(loader_type).concatenates_records
 
 
 def stacks_record_rows(loader_type: str) -> bool:
     """A window stacks one row per record for each context feature (discrete_sequence): those tensors'
     first axis counts records, not steps."""
-    return loader_type == "discrete_sequence"
+    return kind(loader_type).stacks_record_rows
 
 
 def window_unit(loader_type: str) -> str:
