@@ -16,7 +16,7 @@ def build_input_fn(config, *, model=None):
 
     See :func:`batchloaders.input_fn.build_input_fn`.
     """
-    from batchloaders.input_fn import build_input_fn as _build
+    from batchloaders.input_fn import build_input_fn as _build  # deferred: imports TensorFlow, on first use
 
     return _build(config, model=model)
 
@@ -24,15 +24,15 @@ def build_input_fn(config, *, model=None):
 def __getattr__(name):
     # StateSaver is a tf.Module: importing it imports TensorFlow, so it loads on first use.
     if name == "StateSaver":
-        from batchloaders.runtime.state import StateSaver
+        from batchloaders.runtime.state import StateSaver  # deferred: imports TensorFlow, on first use
 
         return StateSaver
     if name == "ResumableIterator":  # a tf.Module too
-        from batchloaders.runtime.resume import ResumableIterator
+        from batchloaders.runtime.resume import ResumableIterator  # deferred: imports TensorFlow, on first use
 
         return ResumableIterator
     if name == "restore_checkpoint":  # tf.train.Checkpoint.restore, a damaged checkpoint a ResumeError
-        from batchloaders.runtime.resume import restore_checkpoint
+        from batchloaders.runtime.resume import restore_checkpoint  # deferred: imports TensorFlow, on first use
 
         return restore_checkpoint
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")

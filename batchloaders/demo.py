@@ -9,6 +9,9 @@ import glob
 import os
 import time
 
+from batchloaders.cli.main import validate
+from batchloaders.runtime.quiet import import_tensorflow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -50,7 +53,7 @@ def _segmented_model(keras):
     """A GRU that carries its state from each segment of a window to the next (truncated BPTT)."""
     import tensorflow as tf
 
-    from batchloaders import StateSaver
+    from batchloaders import StateSaver  # deferred: imports TensorFlow, after main's quiet import
 
     class Segmented(keras.Model):
         def __init__(self):
@@ -97,12 +100,13 @@ def dataset_of(path: str):
     """(input_fn, its dataset) of the config at ``path``. A config with a ``service`` block reads through an
     in-process tf.data service (a dispatcher and a worker on ports the system chooses), as the service
     example in docs/scaling-out.md does: its address names a dispatcher a user starts, which the demo cannot assume."""
-    from batchloaders import build_input_fn
+    from batchloaders import build_input_fn  # deferred: imports TensorFlow, after main's quiet import
 
     input_fn = build_input_fn(path)
     if input_fn.config.service is None:
         return input_fn, input_fn()
-    from batchloaders.runtime.service import bound_address, start_dispatcher, start_worker
+    from batchloaders.runtime.service import (  # deferred: imports TensorFlow, after main's quiet import
+        bound_address, start_dispatcher, start_worker)
 
     dispatcher = start_dispatcher(0)
     address = bound_address(dispatcher)
@@ -116,11 +120,8 @@ _servers: list = []
 
 
 def main() -> int:
-    from batchloaders.runtime.quiet import import_tensorflow
-
     import_tensorflow()  # first (writing the data imports it), without its native start-up lines
-    from batchloaders.cli.main import validate
-    from batchloaders.demo_data import generate
+    from batchloaders.demo_data import generate  # deferred: imports TensorFlow, after the line above
 
     print("== generating example datasets from the Python documentation text (no download)")
     root = generate()

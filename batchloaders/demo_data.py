@@ -6,11 +6,14 @@ falls. Nothing is downloaded. Bytes are the vocabulary (ids 1..255; 0 pads).
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 
 import tensorflow as tf
+
+from batchloaders.cli.write_manifest import write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTEXT = 16  # characters of context in the independent example
@@ -93,10 +96,6 @@ def write_sentences(out: str, groups: list[str]) -> None:
 
 def record_files(directory: str) -> None:
     """Add every file's record count, size and SHA-256 to a dataset's manifest (``batchloaders manifest``)."""
-    import io
-
-    from batchloaders.cli.write_manifest import write
-
     write(directory, io.StringIO())
 
 

@@ -1,5 +1,5 @@
 """The package's modules import each other without a cycle (function-level imports count too), and only
-from their own layer or the layers below (docs/architecture.md).
+from their own layer or the layers below (docs/architecture.md); an import inside a function says why.
 
 An import cycle makes what a module sees depend on which module was imported
 first; the registry in particular must know nothing of the types that register into it.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
 
@@ -132,3 +133,54 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     assert [LAYERS[layer_of(m)][0] for m in ("batchloaders.config.model", "batchloaders.config.schema",
                                              "batchloaders.cli.bench", "batchloaders")] == [
         "foundation", "config", "commands", "commands"]
+
+
+# A function-level import of the package's own modules is kept only for a reason named on its line (it imports
+# TensorFlow or jsonschema where the module is used without them, or must come after something); one that
+# merely dodged a cycle hides the cycle from the tests above.
+DEFERRED = re.compile(r"#\s*deferred:\s*\S")
+
+
+def _imports_package(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name == "batchloaders" or alias.name.startswith("batchloaders.") for alias in node.names)
+    return isinstance(node, ast.ImportFrom) and (node.level > 0 or node.module == "batchloaders" or
+                                                 (node.module or "").startswith("batchloaders."))
+
+
+def unmarked_deferred_imports(source: str, name: str) -> list[str]:
+    """The "name:line" of each import of a package module inside a function without "# deferred: <reason>" on
+    its (first) line."""
+    lines = source.splitlines()
+    found = set()
+    for function in ast.walk(ast.parse(source, name)):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.update(node.lineno for node in ast.walk(function)
+                         if _imports_package(node) and not DEFERRED.search(lines[node.lineno - 1]))
+    return [f"{name}:{line}" for line in sorted(found)]
+
+
+def test_every_function_level_import_of_the_package_says_why_it_is_deferred():
+    unmarked = [entry for path in sorted(PACKAGE.rglob("*.py"))
+                for entry in unmarked_deferred_imports(path.read_text(), str(path.relative_to(PACKAGE.parent)))]
+    assert unmarked == []
+
+
+def test_the_deferred_check_sees_an_unmarked_import():
+    """Unmarked, marked without a reason, relative and nested imports are named; marked ones and module-level
+    ones are not (the check is not vacuous)."""
+    source = ("from batchloaders.errors import Problem\n"
+              "def f():\n"
+              "    from batchloaders.config import config\n"
+              "    from batchloaders.input_fn import build_input_fn  # deferred: imports TensorFlow\n"
+              "    import batchloaders.read.records  # deferred:\n"
+              "    import json\n"
+              "    def g():\n"
+              "        from . import sibling\n"
+              "    from batchloaders.runtime.service import (  # deferred: imports TensorFlow\n"
+              "        start_worker)\n"
+              "class C:\n"
+              "    async def h(self):\n"
+              "        import batchloaders\n")
+    assert unmarked_deferred_imports(source, "made_up.py") == ["made_up.py:3", "made_up.py:5", "made_up.py:8",
+                                                               "made_up.py:13"]

@@ -25,6 +25,7 @@ Example::
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import TextIO
@@ -40,6 +41,11 @@ from batchloaders.loaders import base, registry as loaders
 from batchloaders.read import sharding
 from batchloaders.config.kinds import kind
 from batchloaders.config.model import LoaderConfig
+from batchloaders.config.config import load_config
+from batchloaders.input_fn import build_input_fn
+from batchloaders.read.integrity import Reader
+from batchloaders.regroup import bucketing, chunking, packing
+from batchloaders.regroup import stage as stages
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
 FAILURES = (BatchLoaderError, tf.errors.OpError)
@@ -178,16 +184,12 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
         out["padded"] = {name: tf.size(tensors[name], out_type=tf.int64) for name in names}
         return out
 
-    from batchloaders.read.integrity import Reader
-
     return loader.batches(config, sharding.plan(config, None), batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
 def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements per tensor of the batches bucketing makes (the loader's own batches are
     only blocks then: their padding says nothing of the batches the model gets)."""
-    from batchloaders.regroup import bucketing
-
     names = padded_tensors(config)
     elements, decode = _stage_source(config, batch_size)
     blocks = bucketing.transformed_blocks(elements, config, decode, frozenset())
@@ -207,8 +209,6 @@ def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.D
 def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
     them: a row's real steps are those its segment_ids mark (not 0)."""
-    from batchloaders.regroup import packing
-
     spec = config.packing
     elements, decode = _stage_source(config, batch_size)
     transform_block = packing.transformed_block(config, decode, frozenset())
@@ -242,8 +242,6 @@ def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
 def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
     in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
-    from batchloaders.regroup import chunking
-
     names = padded_tensors(config)
     elements, decode = _stage_source(config, batch_size)
     chunks = elements.map(as_written(chunking.chunks_of(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
@@ -261,11 +259,6 @@ def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Da
 
 def _stage_source(config: LoaderConfig, batch_size: int):
     """(elements, decode) of the loader as the config's regroup stage asks for them (its SourcePlan)."""
-    import dataclasses
-
-    from batchloaders.read.integrity import Reader
-    from batchloaders.regroup import stage as stages
-
     wanted = stages.of(config).source_plan(config, batch_size)
     source_config = dataclasses.replace(config, drop_remainder=wanted.drop_remainder,
                                         **({"epochs": 1} if wanted.one_epoch else {}))
@@ -385,9 +378,6 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
         progress: TextIO | None = None, trust_plugins: bool = True) -> None:
     """Benchmark the config at ``path`` and print the report to ``out`` (progress bar on ``progress``).
     ``trust_plugins``: as :func:`batchloaders.load_config` takes it."""
-    from batchloaders.input_fn import build_input_fn
-    from batchloaders.config.config import load_config
-
     out = out or sys.stdout
     config = load_config(path, trust_plugins=trust_plugins)
     input_fn = build_input_fn(config)

@@ -32,6 +32,7 @@ from batchloaders.config import datasets
 from batchloaders.config.config import load_config
 from batchloaders.config.document import load_file
 from batchloaders.config.model import Dataset, Manifest
+from batchloaders.config.schema import schema_check
 from batchloaders.read.records import (ReadError, RecordProblems, check_record, compression_name, count,
                                         read_problem, read_records, shown, sniff, tf_message)
 
@@ -58,8 +59,6 @@ def load_dataset(path: str, *, trust_plugins: bool = True) -> Dataset:
 
 def _dataset_only(path: str) -> Dataset | None:
     """The config's dataset specifier resolved alone, or None when that part of the config is invalid."""
-    from batchloaders.config.schema import schema_check
-
     try:
         doc = load_file(path, ConfigError)
         _, invalid = schema_check(doc, "loader_config.schema.json")

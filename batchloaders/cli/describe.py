@@ -31,9 +31,15 @@ import math
 from typing import TextIO
 
 from batchloaders.read.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
-from batchloaders.config.accounting import examples_in_run
+from batchloaders.transform.registry import BUILTIN, SECONDARY, STEPS
+from batchloaders.config.accounting import examples_in_run, record_counts
+from batchloaders.config.config import load_config
+from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
-from batchloaders.config.model import LoaderConfig, TensorInfo, format_shape
+from batchloaders.config.model import LoaderConfig, Step, TensorInfo, format_shape
+from batchloaders.config.order import after_chunking, run_order
+from batchloaders.config.schema import schema_text
+from batchloaders.config.values import default_value
 from batchloaders.regroup import stage as stages  # no TensorFlow there
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "
@@ -42,8 +48,6 @@ VECTORIZED = ("vectorized: records are batched while serialized and parsed with 
 def _schema_words(schema: str, key: str) -> str:
     """The schema's description of ``key``, without its "Defaults to" sentence: describe says what the
     reference and the editor say."""
-    from batchloaders.config.schema import schema_text
-
     text = json.loads(schema_text(schema))["properties"][key]["description"]
     return text.split(" Defaults to")[0]
 
@@ -141,8 +145,6 @@ def padding_lines(config: LoaderConfig) -> list[str]:
     """One line per output tensor saying what finalize pads, to which length and with which value."""
     if not config.padding:
         return ["padding: none"]
-    from batchloaders.config.values import default_value
-
     lines = ["padding: yes (per batch, after secondary features and steps)"]
     for name in config.outputs:
         info: TensorInfo = config.tensors[name]
@@ -188,8 +190,6 @@ PER_FILE_SHOWN = 8  # record counts of the first files in the records line (--js
 
 def records_line(config: LoaderConfig) -> str:
     """What the manifest's files[] says of the record count, and what follows from it."""
-    from batchloaders.config.accounting import record_counts
-
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
         listed = sum(config.dataset.manifest.entry(f) is not None for f in config.dataset.files)
@@ -248,10 +248,6 @@ def describe(config: LoaderConfig) -> list[str]:
 
 def transform_lines(config: LoaderConfig) -> list[str]:
     """Secondary features and steps in the order they run, each with what it makes."""
-    from batchloaders.transform.registry import SECONDARY, STEPS
-    from batchloaders.config.model import Step
-    from batchloaders.config.order import run_order
-
     order = run_order(config)
     if not order:
         return []
@@ -272,8 +268,6 @@ _info = stages.shown
 
 def _plugin_origin(kind) -> str | None:
     """Where a plugin type was registered ("file: function f, line N"); None for a built-in type."""
-    from batchloaders.transform.registry import BUILTIN
-
     if kind is None or kind.scope == BUILTIN or not kind.origin:
         return None
     return kind.origin
@@ -356,8 +350,6 @@ def signature_lines(config: LoaderConfig) -> list[str]:
 
 def per_file_records(config: LoaderConfig) -> list[int | None]:
     """The manifest's num_records of each data file, None where it lists none (or the file is remote)."""
-    from batchloaders.config.datasets import url_scheme
-
     manifest = config.dataset.manifest
     entries = [manifest.entry(f) if url_scheme(f) is None else None for f in config.dataset.files]
     return [None if e is None else e.num_records for e in entries]
@@ -427,10 +419,6 @@ def _tensor(info) -> dict | None:
 
 def transforms(config: LoaderConfig) -> list[dict]:
     """Secondary features and steps in the order they run, each with what it receives and makes."""
-    from batchloaders.transform.registry import SECONDARY, STEPS
-    from batchloaders.config.model import Step
-    from batchloaders.config.order import after_chunking, run_order
-
     out = []
     on_chunks = after_chunking(config)
     for on, item in [*(("examples", i) for i in run_order(config)), *(("chunks", f) for f in on_chunks)]:
@@ -444,8 +432,6 @@ def transforms(config: LoaderConfig) -> list[dict]:
 
 
 def _padding(config: LoaderConfig) -> list[dict]:
-    from batchloaders.config.values import default_value
-
     out = []
     for name in config.outputs:
         info, spec = config.tensors[name], config.pad_specs.get(name)
@@ -518,8 +504,6 @@ def run(path: str, out: TextIO, *, as_json: bool = False, trust_plugins: bool = 
     """Load and check ``path`` (raising BatchLoaderError) and print its description (or, ``as_json``, its
     plan as one JSON object) to ``out``. ``trust_plugins=False``: import none of the config's own plugins
     (a config of plugin types then raises PluginsNotChecked naming them)."""
-    from batchloaders.config.config import load_config
-
     config = load_config(path, trust_plugins=trust_plugins)
     if as_json:
         json.dump(plan(config), out, indent=2, default=str)  # (a YAML date in batching_args, say)

@@ -53,9 +53,15 @@ import tensorflow as tf
 
 from batchloaders.cli import bench
 from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem, data_error_from
+from batchloaders.transform.batching import Batch
 from batchloaders.transform.graphs import as_written
+from batchloaders.config.config import load_config
 from batchloaders.config.model import LoaderConfig
+from batchloaders.read import sharding
+from batchloaders.read.integrity import Reader
+from batchloaders.loaders import base, registry as loaders
 from batchloaders.regroup import stage as stages
+from batchloaders.input_fn import build_input_fn
 
 DEFAULT_BATCHES = 3
 DEFAULT_TIMEOUT = 60.0
@@ -321,11 +327,6 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
         return None
     if (config.shuffle and config.seed is None) or config.sloppy_interleave:
         return None
-    from batchloaders.transform.batching import Batch
-    from batchloaders.read.integrity import Reader
-    from batchloaders.loaders import base, registry as loaders
-    from batchloaders.read import sharding
-
     loader = loaders.of(config)
 
     def lengths(element):
@@ -410,9 +411,6 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     none within ``timeout`` seconds), tf.errors.OpError for data failures, and
     PlotUnavailable when ``plot`` (a PNG file to draw) is given without matplotlib.
     """
-    from batchloaders.input_fn import build_input_fn
-    from batchloaders.config.config import load_config
-
     out = out or sys.stdout
     config = load_config(path, trust_plugins=trust_plugins)
     dataset = build_input_fn(config)()

@@ -18,6 +18,8 @@ import json
 import os
 import sys
 
+from batchloaders.config.schema import _schemas_dir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "docs", "reference.md")
 
@@ -208,8 +210,6 @@ def anchor(title: str) -> str:
 
 
 def render(directory: str | None = None) -> str:
-    from batchloaders.config.schema import _schemas_dir
-
     return Reference(load(directory or str(_schemas_dir()))).build()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
+from batchloaders.config.limits import ITEM_BYTES, elements
 from batchloaders.config.model import LoaderConfig
 
 # independent: blocks are walked by the end-of-file check (integrity.py) one at a time; each block
@@ -54,8 +55,6 @@ def sampled_record_bytes(config: LoaderConfig, files: int = 8) -> int | None:
 def _record_bytes(config: LoaderConfig) -> tuple[int, bool]:
     """A record's size (the manifest's estimate, for SequenceExamples at least the largest sampled first
     record), and whether it is known: a feature list counts as one step when no record could be sampled."""
-    from batchloaders.config.limits import ITEM_BYTES, elements
-
     record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
     if not config.dataset.manifest.allow_var_len:
         return max(record, 1), True

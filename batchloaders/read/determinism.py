@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from batchloaders.errors import ConfigError, Problem
+from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.config.kinds import kind
 from batchloaders.transform.graphs import as_written
 
@@ -111,8 +111,6 @@ def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat
 
 def _original(error: BaseException) -> BaseException:
     """The first of our own errors (BatchLoaderError, PluginError) in ``error``'s chain, else ``error``."""
-    from batchloaders.errors import BatchLoaderError
-
     seen = error
     while seen is not None:
         if isinstance(seen, BatchLoaderError) or type(seen).__module__.startswith("batchloaders"):

@@ -22,7 +22,7 @@ from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.inline_map import inline_map
-from batchloaders.config.datasets import url_scheme
+from batchloaders.config.datasets import quote_entries, shorten, url_scheme
 from batchloaders.config.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -34,8 +34,6 @@ def check_remote_files(config: LoaderConfig) -> None:
     Every entry is checked; the error quotes the first few that cannot be read, each
     with its line in the list file. A scheme TensorFlow has no file system for is tried once.
     """
-    from batchloaders.config.datasets import quote_entries, shorten, url_scheme
-
     def first_line(error: tf.errors.OpError) -> str:  # TF messages can go on for pages
         lines = (error.message or "").strip().splitlines() or [type(error).__name__]
         return lines[0] if len(lines[0]) <= 200 else lines[0][:197] + "..."

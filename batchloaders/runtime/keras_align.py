@@ -37,6 +37,7 @@ import difflib
 import re
 
 from batchloaders.errors import ConfigError, Problem, suggest
+from batchloaders.config.config import load_config
 from batchloaders.config.model import LoaderConfig, format_shape
 from batchloaders.regroup import stage as stages
 
@@ -317,8 +318,6 @@ def problems(description: ModelDescription, config: LoaderConfig) -> list[Proble
 def load_for_model(config, description: ModelDescription) -> LoaderConfig:
     """``config`` loaded for the model (its names replacing the ``model`` block where it has names), checked
     against it; one ConfigError with every problem."""
-    from batchloaders.config.config import load_config
-
     names = model_names(description)
     try:
         loaded = load_config(config, model_names=names)

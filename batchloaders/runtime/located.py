@@ -23,6 +23,8 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
 from batchloaders import errors
 from batchloaders.config.model import LoaderConfig
+from batchloaders.read.records import ReadError, check_record, read_records
+from batchloaders.runtime.resume import mismatch
 
 
 class Locator:
@@ -54,8 +56,6 @@ class Locator:
              ) -> tuple[str, int, str] | None:
         """(file, record, problem) of the first record that disagrees, reading the files in order; None
         when none does or the search runs out of time. ``feature``: the stored name an error named."""
-        from batchloaders.read.records import ReadError, read_records
-
         read_as = ({feature: self.read_as[feature]} if feature in self.read_as else None)
         deadline = time.monotonic() + seconds
         for path in self.files:
@@ -71,8 +71,6 @@ class Locator:
         return None
 
     def _problems(self, serialized: bytes, read_as=None) -> str | None:
-        from batchloaders.read.records import check_record
-
         found = check_record(serialized, self.manifest, read_as or self.read_as, named=True)
         return "; ".join(found) if found else None
 
@@ -128,8 +126,6 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
 
     def _restore_from_tensors(self, restored_tensors):
         if self._identity is not None and IDENTITY in restored_tensors:
-            from batchloaders.runtime.resume import mismatch
-
             saved = json.loads(restored_tensors[IDENTITY].numpy().decode())
             found = mismatch(saved, json.loads(self._identity))
             if found:

@@ -10,4 +10,4 @@ from __future__ import annotations
 
 def load() -> None:
     """Import the modules that register the built-in types (idempotent: a module is imported once)."""
-    from batchloaders.transform import secondary, steps
+    from batchloaders.transform import secondary, steps  # deferred: jsonschema loads only when a type is looked up

@@ -17,8 +17,8 @@ class Plain(Stage):
 
     def apply(self, build: Build):
         from batchloaders.loaders.base import finisher  # deferred: stages are described without TensorFlow
-        from batchloaders.regroup.blocks import parallel
-        from batchloaders.transform.graphs import as_written
+        from batchloaders.regroup.blocks import parallel  # deferred: stages are described without TensorFlow
+        from batchloaders.transform.graphs import as_written  # deferred: stages are described without TensorFlow
 
         ds, decode = build.source()
         if decode is None:  # the loader finished its blocks of examples itself

@@ -13,6 +13,7 @@ converted on its own, so padding cannot reach a valid entry.
 """
 from __future__ import annotations
 
+from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
 from batchloaders.config.model import DTYPES, TensorInfo
@@ -56,8 +57,6 @@ def _fits(values, lengths, target):
     """An assertion that ``target`` holds every valid entry of ``values`` (padding beyond ``lengths`` is not
     looked at), its message naming the step (building.py) and the first value that is not."""
     import tensorflow as tf
-
-    from batchloaders.transform import building
 
     if target.is_floating:  # exact: a finite value the cast makes infinite (inf and NaN stay what they are)
         wrong = ~tf.math.is_finite(tf.cast(values, target))
