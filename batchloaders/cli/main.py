@@ -232,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_data(commands, reads_config)
     _add_verify(commands)
     _add_manifest(commands)
+    _add_init(commands)
     _add_serve(commands)
     _add_schema(commands, [plugins_option])
     return parser
@@ -363,6 +364,31 @@ def _add_manifest(commands) -> None:
     manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
+
+
+def _add_init(commands) -> None:
+    init = commands.add_parser(
+        "init", help="write a commented loader config for a dataset directory",
+        description="Write a loader config for the data in DATA_DIR with every required key filled: the features "
+                    "from DATA_DIR/__manifest__.json (written first, as the manifest command writes it, when there "
+                    "is none), the read and shuffle buffers from the files' and records' sizes, the windows of a "
+                    "sequence loader from the record counts, padding when a tensor varies in length; a comment "
+                    "on each key says what it does and why it has that value. The config is checked as validate "
+                    "checks it. Exits 1 when the data stops it, 2 for a feature the manifest does not declare.")
+    init.add_argument("directory", metavar="DATA_DIR", help="a dataset directory")
+    init.add_argument("--pattern", metavar="GLOB",
+                      help="which files below DATA_DIR are data files (default: the usual TFRecord names)")
+    init.add_argument("--loader", choices=["independent", "continuous_sequence", "discrete_sequence"],
+                      default="independent", help="the loader type (default independent: a record is an example)")
+    init.add_argument("--inputs", nargs="+", metavar="NAME",
+                      help="the features the model takes (default: every feature not a target)")
+    init.add_argument("--targets", nargs="+", metavar="NAME",
+                      help="the features the model predicts (default: those named label, labels, target or y)")
+    init.add_argument("-o", "--output", metavar="CONFIG", help="write the config to CONFIG (default: print it)")
+    init.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
+    init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(
+        args.directory, pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets,
+        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr)))
 
 
 def _add_serve(commands) -> None:

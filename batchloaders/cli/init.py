@@ -1,0 +1,370 @@
+"""``batchloaders init DATA_DIR``: a commented loader config for the data in DATA_DIR, every required key filled.
+
+The spec requires the reading, shuffling and batching sizes and names no defaults; this command chooses
+them from the data, and says in a comment above each key what it does and why it has that value:
+
+* the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest`` writes
+  it, when there is none), each a model input unless ``--inputs``/``--targets`` say otherwise or it
+  is named like a label (``label``, ``labels``, ``target``, ``y``: a target);
+* the read buffer from the files' sizes, the shuffle buffer from the size of a record (or a window)
+  as the first records of every file show it and a stated memory budget, the windows of a sequence
+  loader from the record counts (and steps per record) of the shortest file;
+* padding when a tensor varies in length (a feature list, or the windows of a sequence loader).
+
+The config is checked as ``validate`` checks it before it is printed (standard output) or written
+(``-o CONFIG``, never over an existing file without ``--force``). Exit status: 0 when written, 1 when
+the data or the manifest stops it, 2 for a name the manifest does not declare.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import textwrap
+from typing import Sequence, TextIO
+
+import tensorflow as tf
+
+from batchloaders.errors import BatchLoaderError, ConfigError, Problem, suggest
+from batchloaders.config.config import config_from_text
+from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, resolve
+from batchloaders.config.document import Document
+from batchloaders.config.kinds import kind
+from batchloaders.config.manifest import MANIFEST_NAME
+from batchloaders.config.model import Dataset, ManifestFeature
+from batchloaders.cli import write_manifest
+from batchloaders.read.records import ReadError, count, read_records
+
+MEMORY_BUDGET = 256 * 2**20  # bytes the shuffle buffer may hold
+MAX_READ_BUFFER = 2**20  # past 1 MiB a larger read buffer gains nothing on a local disk
+LARGE_RECORD = 64 * 2**10  # records this large are read in one call each: a buffer only copies them
+BATCH_SIZE = 32
+MIX_FILES = 8  # files open at once to mix their records; each holds a read buffer
+SEED = 1
+STEP_WINDOW = 64  # continuous_sequence: steps per window
+RECORD_WINDOW = (2, 4)  # discrete_sequence: records per window, fewest and most
+SAMPLE_RECORDS = 64  # records of each file measured
+TARGET_NAMES = ("label", "labels", "target", "y")
+MAX_BUFFER_ELEMENTS = 2**24  # the schema's bound
+
+
+class UnknownName(ConfigError):
+    """--inputs or --targets names a feature the manifest does not declare (a usage error: exit 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """What the data files show, for the sizes chosen from them."""
+
+    largest_file: int  # bytes
+    record_bytes: float  # mean serialized record, as stored
+    parsed_bytes: float  # mean bytes of the chosen features of one record once parsed
+    steps_per_record: float  # mean steps along the first axis of the first chosen feature
+    records: int | None  # in all files, when the manifest lists every file
+    shortest: int | None  # records of the shortest file that has any, likewise
+
+
+def run(directory: str, *, pattern: str | None = None, loader: str = "independent",
+        inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None, output: str | None = None,
+        force: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Write the config for DATA_DIR to ``output`` (or print it to ``out``); return the exit status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        text = config_text(directory, pattern=pattern, loader=loader, inputs=inputs, targets=targets,
+                           output=output, err=err)
+        if output is not None:
+            with open(output, "w" if force else "x", encoding="utf-8") as f:
+                f.write(text)
+    except FileExistsError:
+        print(f"batchloaders init: error: {output} exists: expected a new file (--force replaces it)", file=err)
+        return 1
+    except (BatchLoaderError, write_manifest.Refused) as error:
+        for line in str(error).splitlines():
+            print(f"batchloaders init: error: {line}", file=err)
+        return 2 if isinstance(error, UnknownName) else 1
+    if output is None:
+        out.write(text)
+    else:
+        print(f"batchloaders init: wrote {output}; check it with `batchloaders describe {output}`", file=err)
+    return 0
+
+
+def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Sequence[str] | None,
+                targets: Sequence[str] | None, output: str | None, err: TextIO) -> str:
+    """The commented YAML config, checked as ``validate`` checks it."""
+    ensure_manifest(directory, pattern, err)
+    dataset = resolve({"type": "dir", "args": {"data_dir": os.path.abspath(directory),
+                                               **({"pattern": pattern} if pattern else {})}},
+                      Document({}, "<command line>", os.getcwd(), {}))
+    roles = model_roles(dataset, inputs, targets)
+    chosen = [dataset.manifest.features[name] for name in roles[0] + roles[1]]
+    measured = measure(dataset, chosen)
+    base = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
+    data_dir = os.path.relpath(os.path.abspath(directory), base).replace(os.sep, "/")
+    text = render(dataset, loader, roles, chosen, measured, data_dir=data_dir, pattern=pattern)
+    config_from_text(text, output or "<init>", base_dir=base)  # a config that validate refuses is our bug
+    return text
+
+
+def ensure_manifest(directory: str, pattern: str | None, err: TextIO) -> None:
+    """Write DATA_DIR's manifest as ``batchloaders manifest`` does when there is none."""
+    if os.path.lexists(os.path.join(directory, MANIFEST_NAME)):
+        return
+    if pattern:
+        unnamed = _unusual_names(directory, pattern)
+        if unnamed:
+            raise write_manifest.Refused(
+                f"no {MANIFEST_NAME} in {directory}, and `batchloaders manifest`, which writes it, takes only "
+                f"files matching {DEFAULT_PATTERN}, not {', '.join(unnamed[:3])}"
+                f"{' and more' if len(unnamed) > 3 else ''}: write {os.path.join(directory, MANIFEST_NAME)} "
+                "declaring the features (docs/manifest.md), then run init again")
+    for line in write_manifest.write(directory, err):
+        print(f"batchloaders init: {line}", file=err)
+
+
+def _unusual_names(directory: str, pattern: str) -> list[str]:
+    """Files ``pattern`` takes that the manifest command would not list, relative to ``directory``."""
+    try:
+        wanted, usual = pattern_matcher(pattern), pattern_matcher(DEFAULT_PATTERN)
+    except ValueError as error:
+        raise ConfigError(Problem("<command line>", "--pattern", f"found {pattern!r}: {error}")) from None
+    found = []
+    for top, _, names in os.walk(directory):
+        for name in names:
+            rel = os.path.relpath(os.path.join(top, name), directory).replace(os.sep, "/")
+            if wanted(rel) and not usual(rel):
+                found.append(rel)
+    return sorted(found)
+
+
+def model_roles(dataset: Dataset, inputs: Sequence[str] | None,
+                targets: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(inputs, targets) as feature names: as given; by default every feature, label-like names targets."""
+    declared = list(dataset.manifest.features)
+    for option, names in (("--inputs", inputs), ("--targets", targets)):
+        for name in names or ():
+            if name not in declared:
+                raise UnknownName(Problem(
+                    dataset.manifest.path, "$.features", f"found no feature {name!r} (named by {option}): "
+                    f"expected one of {', '.join(declared)}{suggest(name, declared)}"))
+    both = sorted(set(inputs or ()) & set(targets or ()))
+    if both:
+        raise UnknownName(Problem("<command line>", "--targets", f"found {', '.join(map(repr, both))} in both "
+                                  "--inputs and --targets: expected each feature in one of them"))
+    if targets is None:
+        targets = [n for n in declared if n.lower() in TARGET_NAMES and n not in (inputs or ())]
+    if inputs is None:
+        inputs = [n for n in declared if n not in targets] or list(targets)
+        targets = [n for n in targets if n not in inputs]
+    return list(inputs), list(targets)
+
+
+def measure(dataset: Dataset, chosen: list[ManifestFeature]) -> Measured:
+    """Sizes from the files and the first SAMPLE_RECORDS records of each."""
+    stored = parsed = steps = 0.0
+    seen, counts = 0, []
+    for path in dataset.files:
+        before = seen
+        try:
+            for _, _, serialized in read_records(path, dataset.manifest.compression, limit=SAMPLE_RECORDS):
+                record_parsed, record_steps = _parsed(tf.train.SequenceExample.FromString(serialized), chosen)
+                stored += len(serialized)
+                parsed += record_parsed
+                steps += record_steps
+                seen += 1
+        except ReadError as error:
+            raise write_manifest.Refused(f"{path}: {error}: see `batchloaders verify`") from None
+        entry = dataset.manifest.entry(path)
+        # The manifest's count, or the sample's when it read the whole file.
+        if entry is not None:
+            counts.append(entry.num_records)
+        else:
+            counts.append(seen - before if seen - before < SAMPLE_RECORDS else None)
+    complete = None not in counts
+    seen = max(seen, 1)
+    return Measured(largest_file=max(os.path.getsize(path) for path in dataset.files),
+                    record_bytes=stored / seen, parsed_bytes=parsed / seen,
+                    steps_per_record=max(steps / seen, 1.0),
+                    records=sum(counts) if complete else None,
+                    shortest=min([n for n in counts if n] or [1]) if complete else None)
+
+
+def _parsed(record, chosen: list[ManifestFeature]) -> tuple[int, int]:
+    """(bytes once parsed, steps along the first axis of the first feature) of one record."""
+    total, steps = 0, None
+    for feature in chosen:
+        if feature.var_len:
+            values = list(record.feature_lists.feature_list[feature.name].feature)
+            feature_steps = len(values)
+        else:
+            values = [record.context.feature[feature.name]]
+            feature_steps = feature.record_shape[0] if feature.record_shape else 1
+        for value in values:
+            which = value.WhichOneof("kind")
+            items = getattr(value, which).value if which else []
+            total += sum(map(len, items)) if which == "bytes_list" else len(items) * _itemsize(feature.dtype)
+        steps = feature_steps if steps is None else steps
+    return total, steps or 0
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return tf.as_dtype(dtype).size
+    except (TypeError, ValueError):
+        return 8
+
+
+def windows(loader: str, measured: Measured) -> tuple[int, int, str] | None:
+    """(min_window, max_window, why) of a sequence loader, None for the others."""
+    loader_kind = kind(loader)
+    if not loader_kind.sequence:
+        return None
+    if loader_kind.concatenates_records:
+        shortest = None if measured.shortest is None else int(measured.shortest * measured.steps_per_record)
+        window = max(1, min(STEP_WINDOW, shortest or STEP_WINDOW))
+        return window, window, (f"windows of {window} steps (about {measured.steps_per_record:,.0f} per record"
+                                + (f"; the shortest file holds {shortest:,}" if shortest is not None else "")
+                                + "); a smaller min_window gives windows of random lengths")
+    most = max(1, min(RECORD_WINDOW[1], measured.shortest or RECORD_WINDOW[1]))
+    fewest = min(RECORD_WINDOW[0], most)
+    return fewest, most, (f"windows of {fewest} to {most} whole records"
+                          + (f" (the shortest file holds {count(measured.shortest, 'record')})"
+                             if measured.shortest is not None else ""))
+
+
+def shuffle_elements(loader: str, measured: Measured, window: tuple[int, int, str] | None) -> tuple[int, str]:
+    """(num_shuffle_buffer_elements, why): as many examples as MEMORY_BUDGET holds, at most the dataset's."""
+    if window is None:  # the buffer holds records as stored
+        each, what, examples = measured.record_bytes, "records", measured.records
+    elif kind(loader).concatenates_records:
+        each = window[1] * measured.parsed_bytes / measured.steps_per_record
+        what = "windows"
+        examples = (None if measured.records is None
+                    else max(1, int(measured.records * measured.steps_per_record) // window[1]))
+    else:
+        each, what, examples = window[1] * measured.parsed_bytes, "windows", measured.records
+    elements = max(1, int(MEMORY_BUDGET // max(each, 1.0)))
+    capped = examples is not None and examples < elements
+    elements = min(examples if capped else elements, MAX_BUFFER_ELEMENTS)
+    why = (f"{what} of about {each:,.0f} bytes in a budget of {MEMORY_BUDGET // 2**20} MiB"
+           + (f", capped at the {count(examples, what[:-1])} of the dataset (the buffer then holds all of it)"
+              if capped else ""))
+    return elements, why
+
+
+def read_buffer(measured: Measured) -> tuple[int, str]:
+    if measured.record_bytes >= LARGE_RECORD:
+        return 0, (f"no read buffer: records of about {measured.record_bytes:,.0f} bytes are each read in one "
+                   "call already, and a buffer would only copy them")
+    size = min(measured.largest_file, MAX_READ_BUFFER)
+    return size, (f"records of about {measured.record_bytes:,.0f} bytes: a buffer saves a read call per record; "
+                  + ("as large as the largest file" if size == measured.largest_file else "1 MiB")
+                  + ", held per open file")
+
+
+def _comment(text: str, indent: int) -> list[str]:
+    return [" " * indent + "# " + line for line in textwrap.wrap(text, 100 - indent)]
+
+
+def _key(lines: list[str], indent: int, key: str, value: str, why: str) -> None:
+    lines.extend(_comment(why, indent))
+    lines.append(f"{' ' * indent}{key}: {value}")
+
+
+def _flow(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]"
+
+
+def render(dataset: Dataset, loader: str, roles: tuple[list[str], list[str]], chosen: list[ManifestFeature],
+           measured: Measured, *, data_dir: str, pattern: str | None) -> str:
+    """The config as commented YAML."""
+    inputs, targets = roles
+    manifest = dataset.manifest
+    window = windows(loader, measured)
+    header = (f"Written by `batchloaders init` for {count(len(dataset.files), 'data file')}"
+              + (f" ({count(measured.records, 'record')})" if measured.records is not None else "")
+              + f" described by {data_dir}/{MANIFEST_NAME}. Every value can be changed: `batchloaders validate` "
+              "checks the result, `batchloaders describe` shows what it compiles to.")
+    lines = _comment(header, 0)
+    lines.append(f"name: {_quoted(os.path.basename(os.path.dirname(manifest.path)))}")
+    _key(lines, 0, "type", loader, f"{loader}: {_loader_text(loader)}")
+    lines.append("model:")
+    _key(lines, 2, "inputs", _flow(inputs), "the tensors the model takes (every feature read is an input or a "
+                                            "target; --inputs chooses them)")
+    _key(lines, 2, "targets", _flow(targets), "what the model predicts (features named label, labels, target "
+                                              "or y by default; --targets chooses them)")
+    lines.append("args:")
+    lines.extend(_dataset_lines(data_dir, pattern))
+    lines.extend(_sizes_lines(dataset, loader, measured, window))
+    lines.extend(_feature_lines(chosen, loader, window))
+    return "\n".join(lines) + "\n"
+
+
+def _loader_text(loader: str) -> str:
+    loader_kind = kind(loader)
+    if not loader_kind.sequence:
+        return "every record is one example"
+    if loader_kind.concatenates_records:
+        return "each example is a window of steps cut from one file's records joined end to end"
+    return "each example is a window of whole consecutive records of one file"
+
+
+def _dataset_lines(data_dir: str, pattern: str | None) -> list[str]:
+    lines = ["  dataset:", "    type: dir", "    args:"]
+    _key(lines, 6, "data_dir", _quoted(data_dir), "the directory of the data and its manifest, relative to "
+                                                  "this file")
+    if pattern:
+        _key(lines, 6, "pattern", _quoted(pattern), "which files below data_dir are data files")
+    return lines
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sizes_lines(dataset: Dataset, loader: str, measured: Measured, window) -> list[str]:
+    lines: list[str] = []
+    files = len(dataset.files)
+    _key(lines, 2, "target_batch_size", str(BATCH_SIZE), "examples per batch: a common start; larger batches "
+                                                          "train faster per example and need more memory")
+    _key(lines, 2, "drop_remainder", "false", "false: the last batch of each pass may be smaller, so no example "
+                                              "is left out; true gives every batch the same size and drops the "
+                                              "rest")
+    _key(lines, 2, "epochs", "1", "one pass over the data per iteration of the dataset: Keras fit(epochs=N) "
+                                  "iterates it N times; null repeats forever (then give fit steps_per_epoch)")
+    buffer, why = read_buffer(measured)
+    _key(lines, 2, "num_read_buffer_bytes", str(buffer), f"{why} (the largest file has "
+                                                          f"{count(measured.largest_file, 'byte')})")
+    _key(lines, 2, "num_prefetch", "-1", "batches prepared ahead of the model: -1 lets tf.data tune it")
+    _key(lines, 2, "shuffle", "true", "shuffle the file order and the examples (training wants it; false for "
+                                      "evaluation)")
+    elements, why = shuffle_elements(loader, measured, window)
+    _key(lines, 2, "num_shuffle_buffer_elements", str(elements), f"examples the shuffle buffer holds: {why}")
+    _key(lines, 2, "num_filenames_shuffle_buffer", str(min(files, MAX_BUFFER_ELEMENTS)),
+         f"file names shuffled: all {files}")
+    _key(lines, 2, "num_mix_files", str(min(files, MIX_FILES)),
+         f"files read at once so that their examples mix: {'all' if files <= MIX_FILES else 'at most'} "
+         f"{min(files, MIX_FILES)} (each holds a read buffer)")
+    _key(lines, 2, "seed", str(SEED), "the same order on every run; null gives a new order each run")
+    if window is not None:
+        _key(lines, 2, "min_window", str(window[0]), window[2])
+        _key(lines, 2, "max_window", str(window[1]), f"{kind(loader).window_unit} per window at most")
+    return lines
+
+
+def _feature_lines(chosen: list[ManifestFeature], loader: str, window) -> list[str]:
+    lines = _comment("the features read from the records, each the tensor of the same name "
+                     "(dtype and shape per record as the manifest says)", 2)
+    lines.append("  primary_features:")
+    for feature in chosen:
+        shape = "[" + ", ".join(map(str, feature.record_shape)) + "]"
+        lines.append(f"    - {{from_name: {_quoted(feature.name)}, to_name: {_quoted(feature.name)}}}  "
+                     f"# {feature.dtype} {shape}{' per step, a feature list' if feature.var_len else ''}")
+    varying = [f.name for f in chosen if f.var_len]
+    if varying or (window is not None and window[0] != window[1]):
+        why = (f"{', '.join(varying)} {'vary' if len(varying) > 1 else 'varies'} in length"
+               if varying else f"windows of {window[0]} to {window[1]} {kind(loader).window_unit} vary in length")
+        _key(lines, 2, "padding", "true", f"{why}: every tensor is padded with zeros (the empty string for "
+                                          "strings) to the longest in its batch; a list of {tensor, value} "
+                                          "chooses another value per tensor")
+    return lines
