@@ -55,7 +55,7 @@ from batchloaders.config import type_schemas
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.service_rules import address_problem
-from batchloaders.runtime.quiet import import_tensorflow, install
+from batchloaders.runtime.quiet import import_tensorflow, install, uninstall
 from batchloaders.transform import builtin_types, plugins
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -541,7 +541,9 @@ def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Names
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: parse ``argv`` and exit with the command's status."""
     args = build_parser().parse_args(argv)  # exits 2 on a usage error
-    if not args.verbose:  # whichever command ends up importing TensorFlow does it quietly
+    if args.verbose:  # TensorFlow as it is, even where importing the package made it quiet by default
+        uninstall()
+    else:  # whichever command ends up importing TensorFlow does it quietly
         install()
     run: Callable[[argparse.Namespace], int] = args.run
     try:
