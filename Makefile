@@ -19,9 +19,11 @@ demo: setup
 	$(PY) -m batchloaders.demo
 
 # One pytest worker per core (pytest-xdist), each taking whole test files (module fixtures set up once),
-# the longest first (tests/conftest.py: LONGEST_FIRST).
+# the longest first (tests/conftest.py: LONGEST_FIRST). The tf.data service servers tests/test_service.py
+# runs in pytest's workers log from C++ where pytest captures nothing (a client released after its
+# dispatcher stopped), onto pytest's progress line: TensorFlow's log level 3 unless you set one.
 test: setup
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(PY) benchmarks/run.py

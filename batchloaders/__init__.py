@@ -1,12 +1,17 @@
 """batchloaders: validated dataset manifests and loader configs compiled into tf.data pipelines.
 
-Importing the package does not import TensorFlow; ``build_input_fn`` does, on first use.
+Importing the package does not import TensorFlow; ``build_input_fn`` does, on first use. Whatever
+imports TensorFlow first after this package (``build_input_fn``, Keras, the program) does it without
+TensorFlow's native log lines, unless ``TF_CPP_MIN_LOG_LEVEL`` is set (batchloaders/runtime/quiet.py).
 """
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, PluginsNotChecked, Problem,
                                  ResumeError, ServiceError, data_error_from, data_errors)
 from batchloaders.transform.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
+from batchloaders.runtime import quiet as _quiet
+
+_quiet.install_by_default()
 
 __version__ = "0.1.0"
 

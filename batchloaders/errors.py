@@ -269,7 +269,18 @@ def json_path(parts: Iterable[str | int]) -> str:
     return out
 
 
+# What a bare type name means to a Keras user, where spelling alone would pick another: Keras's float
+# type; the integer type TFRecord files store (int64_list) and tf.data counts in; NumPy's and C's names.
+MEANT = {"float": "float32", "int": "int64", "integer": "int64", "long": "int64", "double": "float64",
+         "bytes": "string"}
+
+
 def suggest(name: str, choices: Iterable[str]) -> str:
-    """Return ' (did you mean 'x'?)' for the closest choice, or '' if none is close."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    """Return ' (did you mean 'x'?)' for the choice meant or the closest one, or '' if none is close."""
+    choices = [str(c) for c in choices]
+    name = str(name)
+    meant = MEANT.get(name.lower(), name.lower())
+    if meant != name and meant in choices:
+        return f" (did you mean {meant!r}?)"
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -107,7 +107,8 @@ BAD_CONFIGS = [
      "$.args.chunking.tensors[0].rate", "unknown key 'rate'"),
     # misspelt keys, with the suggestion
     (config(args__tagret_batch_size=32, drop=["args__target_batch_size"]), "$.args.tagret_batch_size",
-     "unknown key 'tagret_batch_size' (did you mean 'target_batch_size'?); allowed keys: dataset, "),
+     "unknown key 'tagret_batch_size' (did you mean 'target_batch_size'?); closest allowed keys: target_batch_size, "
+     "resume, epochs; see the reference: docs/reference.md"),
     (config(modle={"inputs": ["image"]}, drop=["model"]), "$.modle", "unknown key 'modle' (did you mean 'model'?)"),
     (config(model={"inputs": ["image"], "target": ["label"]}), "$.model.target",
      "unknown key 'target' (did you mean 'targets'?); allowed keys: inputs, targets"),
@@ -186,7 +187,8 @@ BAD_CONFIGS = [
 
 BAD_MANIFESTS = [
     (manifest(compresion=None, drop=["compression"]), "$.compresion",
-     "unknown key 'compresion' (did you mean 'compression'?); allowed keys: compression, allow_var_len, features"),
+     "unknown key 'compresion' (did you mean 'compression'?); closest allowed keys: compression, allow_var_len, "
+     "features; see the reference: docs/reference.md"),
     (manifest(compression="zip"), "$.compression",
      "unknown compression 'zip' (did you mean 'gzip'?); expected one of: null, zlib, gzip"),
     (manifest(allow_var_len="no"), "$.allow_var_len", "expected boolean, found string 'no'"),

@@ -233,8 +233,8 @@ BAD_BLOCKS = [
     ({"address": "localhost:5050", "compression": "gzip"}, "$.args.service.compression",
      "unexpected value 'gzip'; expected one of: AUTO, NONE, SNAPPY"),
     ({"address": "localhost:5050", "jobname": "j"}, "$.args.service.jobname",
-     "unknown key 'jobname' (did you mean 'job_name'?); allowed keys: address, processing_mode, job_name, "
-     "num_consumers, consumer_index, max_outstanding_requests, target_workers, compression, batch_timeout_seconds"),
+     "unknown key 'jobname' (did you mean 'job_name'?); closest allowed keys: job_name, consumer_index, compression; "
+     "see the reference: docs/reference.md"),
     ({"address": "localhost:5050", "batch_timeout_seconds": 0}, "$.args.service.batch_timeout_seconds",
      "expected a number > 0, found 0"),
     ({"address": "localhost:5050", "batch_timeout_seconds": 86401}, "$.args.service.batch_timeout_seconds",

@@ -55,7 +55,7 @@ from batchloaders.config import type_schemas
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.service_rules import address_problem
-from batchloaders.runtime.quiet import import_tensorflow, install
+from batchloaders.runtime.quiet import import_tensorflow, install, uninstall
 from batchloaders.transform import builtin_types, plugins
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -131,6 +131,9 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
         return EXIT_USAGE
     invalid = problems = 0
     valid_configs = []
+    # Each problem is shown once, under the first path naming its file: a config reports its manifest's
+    # problems too, under the path it resolved, which may name a manifest given as well in another way.
+    shown: dict[tuple[str, str], str] = {}  # (real path, rest of the line) -> the path shown
     for path in files:  # every file is checked, whatever the ones before it held
         lines, assumed, notes = _checked(path, trust_plugins)
         if notes and strict_plugins:
@@ -138,10 +141,21 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
         elif notes:  # a notice, not a failure: CI stays green without running a pull request's code
             for note in notes:
                 print(f"note: {note}", file=out)
-        for line in lines or [f"OK {path}{assumed}"]:
+        fresh, seen_under = [], None
+        for line in lines:
+            file, _, rest = line.partition(": $")
+            key = (os.path.realpath(file), rest)
+            if key in shown:
+                seen_under = seen_under or shown[key]
+            else:
+                shown[key] = file
+                fresh.append(line)
+        problems += len(fresh)
+        if lines and not fresh:
+            fresh = [f"{path}: $: invalid: its problems are those shown above for {seen_under}"]
+        for line in fresh or [f"OK {path}{assumed}"]:
             print(line, file=out)
         invalid += bool(lines)
-        problems += len(lines)
         if not lines and not is_manifest(path):
             valid_configs.append(path)
     status = EXIT_OK
@@ -567,7 +581,9 @@ def _tool(command: str, module: str, call: Callable) -> Callable[[argparse.Names
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: parse ``argv`` and exit with the command's status."""
     args = build_parser().parse_args(argv)  # exits 2 on a usage error
-    if not args.verbose:  # whichever command ends up importing TensorFlow does it quietly
+    if args.verbose:  # TensorFlow as it is, even where importing the package made it quiet by default
+        uninstall()
+    else:  # whichever command ends up importing TensorFlow does it quietly
         install()
     run: Callable[[argparse.Namespace], int] = args.run
     try:

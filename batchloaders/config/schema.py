@@ -13,6 +13,7 @@ network.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.resources
 import json
@@ -154,6 +155,18 @@ def _sort_key(parts: tuple) -> tuple:
     return tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in parts)
 
 
+# An unknown key's message names this many allowed keys, the closest first, and the page listing them all.
+CLOSEST_KEYS = 3
+REFERENCE = "docs/reference.md"
+
+
+def _unknown_key_hint(key: str, allowed: list[str]) -> str:
+    if len(allowed) <= CLOSEST_KEYS:
+        return f"{suggest(key, allowed)}; allowed keys: {', '.join(allowed)}"
+    closest = difflib.get_close_matches(key, allowed, n=CLOSEST_KEYS, cutoff=0)
+    return f"{suggest(key, allowed)}; closest allowed keys: {', '.join(closest)}; see the reference: {REFERENCE}"
+
+
 def _explain(error: jsonschema.ValidationError) -> Iterator[tuple[tuple, str]]:
     """Yield (path parts, message) for one schema error; some errors split into several."""
     parts = tuple(error.absolute_path)
@@ -166,7 +179,7 @@ def _explain(error: jsonschema.ValidationError) -> Iterator[tuple[tuple, str]]:
             if key in allowed or any(re.search(p, str(key)) for p in patterns):
                 continue
             if allowed:
-                hint = f"{suggest(str(key), allowed)}; allowed keys: {', '.join(allowed)}"
+                hint = _unknown_key_hint(str(key), allowed)
             else:
                 hint = f"; {schema.get('description', 'no keys are allowed here')}"
             yield parts + (str(key),), f"unknown key {key!r}{hint}"
