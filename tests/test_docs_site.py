@@ -21,7 +21,7 @@ def test_the_site_builds_strict(tmp_path):
     # README's tutorial is included in Getting started, code blocks and all
     page = (built / "getting-started" / "index.html").read_text(encoding="utf-8")
     text = re.sub(r"<[^>]+>", "", page)  # the words as shown, without the highlighting's tags
-    assert "batchloaders manifest ~/bl_tutorial/data" in text
+    assert "batchloaders init ~/bl_tutorial/data" in text
 
 
 def test_every_page_is_in_the_navigation():
