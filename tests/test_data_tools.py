@@ -211,8 +211,8 @@ def _example_files():
 
 
 EXAMPLE_FEATURES = [
-    {"name": "id", "dtype": "int64", "shape": [1], "var_len": False, "deserialize_type": "int"},
-    {"name": "name", "dtype": "string", "shape": [1], "var_len": False, "deserialize_type": "string"},
+    {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"},
+    {"name": "name", "dtype": "string", "shape": [], "var_len": False, "deserialize_type": "string"},
     {"name": "x", "dtype": "float32", "shape": [2], "var_len": False, "deserialize_type": "float"}]
 TOKENS_LEFT_OUT = (
     "batchloaders manifest: feature 'tokens' left out: its number of values per record varies (1 value in "
@@ -220,26 +220,39 @@ TOKENS_LEFT_OUT = (
     "record 2): a manifest describes fixed shapes only; a value that varies in length belongs in a feature list "
     "of a SequenceExample")
 
+EXAMPLE_GUESSES = [
+    "guessed: allow_var_len false (tf.train.Example records: none of the 6 records looked at holds feature lists)",
+    "guessed: id: int64 [] (an int64_list of 1 value in every record looked at)",
+    "guessed: name: string [] (a bytes_list of 1 value in every record looked at)",
+    "guessed: x: float32 [2] (a float_list of 2 values in every record looked at)"]
+
 INFER_CASES = {
-    # name: (files, compression written, allow_var_len, features, summary line, stderr)
-    "Examples": (_example_files(), None, False, EXAMPLE_FEATURES,
-                 "features inferred from 6 records of 3 files (tf.train.Example, compression null): id (int64 [1]), "
-                 "name (string [1]), x (float32 [2])", [TOKENS_LEFT_OUT]),
+    # name: (files, compression written, allow_var_len, features, summary and guessed lines, stderr)
+    "Examples": (_example_files(), None, False, EXAMPLE_FEATURES, [
+        "features inferred from 6 records of 3 files (tf.train.Example, compression null): id (int64 []), "
+        "name (string []), x (float32 [2])", "guessed: compression null (told from the files' bytes)",
+        *EXAMPLE_GUESSES], [TOKENS_LEFT_OUT]),
     "SequenceExamples": (
         {"part-0.tfrecords": [seq_record(0, r) for r in range(3)], "part-1.tfrecords": [seq_record(1, 0)]}, None,
         True, [{"name": "frames", "dtype": "float32", "shape": [1], "var_len": True, "deserialize_type": "float"},
-               {"name": "id", "dtype": "int64", "shape": [1], "var_len": False, "deserialize_type": "int"}],
-        "features inferred from 4 records of 2 files (tf.train.SequenceExample, compression null): "
-        "frames (float32 [1], feature list), id (int64 [1])", []),
-    "GZIP Examples": (_example_files(), "gzip", False, EXAMPLE_FEATURES,
-                      "features inferred from 6 records of 3 files (tf.train.Example, compression 'gzip'): "
-                      "id (int64 [1]), name (string [1]), x (float32 [2])", [TOKENS_LEFT_OUT]),
+               {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"}], [
+            "features inferred from 4 records of 2 files (tf.train.SequenceExample, compression null): "
+            "frames (float32 [1], feature list), id (int64 [])",
+            "guessed: compression null (told from the files' bytes)",
+            "guessed: allow_var_len true (tf.train.SequenceExample records: some records looked at hold feature "
+            "lists)",
+            "guessed: frames: float32 [1] per step (a float_list of 1 value in every step looked at)",
+            "guessed: id: int64 [] (an int64_list of 1 value in every record looked at)"], []),
+    "GZIP Examples": (_example_files(), "gzip", False, EXAMPLE_FEATURES, [
+        "features inferred from 6 records of 3 files (tf.train.Example, compression 'gzip'): "
+        "id (int64 []), name (string []), x (float32 [2])", "guessed: compression 'gzip' (told from the files' "
+        "bytes)", *EXAMPLE_GUESSES], [TOKENS_LEFT_OUT]),
 }
 
 
 @pytest.mark.parametrize("case", list(INFER_CASES))
 def test_manifest_infers_features(tmp_path, monkeypatch, capsys, case):
-    files, compression, allow_var_len, features, summary, err = INFER_CASES[case]
+    files, compression, allow_var_len, features, (summary, *guessed), err = INFER_CASES[case]
     monkeypatch.chdir(tmp_path)
     for name, records in files.items():
         write_records(tmp_path / "d" / name, records, compression)
@@ -247,12 +260,12 @@ def test_manifest_infers_features(tmp_path, monkeypatch, capsys, case):
     size = sum(e["size_bytes"] for e in entries)
     total = sum(e["num_records"] for e in entries)
     assert cli(capsys, "manifest", "d") == (0, [
-        summary, f"wrote d/__manifest__.json: {len(files)} files, {total} records, {size:,} bytes"], err)
+        summary, f"wrote d/__manifest__.json: {len(files)} files, {total} records, {size:,} bytes", *guessed], err)
     text = (tmp_path / "d" / "__manifest__.json").read_text()
     assert json.loads(text) == {"compression": compression, "allow_var_len": allow_var_len, "features": features,
                                 "files": entries}
     assert list(json.loads(text)) == ["compression", "allow_var_len", "features", "files"]
-    assert '"shape": [1],' in text and text.startswith('{\n  "compression": ')
+    assert '"shape": [],' in text and text.startswith('{\n  "compression": ')
 
 
 def test_manifest_keeps_what_the_manifest_declares(tmp_path, monkeypatch, capsys):

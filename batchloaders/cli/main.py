@@ -373,11 +373,25 @@ def _add_manifest(commands) -> None:
         description="Read every data file under DIR whole (progress on stderr) and write DIR/__manifest__.json "
                     "with each file's name, num_records, size_bytes and sha256. Keys an existing manifest holds "
                     "are kept; when it declares no features (or there is none), the features, allow_var_len "
-                    "and compression are inferred from the records. Refuses to write when a file is damaged. "
-                    "Exits 1 on any problem.")
-    manifest.add_argument("directory", metavar="DIR", help="a dataset directory of *.tfrecords files")
+                    "and compression are inferred from the records, a bytes feature whose values all have one "
+                    "length is named as a probable raw tensor, and the summary ends with what was guessed. "
+                    "Refuses to write when a file is damaged. Exits 2 on a wrong --pattern or --raw, 1 on any "
+                    "other problem.")
+    manifest.add_argument("directory", metavar="DIR",
+                          help="a dataset directory of TFRecord files (named *.tfrecords, *.tfrecord or *.tfrec, "
+                               "maybe with .gz or .zz after, in DIR or below, unless --pattern says otherwise)")
+    manifest.add_argument("--pattern", metavar="GLOB",
+                          help="the data files, a glob relative to DIR as a dir dataset's args.pattern in a config "
+                               "(* and ? within a name, **/ any directories, [abc], {a,b}), e.g. 'train-*'; the "
+                               "manifest lists exactly the files it matches; default "
+                               "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}")
+    manifest.add_argument("--raw", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
+                          help="declare the bytes feature NAME a raw tensor of DTYPE and SHAPE (little-endian), "
+                               "e.g. image=uint8[28,28] (no [SHAPE]: flat), once the records agree; in an existing "
+                               "manifest too; repeat it for more features")
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
-                                    lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr)))
+                                    lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr,
+                                                                pattern=args.pattern, raws=args.raw)))
 
 
 def _add_init(commands) -> None:

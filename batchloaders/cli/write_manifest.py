@@ -1,6 +1,7 @@
 """``batchloaders manifest DIR``: write or update ``DIR/__manifest__.json`` from the data files under DIR.
 
-Every data file (``*.tfrecords``, found as a ``dir`` dataset finds them) is read
+Every data file (those ``--pattern`` matches, by default the ``*.tfrecords``,
+``*.tfrecord`` and ``*.tfrec`` files a ``dir`` dataset finds) is read
 whole, with a progress line on stderr, and listed in ``files`` with its
 name (relative to DIR, '/' between directories), ``num_records``,
 ``size_bytes`` and ``sha256``. A damaged file (see :mod:`batchloaders.cli.verify`)
@@ -11,20 +12,30 @@ The keys an existing manifest holds (``compression``, ``allow_var_len``,
 is no manifest yet, the features are inferred from the first records of every
 file (:mod:`batchloaders.cli.infer`), along with ``allow_var_len``;
 ``compression`` is told from the files' bytes when the manifest does not
-give it. The new manifest is checked as ``validate`` would before it
+give it. ``--raw NAME=DTYPE[SHAPE]`` declares a bytes feature a raw tensor,
+in an existing manifest too, once the records looked at agree with it. The new
+manifest is checked as ``validate`` would before it
 replaces the old one (written to a temporary file, then renamed; the temporary
 files of a run that was killed while writing are removed by the next run). The summary
-is two lines (the first wrapped here)::
+(long lines wrapped here) ends with what was guessed, for the user to check::
 
     $ batchloaders manifest data/mnist
-    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (int64 [784]),
-        label (int64 [1])
+    features inferred from 128 records of 2 files (tf.train.Example, compression null): image (string []),
+        label (int64 [])
     wrote data/mnist/__manifest__.json: 2 files, 60,000 records, 47,040,000 bytes
+    image: every value is 784 bytes: probably a raw tensor (uint8, int8 or bool [784] or [28, 28]; ...);
+        declare it with --raw 'image=uint8[28,28]'
+    guessed: compression null (told from the files' bytes)
+    guessed: allow_var_len false (tf.train.Example records: none of the 128 records looked at holds ...)
+    guessed: image: string [] (a bytes_list of 1 value in every record looked at)
+    guessed: label: int64 [] (an int64_list of 1 value in every record looked at)
 
-Exit status: 0 when the manifest was written, 1 otherwise.
+Exit status: 0 when the manifest was written, 2 for a wrong ``--pattern`` or
+``--raw``, 1 otherwise.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -34,11 +45,13 @@ import time
 from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
-from batchloaders.config.datasets import DEFAULT_PATTERN, _walk
+from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, pattern_matcher, shorten
+from batchloaders.config.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.config.model import COMPRESSIONS
-from batchloaders.cli.infer import SAMPLE_RECORDS, infer
+from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
+                                    raw_hint)
 from batchloaders.cli.progress import Progress
 from batchloaders.read.records import (ReadError, compression_name, count, read_records, scan_file, shown,
                                         sniff)
@@ -48,6 +61,7 @@ try:
 except ImportError:  # Windows: leftovers are told by their age alone
     fcntl = None
 
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2  # as the other commands (cli.main)
 KEY_ORDER = ("compression", "allow_var_len", "features", "files")
 TEMP_PREFIX, TEMP_SUFFIX = ".__manifest__.", ".tmp"
 _TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX))  # mkstemp's names
@@ -58,34 +72,65 @@ class Refused(Exception):
     """The manifest cannot be written; the message (possibly several lines) says why."""
 
 
-def run(directory: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status."""
+class Usage(Refused):
+    """A ``--pattern`` or ``--raw`` the command cannot use: a usage error (exit 2)."""
+
+
+def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *, pattern: str | None = None,
+        raws: Sequence[str] = ()) -> int:
+    """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status:
+    0 when written, 2 for a ``--pattern`` or ``--raw`` that is wrong, 1 for any other problem."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        lines = write(directory, err)
+        lines = write(directory, err, pattern=pattern, raws=raw_specs(raws))
     except (Refused, BatchLoaderError) as error:
         for line in str(error).splitlines():
             print(f"batchloaders manifest: error: {line}", file=err)
-        return 1
+        return EXIT_USAGE if isinstance(error, Usage) else EXIT_INVALID
     for line in lines:
         print(line, file=out)
-    return 0
+    return EXIT_OK
 
 
-def data_files(directory: str) -> list[str]:
-    """The data files under ``directory``, in the order a ``dir`` dataset reads them; Refused if there are none."""
+def raw_specs(texts: Sequence[str]) -> list[Raw]:
+    """The ``--raw`` declarations; Usage naming the first one that is malformed or repeats a feature."""
+    specs: dict[str, Raw] = {}
+    for text in texts:
+        try:
+            raw = parse_raw(text)
+        except ValueError as error:
+            raise Usage(f"--raw {text!r}: {error}") from None
+        if raw.name in specs:
+            raise Usage(f"--raw {text!r}: feature {raw.name!r} is already declared by --raw {specs[raw.name].text!r}: "
+                        "expected each feature once")
+        specs[raw.name] = raw
+    return list(specs.values())
+
+
+def data_files(directory: str, pattern: str | None = None) -> list[str]:
+    """The data files under ``directory`` that ``pattern`` (by default DEFAULT_PATTERN) matches, in the order a
+    ``dir`` dataset reads them, the manifest and its temporary files left out; Refused if there are none."""
+    try:
+        matches = pattern_matcher(pattern or DEFAULT_PATTERN)
+    except ValueError as error:
+        raise Usage(f"--pattern {shorten(pattern)}: {error}") from None
     try:
         top = os.stat(directory)
     except OSError as error:
         raise Refused(f"{directory}: {error.strerror or error}: expected a dataset directory") from None
     if not os.path.isdir(directory):
         raise Refused(f"{directory} is not a directory: expected a dataset directory")
-    files, unreadable = _walk(directory, top)
+    files, unreadable = _walk(directory, top, lambda relative: matches(relative) and not _ours(relative))
     if unreadable:
         raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
     if not files:
-        raise Refused(f"no data file under {directory} (files matching {DEFAULT_PATTERN})")
+        raise Refused(f"no data file under {directory} (files matching {pattern or DEFAULT_PATTERN})")
     return files
+
+
+def _ours(relative: str) -> bool:
+    """Whether a path relative to the dataset directory is its manifest or a temporary one of this command."""
+    return relative == MANIFEST_NAME or _TEMP_NAME.fullmatch(relative) is not None
 
 
 def _existing(path: str) -> dict:
@@ -134,20 +179,61 @@ def _samples(files: Sequence[str], compression: str | None) -> Iterator[tuple[st
 
 def _feature_text(feature: dict) -> str:
     shape = "[" + ", ".join(map(str, feature["shape"])) + "]"
-    return f"{feature['name']} ({feature['dtype']} {shape}{', feature list' if feature['var_len'] else ''})"
+    raw = "raw " if feature["deserialize_type"] == "raw" else ""
+    return f"{feature['name']} ({raw}{feature['dtype']} {shape}{', feature list' if feature['var_len'] else ''})"
 
 
-def write(directory: str, err: TextIO) -> list[str]:
+@dataclasses.dataclass
+class _Features:
+    """The features and allow_var_len a manifest gets, the summary line, and the notes and guesses printed after."""
+
+    features: list
+    allow_var_len: object
+    summary: str
+    notes: list[str] = dataclasses.field(default_factory=list)  # raw tensor hints
+    guessed: list[str] = dataclasses.field(default_factory=list)  # "guessed: ..." lines, without the prefix
+
+
+def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequence[Raw] = ()) -> list[str]:
     """Write the manifest; return the summary lines. Left-out features are reported on ``err``."""
     started = time.time()
-    files = data_files(directory)
+    files = data_files(directory, pattern)
     for name in remove_leftovers(directory, started):
         print(f"batchloaders manifest: removed {name}, the temporary manifest of a run stopped while writing",
               file=err)
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
     compression = _compression(directory, files, existing)
+    entries = _entries(directory, files, compression, err)
+    declared = existing.get("features")
+    if isinstance(declared, list) and declared:
+        described = _kept(existing, _samples(files, compression), raws)
+    else:
+        described = _inferred(_samples(files, compression), raws, err, files=files, compression=compression,
+                              manifest_path=manifest_path)
+    if "compression" not in existing:
+        described.guessed.insert(0, f"compression {compression_name(compression)} (told from the files' bytes)")
 
+    data = {"compression": compression, "allow_var_len": described.allow_var_len, "features": described.features,
+            "files": entries}
+    data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
+    text = to_json(data) + "\n"
+    try:  # what validate would say of it
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
+                                                       bounds=MANIFEST))
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nno manifest written: it would be invalid") from None
+    _replace(manifest_path, text)
+    records = sum(entry["num_records"] for entry in entries)
+    size = sum(entry["size_bytes"] for entry in entries)
+    return [described.summary,
+            f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
+            f"{count(size, 'byte')}",
+            *described.notes, *(f"guessed: {line}" for line in described.guessed)]
+
+
+def _entries(directory: str, files: Sequence[str], compression: str | None, err: TextIO) -> list[dict]:
+    """The ``files`` entries of every data file, read whole; Refused naming every problem when any is damaged."""
     progress = Progress("manifest", len(files), err)
     entries, problems = [], []
     try:
@@ -168,42 +254,94 @@ def write(directory: str, err: TextIO) -> list[str]:
     if problems:
         raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
                                             "files (see `batchloaders verify`)"]))
+    return entries
 
-    summary = []
-    declared = existing.get("features")
-    features, allow_var_len = declared, existing.get("allow_var_len")
-    if not (isinstance(declared, list) and declared):
-        inferred = infer(_samples(files, compression))
-        for line in inferred.left_out:
-            print(f"batchloaders manifest: {line}", file=err)
-        if not inferred.features:
-            raise Refused(f"no feature could be inferred from the {count(inferred.records, 'record')} looked at "
-                          f"(the first {SAMPLE_RECORDS} of each file); declare the features in {manifest_path}")
-        features, allow_var_len = inferred.features, inferred.allow_var_len
-        kind = "tf.train.SequenceExample" if allow_var_len else "tf.train.Example"
-        summary.append(f"features inferred from {count(inferred.records, 'record')} of {count(len(files), 'file')} "
-                       f"({kind}, compression {compression_name(compression)}): "
-                       + ", ".join(_feature_text(f) for f in features))
-    else:
-        if allow_var_len is None:
-            allow_var_len = infer(_samples(files, compression)).allow_var_len
-        names = [f.get("name") if isinstance(f, dict) else "?" for f in features]
-        summary.append(f"features kept from the existing manifest: {', '.join(map(str, names))}")
 
-    data = {"compression": compression, "allow_var_len": allow_var_len, "features": features, "files": entries}
-    data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
-    text = to_json(data) + "\n"
-    try:  # what validate would say of it
-        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
-                                                       bounds=MANIFEST))
-    except BatchLoaderError as error:
-        raise Refused(f"{error}\nno manifest written: it would be invalid") from None
-    _replace(manifest_path, text)
-    records = sum(entry["num_records"] for entry in entries)
-    size = sum(entry["size_bytes"] for entry in entries)
-    summary.append(f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
-                   f"{count(size, 'byte')}")
-    return summary
+def _inferred(samples: Iterator, raws: Sequence[Raw], err: TextIO, *, files: Sequence[str], compression: str | None,
+              manifest_path: str) -> _Features:
+    """The features the records show, those ``raws`` names declared raw; what was guessed, and raw tensor hints."""
+    inferred = infer(samples)
+    for line in inferred.left_out:
+        print(f"batchloaders manifest: {line}", file=err)
+    declared = {raw.name: _raw_feature(raw, inferred) for raw in raws}
+    if not inferred.features:
+        raise Refused(f"no feature could be inferred from the {count(inferred.records, 'record')} looked at "
+                      f"(the first {SAMPLE_RECORDS} of each file); declare the features in {manifest_path}")
+    features = [declared.get(feature["name"], feature) for feature in inferred.features]
+    kind = "tf.train.SequenceExample" if inferred.allow_var_len else "tf.train.Example"
+    described = _Features(features, inferred.allow_var_len, (
+        f"features inferred from {count(inferred.records, 'record')} of {count(len(files), 'file')} "
+        f"({kind}, compression {compression_name(compression)}): " + ", ".join(map(_feature_text, features))),
+        guessed=[_var_len_guess(inferred)])
+    for feature in features:
+        item = inferred.seen[feature["name"]]
+        if feature["name"] in declared:
+            described.guessed += _endian_guess(feature)
+        else:
+            described.notes += filter(None, [raw_hint(feature["name"], item)])
+            described.guessed.append(guess_text(feature, item))
+    return described
+
+
+def _kept(existing: dict, samples: Iterator, raws: Sequence[Raw]) -> _Features:
+    """The features the existing manifest declares, those ``raws`` names declared raw instead."""
+    features, allow_var_len = list(existing["features"]), existing.get("allow_var_len")
+    inferred = infer(samples) if allow_var_len is None or raws else None
+    guessed = []
+    if allow_var_len is None:
+        allow_var_len = inferred.allow_var_len
+        guessed.append(_var_len_guess(inferred))
+    names = [f.get("name") if isinstance(f, dict) else None for f in features]
+    shown_names = ["?" if name is None else str(name) for name in names]
+    for raw in raws:
+        if raw.name not in names:
+            raise Usage(f"--raw {raw.text!r}: the existing manifest declares no feature {raw.name!r}: expected one "
+                        f"of {', '.join(shown_names)}")
+        at = names.index(raw.name)
+        old = features[at]
+        features[at] = _redeclared(old, _raw_feature(raw, inferred))
+        shown_names[at] = _feature_text(features[at]) + " from --raw"
+        if _raw_endian(old) is None:
+            guessed += _endian_guess(features[at])
+    return _Features(features, allow_var_len, f"features kept from the existing manifest: {', '.join(shown_names)}",
+                     guessed=guessed)
+
+
+def _raw_feature(raw: Raw, inferred: Inferred) -> dict:
+    try:
+        return raw_feature(raw, inferred)
+    except ValueError as error:
+        raise Usage(f"--raw {raw.text!r}: {error}") from None
+
+
+def _redeclared(old: dict, new: dict) -> dict:
+    """A declared feature made raw: its keys in their order, its byte order kept when it was raw already."""
+    merged = {**old, **new}
+    if _raw_endian(old):
+        merged["deserialize_args"] = {**new["deserialize_args"], "endian": _raw_endian(old)}
+    return merged
+
+
+def _raw_endian(feature: dict) -> str | None:
+    """The byte order a declared raw feature gives, None for any other."""
+    args = feature.get("deserialize_args") if feature.get("deserialize_type") == "raw" else None
+    endian = args.get("endian") if isinstance(args, dict) else None
+    return endian if endian in ("little", "big") else None
+
+
+def _var_len_guess(inferred: Inferred) -> str:
+    if inferred.allow_var_len:
+        return "allow_var_len true (tf.train.SequenceExample records: some records looked at hold feature lists)"
+    return (f"allow_var_len false (tf.train.Example records: none of the {count(inferred.records, 'record')} looked "
+            "at holds feature lists)")
+
+
+def _endian_guess(feature: dict) -> list[str]:
+    """The byte order of a raw feature's values of more than one byte is not in the data: little unless said."""
+    if ITEM_BYTES[feature["dtype"]] == 1 or feature["deserialize_args"]["endian"] != "little":
+        return []
+    return [f"{feature['name']}: little-endian {feature['dtype']} (deserialize_args.endian: say \"big\" if the "
+            "bytes were written big-endian)"]
 
 
 def to_json(value, level: int = 0) -> str:
