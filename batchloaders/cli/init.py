@@ -3,8 +3,8 @@
 The spec requires the reading, shuffling and batching sizes and names no defaults; this command chooses
 them from the data, and says in a comment above each key what it does and why it has that value:
 
-* the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest`` writes
-  it, when there is none), each a model input unless ``--inputs``/``--targets`` say otherwise or it
+* the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest [--pattern]``
+  writes it, when there is none), each a model input unless ``--inputs``/``--targets`` say otherwise or it
   is named like a label (``label``, ``labels``, ``target``, ``y``: a target);
 * the read buffer from the files' sizes, the shuffle buffer from the size of a record (or a window)
   as the first records of every file show it and a stated memory budget, the windows of a sequence
@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem, suggest
 from batchloaders.config.config import config_from_text
-from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, resolve
+from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import MANIFEST_NAME
@@ -81,7 +81,7 @@ def run(directory: str, *, pattern: str | None = None, loader: str = "independen
     except (BatchLoaderError, write_manifest.Refused) as error:
         for line in str(error).splitlines():
             print(f"batchloaders init: error: {line}", file=err)
-        return 2 if isinstance(error, UnknownName) else 1
+        return 2 if isinstance(error, (UnknownName, write_manifest.Usage)) else 1
     if output is None:
         out.write(text)
     else:
@@ -107,34 +107,11 @@ def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Seq
 
 
 def ensure_manifest(directory: str, pattern: str | None, err: TextIO) -> None:
-    """Write DATA_DIR's manifest as ``batchloaders manifest`` does when there is none."""
+    """Write DATA_DIR's manifest as ``batchloaders manifest [--pattern GLOB]`` does when there is none."""
     if os.path.lexists(os.path.join(directory, MANIFEST_NAME)):
         return
-    if pattern:
-        unnamed = _unusual_names(directory, pattern)
-        if unnamed:
-            raise write_manifest.Refused(
-                f"no {MANIFEST_NAME} in {directory}, and `batchloaders manifest`, which writes it, takes only "
-                f"files matching {DEFAULT_PATTERN}, not {', '.join(unnamed[:3])}"
-                f"{' and more' if len(unnamed) > 3 else ''}: write {os.path.join(directory, MANIFEST_NAME)} "
-                "declaring the features (docs/manifest.md), then run init again")
-    for line in write_manifest.write(directory, err):
+    for line in write_manifest.write(directory, err, pattern=pattern):
         print(f"batchloaders init: {line}", file=err)
-
-
-def _unusual_names(directory: str, pattern: str) -> list[str]:
-    """Files ``pattern`` takes that the manifest command would not list, relative to ``directory``."""
-    try:
-        wanted, usual = pattern_matcher(pattern), pattern_matcher(DEFAULT_PATTERN)
-    except ValueError as error:
-        raise ConfigError(Problem("<command line>", "--pattern", f"found {pattern!r}: {error}")) from None
-    found = []
-    for top, _, names in os.walk(directory):
-        for name in names:
-            rel = os.path.relpath(os.path.join(top, name), directory).replace(os.sep, "/")
-            if wanted(rel) and not usual(rel):
-                found.append(rel)
-    return sorted(found)
 
 
 def model_roles(dataset: Dataset, inputs: Sequence[str] | None,
