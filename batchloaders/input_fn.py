@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, records_per_epoch
 from batchloaders.config.config import load_config
-from batchloaders.config.limits import INT32_MAX, MAX_BATCH_SIZE
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.limits import INT32_MAX, MAX_BATCH_SIZE
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, registry as loaders
 from batchloaders.read import determinism, sharding, sources

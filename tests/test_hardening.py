@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from batchloaders import BatchLoaderError, ConfigError, ManifestError, build_input_fn, load_config
-from batchloaders.config import limits
+from batchloaders.spec import limits
 from batchloaders.config import document
 from batchloaders.config.document import MANIFEST, parse_text
-from batchloaders.config.limits import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_MANIFEST_BYTES,
+from batchloaders.spec.limits import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_MANIFEST_BYTES,
                                         MAX_MANIFEST_NODES)
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.schema import load_schema, schema_names
@@ -237,7 +237,7 @@ def test_in_memory_configs_are_checked_too():
 
 
 # ---------------------------------------------------------------------------------------------
-# Bounds: every number of every schema has a maximum, taken from batchloaders.config.limits.
+# Bounds: every number of every schema has a maximum, taken from batchloaders.spec.limits.
 
 def numbers(schema, where="#"):
     """(where, node) of every integer-typed node in a schema (anyOf branches included)."""

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from batchloaders.errors import ConfigError, ManifestError
-from batchloaders.config import model
+from batchloaders.spec import model
 from batchloaders.config.document import parse_text
 from batchloaders.config.schema import load_schema, schema_names, schema_problems
 

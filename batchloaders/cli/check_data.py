@@ -31,7 +31,7 @@ from batchloaders.errors import BatchLoaderError, ConfigError, PluginsNotChecked
 from batchloaders.config import datasets
 from batchloaders.config.config import load_config
 from batchloaders.config.document import load_file
-from batchloaders.config.model import Dataset, Manifest
+from batchloaders.spec.model import Dataset, Manifest
 from batchloaders.config.schema import schema_check
 from batchloaders.read.records import (ReadError, RecordProblems, check_record, compression_name, count,
                                         read_problem, read_records, shown, sniff, tf_message)

@@ -30,7 +30,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from batchloaders.errors import DataError, Problem
-from batchloaders.config.limits import ITEM_BYTES
+from batchloaders.spec.limits import ITEM_BYTES
 from batchloaders.read.records import count, shown
 
 SAMPLE_RECORDS = 64  # records of each file looked at

@@ -31,7 +31,7 @@ from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import MANIFEST_NAME
-from batchloaders.config.model import Dataset, ManifestFeature
+from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import write_manifest
 from batchloaders.read.records import ReadError, count, read_records
 

@@ -56,7 +56,7 @@ from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem
 from batchloaders.transform.batching import Batch
 from batchloaders.transform.graphs import as_written
 from batchloaders.config.config import load_config
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.read import sharding
 from batchloaders.read.integrity import Reader
 from batchloaders.loaders import base, registry as loaders

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from batchloaders.config.datasets import _walk, url_scheme
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
-from batchloaders.config.model import DataFile, Manifest
+from batchloaders.spec.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary
 from batchloaders.cli.progress import Progress
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message

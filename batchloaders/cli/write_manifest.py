@@ -46,10 +46,10 @@ from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
 from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, pattern_matcher, shorten
-from batchloaders.config.limits import ITEM_BYTES
+from batchloaders.spec.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
-from batchloaders.config.model import COMPRESSIONS
+from batchloaders.spec.model import COMPRESSIONS
 from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
                                     raw_hint)
 from batchloaders.cli.progress import Progress

@@ -15,7 +15,7 @@ from typing import Callable
 from batchloaders.errors import Problem
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
-from batchloaders.config.model import Dataset, LoaderConfig, Manifest
+from batchloaders.spec.model import Dataset, LoaderConfig, Manifest
 
 
 def record_counts(manifest: Manifest, files) -> list[int] | None:

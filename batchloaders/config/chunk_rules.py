@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
 from batchloaders.transform.registry import BUILTIN, SECONDARY
-from batchloaders.config.model import ChunkSpec, ChunkTensor, TensorInfo
+from batchloaders.spec.model import ChunkSpec, ChunkTensor, TensorInfo
 from batchloaders.config.sections.context import SectionContext
 
 AT = ("args", "chunking")

@@ -14,7 +14,7 @@ from batchloaders.errors import ConfigError, PluginsNotChecked, Problem, json_pa
 from batchloaders.transform import builtin_types
 from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
-from batchloaders.config.model import LoaderConfig, PrimaryFeature
+from batchloaders.spec.model import LoaderConfig, PrimaryFeature
 from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
 from batchloaders.config.sections import service, steps
 from batchloaders.config.sections.context import Checker, SectionContext

@@ -18,9 +18,9 @@ from typing import Iterator
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
-from batchloaders.config.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
+from batchloaders.spec.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
-from batchloaders.config.model import Dataset
+from batchloaders.spec.model import Dataset
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
 # their compressed forms (whether they are compressed is the manifest's compression, not the name).

@@ -6,8 +6,8 @@ import os
 
 from batchloaders.errors import ManifestError
 from batchloaders.config.document import MANIFEST, Document, load_file
-from batchloaders.config.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.config.model import DataFile, Manifest, ManifestFeature
+from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
+from batchloaders.spec.model import DataFile, Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
 

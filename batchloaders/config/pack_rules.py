@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
-from batchloaders.config.model import PackSpec, TensorInfo, format_shape
+from batchloaders.spec.model import PackSpec, TensorInfo, format_shape
 from batchloaders.config.sections.context import SectionContext
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from batchloaders.config.model import ServiceConfig
+from batchloaders.spec.model import ServiceConfig
 from batchloaders.config.sections.loader import is_sequence
 
 AT = ("args", "service")

@@ -16,7 +16,7 @@ from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.read.integrity import names_in_block
 from batchloaders.loaders import windows
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -17,7 +17,7 @@ from batchloaders.read import origins, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 
 def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | None, names=None) -> dict:

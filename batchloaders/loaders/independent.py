@@ -11,7 +11,7 @@ from batchloaders.read import determinism
 from batchloaders.read import origins, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

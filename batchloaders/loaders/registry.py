@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import suggest
 
 LOADERS: dict[str, ModuleType] = {}

@@ -31,7 +31,7 @@ import tensorflow as tf
 from batchloaders.read import determinism
 from batchloaders.read import sharding, sources
 from batchloaders.transform.graphs import as_written, growing
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

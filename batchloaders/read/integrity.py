@@ -39,7 +39,7 @@ from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherw
 from batchloaders.transform.graphs import as_written
 from batchloaders.read.naming import BlockNames
 from batchloaders.config.datasets import url_scheme
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 UNKNOWN = -1
 

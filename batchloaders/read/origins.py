@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 SOURCE_KEY, SEQUENCE_KEY, FILE, RECORD = "source_key", "sequence_key", "origin_file", "origin_record"
 

@@ -28,7 +28,7 @@ from batchloaders.errors import ConfigError, Problem
 from batchloaders.config.accounting import record_counts
 from batchloaders.config.kinds import kind
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 log = logging.getLogger("batchloaders")
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.config.values import default_value
+from batchloaders.spec.values import default_value
 from batchloaders.regroup import blocks
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 
 
 def _pieces(lengths, capacity: int, split: bool):

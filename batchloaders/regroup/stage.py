@@ -4,7 +4,7 @@ A stage turns the loader's examples into the model's batches: plain batching (on
 another), or a regrouping (bucketing, packing, chunking, segmenting). The compile template
 (input_fn.py) asks the config's one stage what it needs from the loader, then lets it apply itself;
 ``describe``, ``preview`` and ``bench`` ask it what it makes. A config's stage is the stage registered
-under its ``regroup`` spec's ``stage`` name (config/model.py), or ``batch`` when it has none.
+under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has none.
 
 Stage modules (regroup/stages/) import no TensorFlow at the top, so that ``describe`` and ``validate``
 can ask them without it; their ``apply`` imports the graph code it runs.
@@ -15,7 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 from batchloaders.errors import suggest
-from batchloaders.config.model import LoaderConfig, format_shape
+from batchloaders.spec.model import LoaderConfig, format_shape
 
 if TYPE_CHECKING:  # for annotations only: the stages are asked without TensorFlow
     import tensorflow as tf

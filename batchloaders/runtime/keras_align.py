@@ -38,7 +38,7 @@ import re
 
 from batchloaders.errors import ConfigError, Problem, suggest
 from batchloaders.config.config import load_config
-from batchloaders.config.model import LoaderConfig, format_shape
+from batchloaders.spec.model import LoaderConfig, format_shape
 from batchloaders.regroup import stage as stages
 
 MODEL = "<model>"

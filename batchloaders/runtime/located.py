@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
 from batchloaders import errors
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.read.records import ReadError, check_record, read_records
 from batchloaders.runtime.resume import mismatch
 

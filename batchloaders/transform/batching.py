@@ -14,8 +14,8 @@ import math
 import tensorflow as tf
 
 from batchloaders.transform import policies
-from batchloaders.config.values import default_value
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.values import default_value
+from batchloaders.spec.model import LoaderConfig
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders.transform.registry import CheckContext
 from batchloaders.config.document import Document
-from batchloaders.config.model import PrimaryFeature, SecondaryFeature, Step, TensorInfo
+from batchloaders.spec.model import PrimaryFeature, SecondaryFeature, Step, TensorInfo
 
 
 class Checker:

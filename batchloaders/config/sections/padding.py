@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import BATCHERS
-from batchloaders.config.model import PadSpec
-from batchloaders.config.values import check_value
+from batchloaders.spec.model import PadSpec
+from batchloaders.spec.values import check_value
 from batchloaders.config.sections.context import SectionContext
 
 

@@ -5,7 +5,7 @@ import dataclasses
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import SECONDARY
-from batchloaders.config.model import SecondaryFeature
+from batchloaders.spec.model import SecondaryFeature
 from batchloaders.config.sections.context import SectionContext
 
 

@@ -1,7 +1,7 @@
 """Length bucketing: examples grouped by the length of one tensor, each bucket with its batch size."""
 from __future__ import annotations
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.read.block_sizes import regroup as block_of
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register
 

@@ -1,7 +1,7 @@
 """Chunking: each example's sequences cut into chunks with context, the chunks batched."""
 from __future__ import annotations
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.config.order import after_chunking
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 

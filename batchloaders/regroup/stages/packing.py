@@ -1,7 +1,7 @@
 """Packing: short examples concatenated best fit into rows of a fixed length."""
 from __future__ import annotations
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.read.block_sizes import regroup as block_of
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 

@@ -1,7 +1,7 @@
 """Segmenting (truncated BPTT): sequences cut into segments of num_unroll steps, batched in lanes."""
 from __future__ import annotations
 
-from batchloaders.config.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.config.model import DTYPES, TensorInfo
+from batchloaders.spec.model import DTYPES, TensorInfo
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:
