@@ -314,6 +314,19 @@ def _add_bench(commands, parents: list[argparse.ArgumentParser]) -> None:
                        help="stop after N batches (default 200)")
     bench.add_argument("--seconds", type=_positive(float), default=20.0, metavar="S",
                        help="stop after S seconds (default 20)")
+    bench.add_argument("--stages", action="store_true",
+                       help="instead, say where an epoch's time goes: time one epoch through the pipeline cut after "
+                            "reading, parsing, secondary features and steps, and the whole of it, in rounds while "
+                            "another fits in --seconds (up to 5; --batches does not apply; docs/performance.md)")
+
+    def step_time(text: str) -> float:
+        value = _positive(float)(text)
+        if not value < float("inf"):  # nan and inf pass _positive
+            raise argparse.ArgumentTypeError(f"found {text!r}: expected a positive float")
+        return value
+    bench.add_argument("--step-ms", type=step_time, metavar="N",
+                       help="with --stages (implied): a model step's time in milliseconds; says whether training "
+                            "would wait for the input pipeline and what to change first")
     bench.set_defaults(run=_with_plugins(_run_bench))
 
 
@@ -545,8 +558,14 @@ def _run_bench(args: argparse.Namespace) -> int:
     from batchloaders.cli import bench  # deferred: imports TensorFlow
 
     try:
-        bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr,
-                  trust_plugins=args.trust_plugins)
+        if args.stages or args.step_ms is not None:
+            from batchloaders.cli import stages  # deferred: imports TensorFlow
+
+            stages.run(args.config, seconds=args.seconds, step_ms=args.step_ms, out=sys.stdout, progress=sys.stderr,
+                       trust_plugins=args.trust_plugins)
+        else:
+            bench.run(args.config, batches=args.batches, seconds=args.seconds, out=sys.stdout, progress=sys.stderr,
+                      trust_plugins=args.trust_plugins)
     except bench.FAILURES as error:
         return _fail("bench", error)
     return EXIT_OK
