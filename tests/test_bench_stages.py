@@ -162,3 +162,20 @@ def test_shares_add_up_and_a_faster_later_cut_is_within_noise(workspace):
         "    runs: nothing (no secondary features or processing steps)",
         "  regroup, batching and padding: 1.000 s  44.5% | cut: 8 examples in 2.000 s, 4.0 examples/s",
         "whole pipeline: 2.000 s for 2 batches, 1000.000 ms per batch"]
+
+
+def test_each_stage_names_the_settings_that_govern_it(workspace):
+    from batchloaders.cli import stages
+    from batchloaders.config.config import load_config
+
+    config = load_config(str(workspace / "steps.yaml"))
+    advice = [stages.what_to_change(config, i) for i in range(4)]
+    assert advice == [
+        "num_parallel_reads (now AUTOTUNE) and num_read_buffer_bytes (now 0): read more files at once, in larger reads",
+        "num_parallel_parses (now 1): parse more blocks at once, up to the cores; or read fewer features "
+        "(primary_features)",
+        "the secondary features and processing steps (cast on x): simplify or drop the costliest, or store their "
+        "results in the data",
+        "padding (its shapes and batching policies) and target_batch_size (now 4): pad less, or bucket by length "
+        "(bucketing)"]
+    assert all(SETTINGS[label] in text for label, text in zip(LABELS, advice))
