@@ -308,8 +308,8 @@ def _add_bench(commands, parents: list[argparse.ArgumentParser]) -> None:
         "bench", parents=parents, help="measure a loader config's throughput",
         description="Run the config's dataset for --batches batches or --seconds seconds, whichever comes "
                     "first (progress on stderr), then print examples/s, batches/s, MB/s read and the padding "
-                    "efficiency of each padded tensor; with --stages, where one epoch's time goes instead. Exits 1 if the "
-                    "config is invalid or the data fails.")
+                    "efficiency of each padded tensor; with --stages, where one epoch's time goes instead. "
+                    "Exits 1 if the config is invalid or the data fails.")
     bench.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
     bench.add_argument("--batches", type=_positive(int), default=200, metavar="N",
                        help="stop after N batches (default 200)")
