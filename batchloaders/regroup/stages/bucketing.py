@@ -26,7 +26,8 @@ class Bucketing(Stage):
 
     def lines(self, config: LoaderConfig) -> list[str]:
         spec = config.bucketing
-        shown = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)] + [f"{spec.boundaries[-1]}+"]
+        spans = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)]
+        shown = spans + [f"{spec.boundaries[-1]}+"]
         sizes = ", ".join(f"{span}: {size}" for span, size in zip(shown, spec.batch_sizes))
         how = (f"batch size x longest length a bucket admits <= max_tokens {spec.max_tokens}" if spec.max_tokens
                else "batch_sizes as given")
