@@ -77,9 +77,16 @@ def test_a_new_stage_is_one_class_and_one_registry_line(numbered_dataset, toy_st
 
 def test_an_unknown_stage_is_named_with_the_closest_registered_one(numbered_dataset):
     config = load_config(loader_config(numbered_dataset, [("id", "id")], inputs=["id"]))
-    with pytest.raises(ValueError, match=r"no regroup stage is registered as 'toy_repeat' \(did you mean"
-                                         r" 'packing'\?\)|no regroup stage is registered as 'toy_repeat'$"):
-        stages.of(dataclasses.replace(config, regroup=RepeatSpec(times=2)))
+    with pytest.raises(ValueError, match=r"^no regroup stage is registered as 'toy_repeat'$"):
+        stages.of(dataclasses.replace(config, regroup=RepeatSpec(times=2)))  # no name is close to it
+    with pytest.raises(ValueError, match=r"^no regroup stage is registered as 'buketing' \(did you mean "
+                                         r"'bucketing'\?\)$"):
+        stages.of(dataclasses.replace(config, regroup=MisspeltSpec(times=2)))
+
+
+@dataclasses.dataclass(frozen=True)
+class MisspeltSpec(RepeatSpec):
+    stage: ClassVar[str] = "buketing"
 
 
 def test_a_stage_name_registered_twice_is_refused():
