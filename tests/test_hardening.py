@@ -206,9 +206,9 @@ def test_documents_with_more_nodes_than_their_bound_are_refused_at_the_first_too
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_a_huge_list_in_a_config_stops_parsing_at_the_bound(tmp_path, fmt):
-    """Just under the config's byte bound, 340,000 zeros: refused after 20,000 nodes, in well under a second's
-    worth of allocations (PyYAML would hold about 1 KB per node of the whole list before any check)."""
-    import time
+    """Just under the config's byte bound, 340,000 zeros: refused after 20,000 nodes, so the peak of allocations
+    stays small (PyYAML would hold about 1 KB per node of the whole list before any check). No wall-clock bound:
+    a loaded CI machine would make it fail for nothing; the allocation peak is what shows parsing stopped."""
     import tracemalloc
 
     text, _ = _zeros(fmt, "junk", 340_000)
@@ -216,7 +216,6 @@ def test_a_huge_list_in_a_config_stops_parsing_at_the_bound(tmp_path, fmt):
     path = tmp_path / f"c.{fmt}"
     path.write_text(text)
     tracemalloc.start()
-    started = time.monotonic()
     try:
         with pytest.raises(ConfigError, match="found more than 20,000 nodes"):
             load_config(path)
@@ -224,7 +223,6 @@ def test_a_huge_list_in_a_config_stops_parsing_at_the_bound(tmp_path, fmt):
     finally:
         tracemalloc.stop()
     assert peak < 40 * 2**20, f"{peak:,} bytes"
-    assert time.monotonic() - started < 10
 
 
 def test_in_memory_configs_are_checked_too():
