@@ -8,7 +8,12 @@ building the dataset (ms), creating its iterator and getting the first batch
 every tensor of every batch is hashed, in order (sha256 over dtype, shape and
 bytes), so two pipelines yield identical batches exactly when their digests
 are equal, and each batch's examples and frames (``frames_of``) are recorded.
-Later epochs are timed rounds that do nothing per batch but take the time. Steady
+The check epoch also records the multiset of the epoch's examples: one digest
+per example (its row of every tensor, and for padded cases only its first
+``lengths_of(batch)[i]`` steps of every tensor of rank >= 2, so that the
+padding a batch gave it does not count), kept sorted. Two pipelines do the same
+work (``same_work``) when these multisets are equal and their batches have the
+same sizes, in any order. Later epochs are timed rounds that do nothing per batch but take the time. Steady
 throughput is taken after the first ``WARMUP_FRACTION`` of the batches
 (tf.data starts its threads and fills its buffers there) up to the end of
 the epoch. CPU seconds are ``getrusage`` user + sys of the whole process
@@ -77,18 +82,73 @@ class Round:
 
 @dataclasses.dataclass
 class Check:
-    digest: str
+    digest: str  # in order; "" when not hashed
     examples: list  # per batch
     frames: list  # per batch (None when the case has no frames)
     round: Round  # the check epoch, measured while hashing
+    example_digests: np.ndarray | None = None  # sorted, one uint64 per example; None when not hashed
+
+    @property
+    def multiset(self) -> str | None:
+        """One digest of the epoch's examples in any order (and their number)."""
+        if self.example_digests is None:
+            return None
+        return hashlib.sha256(self.example_digests.tobytes()).hexdigest()
+
+
+def example_digests(arrays: list, lengths) -> np.ndarray:
+    """One 64-bit digest per example of a batch (``arrays``: its tensors, flattened, as numpy).
+
+    ``lengths`` (per example, or None for fixed shapes): tensors of rank >= 2 are cut to the
+    example's length along axis 1, so that padding does not count."""
+    size = len(arrays[0])
+    if lengths is None:  # one byte row per example, every tensor's row side by side
+        header = "".join(f"{a.dtype.str}{a.shape[1:]}" for a in arrays).encode()
+        rows = np.hstack([np.ascontiguousarray(a).reshape(size, -1).view(np.uint8) for a in arrays])
+        width, data, base = rows.shape[1], memoryview(rows.tobytes()), hashlib.blake2b(header, digest_size=8)
+        out = []
+        for i in range(size):
+            h = base.copy()
+            h.update(data[i * width:(i + 1) * width])
+            out.append(h.digest())
+        return np.frombuffer(b"".join(out), "<u8")
+    out = []
+    for i in range(size):
+        h = hashlib.blake2b(digest_size=8)
+        for a in arrays:
+            row = a[i, :int(lengths[i])] if a.ndim >= 2 else a[i]
+            h.update(f"{row.dtype.str}{row.shape}".encode())
+            h.update(np.ascontiguousarray(row).tobytes())
+        out.append(h.digest())
+    return np.frombuffer(b"".join(out), "<u8")
+
+
+def same_work(ours: Check, theirs: Check) -> str | None:
+    """None when ``theirs`` yields the same examples as ``ours`` (as a multiset) in as many batches of
+    the same sizes (in any order); otherwise what differs."""
+    if ours.example_digests is None or theirs.example_digests is None:
+        return "not hashed"
+    problems = []
+    if len(ours.examples) != len(theirs.examples):
+        problems.append(f"{len(theirs.examples):,} batches, ours {len(ours.examples):,}")
+    elif sorted(ours.examples) != sorted(theirs.examples):
+        problems.append("other batch sizes")
+    if ours.multiset != theirs.multiset:
+        a, b = ours.example_digests, theirs.example_digests
+        missing, extra = np.setdiff1d(a, b).size, np.setdiff1d(b, a).size
+        problems.append(f"{b.size:,} examples, ours {a.size:,}; {missing:,} of ours' not among theirs, "
+                        f"{extra:,} of theirs not among ours'")
+    return "; ".join(problems) or None
 
 
 def epoch(make: Callable[[], tf.data.Dataset], frames_of: Callable | None = None,
-          checked: Check | None = None) -> Check | Round:
+          checked: Check | None = None, *, lengths_of: Callable | None = None, hashing: bool = True) -> Check | Round:
     """One epoch on a freshly built dataset, measured.
 
-    Without ``checked``: the check epoch, every batch hashed; ``frames_of(batch)``
-    (a numpy structure) counts a batch's frames. Returns a Check. With ``checked``
+    Without ``checked``: the check epoch, every batch hashed in order and per example
+    (``lengths_of(batch)``: per example lengths of a padded batch, see ``example_digests``);
+    ``frames_of(batch)`` (a numpy structure) counts a batch's frames. ``hashing`` false: the
+    batches are only counted (batches of serialized records). Returns a Check. With ``checked``
     (that pipeline's Check): a timed round, nothing done per batch but taking the
     time; batch sizes and frames come from the check. Returns a Round.
     """
@@ -103,16 +163,19 @@ def epoch(make: Callable[[], tf.data.Dataset], frames_of: Callable | None = None
     cpu_before = _cpu_seconds()
     opened = time.perf_counter()
     iterator = iter(dataset)
-    times, digest, examples, frames = [], hashlib.sha256(), [], []
+    times, digest, examples, frames, per_example = [], hashlib.sha256(), [], [], []
     for batch in iterator:
         times.append(time.perf_counter())
         if checked is None:
             arrays = [t.numpy() for t in tf.nest.flatten(batch)]
-            for a in arrays:
-                digest.update(f"{a.dtype.str}{a.shape}".encode())
-                digest.update(np.ascontiguousarray(a).tobytes())
+            structure = tf.nest.pack_sequence_as(batch, arrays)
+            if hashing:
+                for a in arrays:
+                    digest.update(f"{a.dtype.str}{a.shape}".encode())
+                    digest.update(np.ascontiguousarray(a).tobytes())
+                per_example.append(example_digests(arrays, lengths_of(structure) if lengths_of else None))
             examples.append(len(arrays[0]))
-            frames.append(frames_of(tf.nest.pack_sequence_as(batch, arrays)) if frames_of else None)
+            frames.append(frames_of(structure) if frames_of else None)
         if sampled:
             peak = max(peak, _status_kb("VmRSS"))
     cpu = _cpu_seconds() - cpu_before
@@ -129,4 +192,8 @@ def epoch(make: Callable[[], tf.data.Dataset], frames_of: Callable | None = None
                      examples_per_s=sum(examples[skip:]) / span,
                      frames_per_s=None if frames[0] is None else sum(frames[skip:]) / span, cpu_s=cpu,
                      memory_mb=(peak - rss_before) / 1024, epoch_s=times[-1] - opened, hashed=checked is None)
-    return measured if checked is not None else Check(digest.hexdigest(), examples, frames, measured)
+    if checked is not None:
+        return measured
+    if not hashing:
+        return Check("", examples, frames, measured)
+    return Check(digest.hexdigest(), examples, frames, measured, np.sort(np.concatenate(per_example)))

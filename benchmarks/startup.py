@@ -8,8 +8,8 @@ Per case, one ``build_input_fn`` (not timed) and then ``--calls`` + 1 times: ``i
 the pipeline's functions), ``iter()`` (instantiating those the iterator starts with) and the first
 batch (reading, and instantiating the functions of each file as it opens). The first call of each
 case is left out (it may pay tracing done once per process and setting); the medians of the others
-are printed, in ms. run.py's start-up column is the same sum plus ``build_input_fn`` (reading the
-config and manifest: a few ms), timed with the epoch after it.
+are printed, in ms. run.py's start-up column is the same sum, over its timed rounds (each call
+followed by a whole epoch); its first call column is the call left out here.
 """
 from __future__ import annotations
 
