@@ -20,9 +20,9 @@ Both sides yield NumPy batches of the same structure, ``({input: array}, {target
   TensorFlow) into NumPy, as a JAX user with existing tf.Example data writes; speech batches are padded to
   their longest example with zeros by the batch function.
 
-Each pipeline first runs a check epoch: every example is hashed (padding removed) and the multisets of
-digests and the batch sizes must be equal to ours (the order differs: ours alternates 4 files, grain reads
-them in turn). Both grain settings are checked and timed once; the faster is kept. Then ours and grain run
+Both grain settings run the first quarter of an epoch and the faster is kept. Ours and it then run a check
+epoch: every example is hashed (padding removed) and the multisets of digests and the batch sizes must be
+equal (the order differs: ours alternates 4 files, grain reads them in turn). Then they run
 ``--rounds`` whole epochs alternately, fresh iterator each; the table shows medians. Steady rates skip the
 first 10% of the batches; CPU seconds are getrusage of this process plus grain's worker processes from the
 iterator's creation to the end of the epoch; memory is this process's peak resident set growth (as
@@ -308,7 +308,7 @@ def load_cases(names, directory: str) -> list[dict]:
         cost = read_cost(files)
         out.append({"name": case.name, "data": case.data, "batch_size": case.batch_size,
                     "config": run.with_data(case.config, os.path.join(directory, case.data)),
-                    "kind": {"floats": "floats", "images": "images", "speech": "speech"}[case.data],
+                    "kind": case.data,  # floats, images or speech: what Parser parses
                     "arrayrecord": files, "records_per_file": cost["records_per_file"], "read_cost": cost,
                     "conversion": conversion, "descriptors": descriptors})
     return out
