@@ -24,7 +24,7 @@ from batchloaders.read import determinism, sharding, sources
 from batchloaders.read.integrity import Reader
 from batchloaders.read.sharding import Shard
 from batchloaders.regroup import stage as stages
-from batchloaders.runtime import keras_align
+from batchloaders.runtime import keras_align, reuse
 from batchloaders.runtime.located import LocatedDataset, Locator, register
 from batchloaders.runtime.resume import identity
 
@@ -91,7 +91,8 @@ class CallPlan:
 class InputFn:
     """``input_fn(input_context=None, *, params=None, mode=None, config=None, skip_batches=0)`` -> the dataset of
     (features, targets) batches. Built once per config by :func:`build_input_fn`: the files' sizes and counts
-    are read then; each call builds a fresh pipeline.
+    are read then; each call builds its pipeline, or gets the one an earlier call with the same arguments,
+    files and graph built (runtime/reuse.py).
 
     ``config``: the checked LoaderConfig. ``skipped()``, ``chunk_report()``, ``segment_report()``: what the
     pipelines built so far have skipped, chunked and segmented."""
@@ -109,6 +110,7 @@ class InputFn:
         self._reader = Reader(config)  # file sizes and counts are read once, here
         self._local = config.service is None  # under the service, counters would count on the workers
         self._report = self.stage.counter(config) if self._local else None
+        self._kept = reuse.Kept()  # a call building what an earlier one built gets its dataset (reuse.py)
 
     def __call__(self, input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
                  config=None, skip_batches: int = 0) -> tf.data.Dataset:
@@ -120,6 +122,17 @@ class InputFn:
         batching; elsewhere the batches are made and dropped."""
         call = self._plan(input_context, params, skip_batches)
         self._reader.refresh()
+        if isinstance(input_context, Mapping):  # Estimator-style input_fn(params), as _plan takes it
+            params, input_context = input_context, None
+        kept_as = reuse.key(call.config, params, input_context, skip_batches, self._reader.table)
+        dataset = self._kept.get(kept_as)
+        if dataset is None:
+            dataset = self._build(call)
+            self._kept.put(kept_as, dataset)
+        return dataset
+
+    def _build(self, call: CallPlan) -> tf.data.Dataset:
+        """The call's pipeline, built."""
         start = _start(call, self.stage) if call.skip_batches and self._local else None
         cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
