@@ -127,12 +127,12 @@ class InputFn:
         kept_as = reuse.key(call.config, params, input_context, skip_batches, self._reader.table)
         dataset = self._kept.get(kept_as)
         if dataset is None:
-            dataset = self._build(call)
+            dataset = self._build(call, params)
             self._kept.put(kept_as, dataset)
         return dataset
 
-    def _build(self, call: CallPlan) -> tf.data.Dataset:
-        """The call's pipeline, built."""
+    def _build(self, call: CallPlan, params) -> tf.data.Dataset:
+        """The call's pipeline, built (``params``: the service's address may come from them)."""
         start = _start(call, self.stage) if call.skip_batches and self._local else None
         cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
