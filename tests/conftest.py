@@ -117,6 +117,17 @@ LONGEST_FIRST = ["test_resume", "test_corruption", "test_readme_blocks", "test_f
                  "test_describe_json", "test_preview", "test_same_batches", "test_independent"]
 
 
+def pytest_configure(config):
+    """Grappler's meta optimizer off for the functions the tests' pipelines instantiate: about two thirds of
+    every iterator's creation (docs/decisions/test-suite.md). It rewrites graphs without changing what they
+    compute; ``BATCHLOADERS_TEST_GRAPPLER=1`` runs the suite with TensorFlow's default instead, and
+    ``make bench`` checks whole epochs of ours, with it, against pipelines written by hand."""
+    if os.environ.get("BATCHLOADERS_TEST_GRAPPLER") != "1":
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: order within a file kept
