@@ -86,6 +86,7 @@ class CallPlan:
     input_context: Any
     shard: Shard
     skip_batches: int
+    params: Mapping[str, Any] | None = None  # as given (Estimator-style ones moved here from input_context)
 
 
 class InputFn:
@@ -122,17 +123,15 @@ class InputFn:
         batching; elsewhere the batches are made and dropped."""
         call = self._plan(input_context, params, skip_batches)
         self._reader.refresh()
-        if isinstance(input_context, Mapping):  # Estimator-style input_fn(params), as _plan takes it
-            params, input_context = input_context, None
-        kept_as = reuse.key(call.config, params, input_context, skip_batches, self._reader.table)
+        kept_as = reuse.key(call.config, call.params, call.input_context, skip_batches, self._reader.table)
         dataset = self._kept.get(kept_as)
         if dataset is None:
-            dataset = self._build(call, params)
+            dataset = self._build(call)
             self._kept.put(kept_as, dataset)
         return dataset
 
-    def _build(self, call: CallPlan, params) -> tf.data.Dataset:
-        """The call's pipeline, built (``params``: the service's address may come from them)."""
+    def _build(self, call: CallPlan) -> tf.data.Dataset:
+        """The call's pipeline, built."""
         start = _start(call, self.stage) if call.skip_batches and self._local else None
         cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
@@ -149,8 +148,8 @@ class InputFn:
             from batchloaders.runtime import service  # deferred: the tf.data service's client, for service configs
 
             # The finished pipeline (prefetch and options included) is what the workers run.
-            dataset = service.distribute(dataset, call.config, params)
-            fetcher = service.bounded_wait(call.config, params)
+            dataset = service.distribute(dataset, call.config, call.params)
+            fetcher = service.bounded_wait(call.config, call.params)
         # The seed too: a restore into another seed would go on with other draws (ResumableIterator builds
         # the pipeline from the seed it saved, so its own checkpoints match).
         fingerprint = identity(call.config, call.batch_size, call.input_context, with_seed=True)
@@ -173,7 +172,7 @@ class InputFn:
         if input_context is not None:
             sharding.log_rule(config, shard)
             sharding.check_share(config, shard)
-        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches)
+        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches, params)
 
     def _cardinality(self, call: CallPlan, start) -> int | None:
         """The number of batches, when the manifest's counts fix it; never under a tf.data service, where each

@@ -1,7 +1,7 @@
 """Datasets kept for ``input_fn()`` calls that would build the same pipeline again.
 
-Building a pipeline traces every function of it in Python (0.1-1.3 s for the example configs), and
-Keras, a strategy or a training loop may call ``input_fn()`` more than once. A tf.data.Dataset is
+Building a pipeline traces every function of it in Python (docs/decisions/performance.md, "Start-up"),
+and Keras, a strategy or a training loop may call ``input_fn()`` more than once. A tf.data.Dataset is
 immutable and every iterator of it starts from the beginning, so a call whose arguments, files and
 graph are those of an earlier call gets the earlier call's dataset: the same batches, without the
 tracing. Not kept:
