@@ -107,6 +107,14 @@ def numbered_dataset(tmp_path):
     return d
 
 
+@pytest.fixture(scope="session")
+def warm_python():
+    """Runs programs as ``python -c`` would, TensorFlow imported beforehand (tests/warm.py)."""
+    from warm import shared
+
+    return shared()
+
+
 # The test files that take longest (seconds of test time, summed, in a whole run on the 2-core dev
 # machine, 2026-11-25), longest first. pytest-xdist hands out whole files (`--dist loadfile`) in
 # the order collected (`--no-loadscope-reorder`, Makefile); starting with the longest keeps one

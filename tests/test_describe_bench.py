@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import batchloaders
+import warm
 from conftest import example, feature, sequence_example, write_manifest, write_records
 from seqdata import write_continuous, write_discrete
 
@@ -28,9 +29,9 @@ LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8]  # tokens steps of the records, in file and r
 
 
 def run(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    """``python -m batchloaders args...`` in ``cwd`` (tests/warm.py: TensorFlow imported beforehand)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "batchloaders", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return warm.shared().run(warm.CLI, argv=args, cwd=cwd, env=env, timeout=300)
 
 
 def write_config(path: pathlib.Path, loader: str, data_dir: str, primary, inputs, targets=(), **args) -> str:

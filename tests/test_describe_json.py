@@ -20,6 +20,7 @@ import pytest
 
 from batchloaders import build_input_fn, load_config
 from batchloaders.cli.describe import plan, signature, steps_per_epoch, total_batches
+import warm
 from conftest import example, feature, write_manifest, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -95,9 +96,8 @@ def json_plans(demo_data):
     """describe --json of every example config, run as a user runs it (trusting the plugins of our own configs)."""
     out = {}
     for path in CONFIGS:
-        result = subprocess.run([sys.executable, "-m", "batchloaders", "describe", "--json", "--trust-plugins",
-                                 os.path.relpath(path, REPO)], cwd=REPO, capture_output=True, text=True, timeout=300,
-                                env=dict(os.environ, PYTHONPATH=str(REPO)))
+        result = warm.shared().run(warm.CLI, argv=["describe", "--json", "--trust-plugins", os.path.relpath(path, REPO)],
+                                   cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
         assert result.returncode == 0, result.stderr
         out[path] = json.loads(result.stdout)  # the whole of stdout is one JSON object
     return out

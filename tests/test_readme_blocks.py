@@ -16,6 +16,10 @@ What one command leaves in the process is what a program calling ``cli.main`` tw
 stay imported (a later ``--plugins`` still makes their types every config's), and once TensorFlow is
 imported quietly ``-v`` cannot show its start-up lines (test_describe_bench.py checks ``-v`` in a
 process of its own). The installed console script still runs in the blocks run by bash.
+
+Python programs and those ``batchloaders`` blocks run in a child forked from an interpreter that has
+imported TensorFlow already (tests/warm.py): each is still a process of its own, started without the
+4-5 s of that import; a program that sets the environment before importing runs in a fresh interpreter.
 """
 from __future__ import annotations
 
@@ -112,17 +116,17 @@ def homes(tmp_path_factory):
 
 
 @pytest.mark.parametrize("page, line, language, code", ALL, ids=[f"{p[0]}-line-{p[1]}" for p in ALL])
-def test_the_block_runs_as_written(demo_data, homes, page, line, language, code):
+def test_the_block_runs_as_written(demo_data, homes, warm_python, page, line, language, code):
     env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]),
                HOME=str(homes(page)))
     env.pop("PYTHONPATH", None)
     if language == "python":
-        command = [sys.executable, "-c", code]
+        result = warm_python.run(code, cwd=REPO, env=env, timeout=300)
     elif cli_commands(code):
-        command = [sys.executable, "-c", CLI_RUNNER, code]
+        result = warm_python.run(CLI_RUNNER, argv=[code], cwd=REPO, env=env, timeout=300)
     else:
-        command = ["bash", "-e", "-c", code]
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        result = subprocess.run(["bash", "-e", "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                                timeout=300)
     assert result.returncode == 0, f"{page} line {line}:\n{code}\n--- stderr:\n{result.stderr[-3000:]}"
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
+
+from warm import CLI
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,9 +44,9 @@ def blocks():
     return section_blocks("## Your own steps and secondary features (plugins)")
 
 
-def run(args):
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT},
-                          timeout=300)
+def run(warm_python, code, *argv):
+    """``python -c code argv...`` from the repository's root (tests/warm.py: TensorFlow imported beforehand)."""
+    return warm_python.run(code, argv=argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
 
 
 def test_the_plugin_shown_is_the_shipped_plugin(blocks):
@@ -61,35 +61,34 @@ def test_the_plugin_shown_is_the_shipped_plugin(blocks):
             assert line.split("#")[0].rstrip() in shipped, line
 
 
-def test_the_commands_shown_succeed(blocks):
+def test_the_commands_shown_succeed(blocks, warm_python):
     commands = [line for lang, code in blocks if lang == "sh" for line in code.splitlines() if line.strip()]
     assert commands
     for line in commands:
         words = shlex.split(line.split("#")[0])
         assert words[0] == ".venv/bin/batchloaders", line
-        done = run([sys.executable, "-m", "batchloaders", *words[1:]])
+        done = run(warm_python, CLI, *words[1:])
         assert done.returncode == 0, (line, done.stdout, done.stderr)
-    assert "lowercase" in run([sys.executable, "-m", "batchloaders", "describe", "--trust-plugins",
-                               "configs/chars_plugin.yaml"]).stdout
+    assert "lowercase" in run(warm_python, CLI, "describe", "--trust-plugins", "configs/chars_plugin.yaml").stdout
 
 
-def test_the_training_code_shown_runs(blocks):
+def test_the_training_code_shown_runs(blocks, warm_python):
     code = next(code for lang, code in blocks if lang == "python" and "model.fit" in code)
-    done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
-                "print('trained', model.history.history['loss'])"])
+    done = run(warm_python, code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
+               "print('trained', model.history.history['loss'])")
     assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
 
 
-def test_the_ragged_keras_example_runs():
+def test_the_ragged_keras_example_runs(warm_python):
     (code,) = [code for lang, code in section_blocks("### Batching policies per tensor") if lang == "python"]
-    done = run([sys.executable, "-c", code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
-                "print('trained', model.history.history['loss'])"])
+    done = run(warm_python, code + "\nimport math\nassert math.isfinite(model.history.history['loss'][-1])\n"
+               "print('trained', model.history.history['loss'])")
     assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
 
 
-def test_the_chunking_example_runs():
+def test_the_chunking_example_runs(warm_python):
     (code,) = [code for lang, code in section_blocks("### Chunking") if lang == "python"]
-    done = run([sys.executable, "-c", code])
+    done = run(warm_python, code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith(
         "4 sequence(s) cut into 6 chunk(s); 1 last piece(s) shorter than min_size dropped"), done.stdout

@@ -2,14 +2,12 @@
 loss falls and its checkpoint holds the lanes' states; the lane diagram is what the scheduler does."""
 from __future__ import annotations
 
-import sys
-
 from test_readme_plugins import run, section_blocks
 
 HEADING = "### Segmenting (truncated backpropagation through time)"
 
 
-def test_the_keras_and_custom_loop_examples_run():
+def test_the_keras_and_custom_loop_examples_run(warm_python):
     blocks = [code for lang, code in section_blocks(HEADING) if lang == "python"]
     assert len(blocks) == 2
     check = ("\nimport math\nfirst, last = history.history['loss'][0], history.history['loss'][-1]\n"
@@ -19,7 +17,7 @@ def test_the_keras_and_custom_loop_examples_run():
              "tf.train.Checkpoint(states=restored).restore(path).expect_partial()\n"
              "np.testing.assert_array_equal(restored.variables[0].numpy(), model.states.variables[0].numpy())\n"
              "print('ok')\n")
-    done = run([sys.executable, "-c", blocks[0] + "\n" + blocks[1] + check])
+    done = run(warm_python, blocks[0] + "\n" + blocks[1] + check)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok"), done.stdout
 
