@@ -384,7 +384,9 @@ def test_skip_batches_gives_the_rest_of_the_run_from_any_batch(data, shuffle, pa
                                                   epochs=epochs, counted=counted))
     whole = [flat(b) for b in input_fn().take(60).as_numpy_iterator()]
     assert len(whole) == (17 if epochs == 3 else 60)  # 51 records in batches of 3
-    for n in (1, 5, 6, 11, 12, 16):  # batch 5 holds the first epoch's last records and the second's first
+    # Batches 5 and 11 hold the last records of an epoch and the first of the next; 6 begins a record into
+    # the second epoch; 16 is the last batch of a finite run.
+    for n in (5, 6, 11, 16):
         dataset = input_fn(skip_batches=n)
         assert [flat(b) for b in dataset.take(60 - n).as_numpy_iterator()] == whole[n:n + 60 - n], f"after {n}"
         if epochs == 3 and counted:
