@@ -18,8 +18,9 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m batchloaders.demo
 
-# One pytest worker per core (pytest-xdist), each taking whole test files (module fixtures set up once),
-# the longest first (tests/conftest.py: LONGEST_FIRST). The tf.data service servers tests/test_service.py
+# One pytest worker per core plus one (pytest-xdist), each taking whole test files (module fixtures set up
+# once), the longest first (tests/conftest.py: LONGEST_FIRST). The extra worker keeps the cores busy while
+# tests wait on the processes and servers they start (docs/decisions/test-suite.md). The tf.data service servers tests/test_service.py
 # runs in pytest's workers log from C++ where pytest captures nothing (a client released after its
 # dispatcher stopped), onto pytest's progress line: TensorFlow's log level 3 unless you set one.
 # oneDNN's graph pass off unless you set it (a third of each pipeline's first batch; the tests' models are
@@ -27,7 +28,7 @@ demo: setup
 # BATCHLOADERS_TEST_GRAPPLER=1 TF_ENABLE_ONEDNN_OPTS=1 make test runs with TensorFlow's defaults.
 test: setup
 	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} \
-		$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder
+		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(PY) benchmarks/run.py
