@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench validate docs clean
+.PHONY: setup demo test fuzz bench validate docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ demo: setup
 test: setup
 	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} \
 		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadfile --no-loadscope-reorder
+
+# The fuzz tests at eight times the suite's example counts (several minutes on 2 cores): before a
+# release, or after a change to validation or the config model.
+fuzz: setup
+	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} FUZZ_SCALE=8 \
+		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) tests/test_fuzz.py tests/test_damage_fuzz.py
 
 bench: setup
 	$(PY) benchmarks/run.py
