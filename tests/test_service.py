@@ -97,6 +97,14 @@ def test_dynamic_gives_every_example_exactly_once(data, servers):
     assert collections.Counter(got) == collections.Counter(examples(local(cfg)))
 
 
+def test_each_call_of_a_service_config_builds_its_own_dataset(data, servers):
+    """runtime/reuse.py keeps no service pipeline: each call's client is made with that call's address and job."""
+    input_fn = build_input_fn(config(data, servers, processing_mode="dynamic"))
+    first, second = input_fn(), input_fn()
+    assert first is not second
+    assert sorted(examples(first)) == sorted(examples(second)) == [(i, (float(i), i + .5)) for i in IDS]
+
+
 def test_off_gives_every_example_once_per_worker(data, servers):
     cfg = config(data, servers, processing_mode="off")
     got = examples(build_input_fn(cfg)())
