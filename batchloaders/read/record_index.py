@@ -149,45 +149,48 @@ def load_index(data_path: str, manifest: Manifest) -> RecordIndex:
     the index is missing, its size or SHA-256 differs from the manifest's record of it, it was written for
     a data file of another size, or it holds another record count than the manifest lists.
     """
+    index, problem = check_index(data_path, manifest)
+    if problem is not None:
+        entry = manifest.entry(data_path)
+        raise ManifestError(Problem(manifest.path, "$.files", (
+            f"data file {data_path}, index {index_path(data_path)}: {problem}: write the index again with "
+            f"`batchloaders index {os.path.dirname(manifest.path) or '.'}`"), entry.line if entry else None))
+    return index
+
+
+def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None, str | None]:
+    """The index of ``data_path`` and None, or None and what is wrong with it (see :func:`load_index`)."""
     entry = manifest.entry(data_path)
-    index_file = index_path(data_path)
-    line = entry.line if entry is not None else None
-
-    def stale(what: str) -> ManifestError:
-        return ManifestError(Problem(manifest.path, "$.files", (
-            f"data file {data_path}, index {index_file}: {what}: write the index again with `batchloaders index "
-            f"{os.path.dirname(manifest.path) or '.'}`"), line))
-
     if entry is None:
-        raise stale("the manifest lists no entry for this data file")
+        return None, "the manifest lists no entry for this data file"
     if entry.index is None:
-        raise stale("the manifest records no index for this data file")
+        return None, "the manifest records no index for this data file"
     try:
-        with open(index_file, "rb") as f:
+        with open(index_path(data_path), "rb") as f:
             blob = f.read()
     except FileNotFoundError:
-        raise stale("the index file is missing") from None
+        return None, "the index file is missing"
     except OSError as error:
-        raise stale(f"the index file cannot be read ({error.strerror or error})") from None
+        return None, f"the index file cannot be read ({error.strerror or error})"
     if len(blob) != entry.index.size_bytes:
-        raise stale(f"the index file is {count(len(blob), 'byte')}, but the manifest records "
-                    f"{count(entry.index.size_bytes, 'byte')}")
+        return None, (f"the index file is {count(len(blob), 'byte')}, but the manifest records "
+                      f"{count(entry.index.size_bytes, 'byte')}")
     digest = sha256_of(blob)
     if digest != entry.index.sha256:
-        raise stale(f"the index file's SHA-256 is {digest[:HASH_SHOWN]}..., but the manifest records "
-                    f"{entry.index.sha256[:HASH_SHOWN]}...: it changed after the manifest was written")
+        return None, (f"the index file's SHA-256 is {digest[:HASH_SHOWN]}..., but the manifest records "
+                      f"{entry.index.sha256[:HASH_SHOWN]}...: it changed after the manifest was written")
     try:
         index = decode(blob)
     except ValueError as error:
-        raise stale(str(error)) from None
+        return None, str(error)
     try:
         size = os.stat(data_path).st_size
     except OSError as error:
-        raise stale(f"the data file cannot be read ({error.strerror or error})") from None
+        return None, f"the data file cannot be read ({error.strerror or error})"
     if size != index.data_size:
-        raise stale(f"the data file is {count(size, 'byte')}, but the index was written for a data file of "
-                    f"{count(index.data_size, 'byte')}: the data file changed after the index was written")
+        return None, (f"the data file is {count(size, 'byte')}, but the index was written for a data file of "
+                      f"{count(index.data_size, 'byte')}: the data file changed after the index was written")
     if index.num_records != entry.num_records:
-        raise stale(f"the index holds {count(index.num_records, 'record')}, but the manifest lists "
-                    f"{count(entry.num_records, 'record')} for the data file")
-    return index
+        return None, (f"the index holds {count(index.num_records, 'record')}, but the manifest lists "
+                      f"{count(entry.num_records, 'record')} for the data file")
+    return index, None
