@@ -349,6 +349,11 @@ def _add_preview(commands, parents: list[argparse.ArgumentParser]) -> None:
                               "matplotlib: pip install \"batchloaders[plot]\")")
     preview.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
                          help="give up when a batch takes longer than S seconds (default 60)")
+    preview.add_argument("--record", metavar="FILE:N",
+                         help="instead of batches, print record N (from 0) of data file FILE (relative to the "
+                              "dataset directory, or absolute) decoded as the loader decodes it; a bare number "
+                              "counts over the whole dataset; read at its offset when `batchloaders index` wrote "
+                              "the file's index")
     preview.set_defaults(run=_with_plugins(_run_preview))
 
 
@@ -594,6 +599,8 @@ def _run_preview(args: argparse.Namespace) -> int:
     _quiet_tensorflow(args)
     from batchloaders.cli import preview  # deferred: imports TensorFlow
 
+    if args.record is not None:
+        return _run_preview_record(args)
     try:
         return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout,
                            trust_plugins=args.trust_plugins)
@@ -608,6 +615,25 @@ def _run_preview(args: argparse.Namespace) -> int:
         os._exit(EXIT_INVALID)
     except preview.FAILURES as error:
         return _fail("preview", error)
+
+
+def _run_preview_record(args: argparse.Namespace) -> int:
+    from batchloaders.cli import preview_record  # deferred: imports TensorFlow
+
+    try:
+        return preview_record.run(args.config, args.record, sys.stdout, trust_plugins=args.trust_plugins)
+    except preview_record.Usage as error:
+        _fail("preview", error)
+        return EXIT_USAGE
+    except (BatchLoaderError, tf_errors().OpError) as error:
+        return _fail("preview", error)
+
+
+def tf_errors():
+    """tf.errors, once a command has imported TensorFlow."""
+    import tensorflow as tf  # deferred: only commands that read data import TensorFlow
+
+    return tf.errors
 
 
 def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
