@@ -125,12 +125,12 @@ def tf_offsets(path) -> tf.Tensor:
     file that is not an index of this format or whose size disagrees with its header."""
     blob = tf.io.read_file(path)
     header = tf.io.decode_raw(tf.strings.substr(blob, 8, 16), tf.int64, little_endian=True)
+    size = tf.cast(tf.strings.length(blob), tf.int64)
     checks = [
-        tf.debugging.assert_equal(tf.strings.substr(blob, 0, 8), tf.constant(MAGIC),
-                                  message="not a record index of format version 1"),
-        tf.debugging.assert_equal(tf.cast(tf.strings.length(blob), tf.int64),
-                                  INDEX_HEADER_BYTES + OFFSET_BYTES * header[0],
-                                  message="the record index's size disagrees with its record count"),
+        tf.debugging.Assert(tf.equal(tf.strings.substr(blob, 0, 8), MAGIC), [
+            tf.strings.join([path, f": not a record index of format version {VERSION}"])]),
+        tf.debugging.Assert(tf.equal(size, INDEX_HEADER_BYTES + OFFSET_BYTES * header[0]), [
+            tf.strings.join([path, ": the record index's size disagrees with its record count"])]),
     ]
     with tf.control_dependencies(checks):
         body = tf.strings.substr(blob, INDEX_HEADER_BYTES, -1)
