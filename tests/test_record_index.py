@@ -306,3 +306,15 @@ def test_index_command_on_a_config(tmp_path, monkeypatch, capsys):
     assert out[-1].startswith("wrote 3 indexes")
     assert np.array_equal(record_index.tf_offsets(os.path.join(d, "part-0.tfrecords.index")).numpy(),
                           frame_offsets(records(0))[:-1])
+
+
+def test_the_manifest_command_keeps_the_index_of_an_unchanged_file(tmp_path, monkeypatch, capsys):
+    d = dataset(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert cli(capsys, "index", "d")[0] == 0
+    indexed = json.load(open(os.path.join(d, "__manifest__.json")))["files"]
+    write_records(os.path.join(d, "part-2.tfrecords"), records(2)[:4])
+    assert cli(capsys, "manifest", "d")[0] == 0
+    files = json.load(open(os.path.join(d, "__manifest__.json")))["files"]
+    assert files[:2] == indexed[:2]  # unchanged: their indexes kept
+    assert "index" not in files[2] and files[2]["num_records"] == 4  # changed: its index dropped with its entry

@@ -204,7 +204,7 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
     compression = _compression(directory, files, existing)
-    entries = _entries(directory, files, compression, err)
+    entries = _kept_indexes(_entries(directory, files, compression, err), existing)
     declared = existing.get("features")
     if isinstance(declared, list) and declared:
         described = _kept(existing, _samples(files, compression), raws)
@@ -254,6 +254,17 @@ def _entries(directory: str, files: Sequence[str], compression: str | None, err:
     if problems:
         raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
                                             "files (see `batchloaders verify`)"]))
+    return entries
+
+
+def _kept_indexes(entries: list[dict], existing: dict) -> list[dict]:
+    """The entries, each keeping the record ``index`` its existing entry records when the data file is unchanged
+    (same count, size and SHA-256): the index is still right; a changed file's index is dropped with its entry."""
+    old = {e.get("name"): e for e in existing.get("files") or () if isinstance(e, dict)}
+    for entry in entries:
+        before = old.get(entry["name"], {})
+        if "index" in before and all(before.get(key) == entry[key] for key in ("num_records", "size_bytes", "sha256")):
+            entry["index"] = before["index"]
     return entries
 
 
