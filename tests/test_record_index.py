@@ -318,3 +318,18 @@ def test_the_manifest_command_keeps_the_index_of_an_unchanged_file(tmp_path, mon
     files = json.load(open(os.path.join(d, "__manifest__.json")))["files"]
     assert files[:2] == indexed[:2]  # unchanged: their indexes kept
     assert "index" not in files[2] and files[2]["num_records"] == 4  # changed: its index dropped with its entry
+
+
+def test_a_dir_means_the_files_its_manifest_lists(tmp_path, monkeypatch, capsys):
+    """A manifest written with --pattern lists files the default pattern does not find."""
+    d = tmp_path / "d"
+    write_manifest(d, FEATURES)
+    for f in range(2):
+        write_records(d / f"train-{f}.rec", records(f))
+    monkeypatch.chdir(tmp_path)
+    assert cli(capsys, "manifest", "d", "--pattern", "train-*")[0] == 0
+    code, out, _ = cli(capsys, "index", "d")
+    assert code == 0
+    assert out[:2] == ["indexed d/train-0.rec: 3 records, index 48 bytes", "indexed d/train-1.rec: 0 records, index 24 bytes"]
+    assert [e["index"]["name"] for e in json.load(open(d / "__manifest__.json"))["files"]] == \
+        ["train-0.rec.index", "train-1.rec.index"]

@@ -1,7 +1,7 @@
 """``batchloaders index DIR|CONFIG``: write the record index of every data file and record it in the manifest.
 
-A DIR means the data files a ``dir`` dataset finds there by default and
-``DIR/__manifest__.json``; a CONFIG means its dataset's files and manifest. For
+A DIR means ``DIR/__manifest__.json`` and the data files it lists (when it lists
+none: those a ``dir`` dataset finds there by default); a CONFIG means its dataset's files and manifest. For
 each data file the frames are walked (each length's checksum checked, progress on
 stderr) and ``<data file>.index`` is written beside it (format:
 :mod:`batchloaders.read.record_index`). Each file's ``files`` entry in the manifest
@@ -61,7 +61,9 @@ def _target(target: str) -> tuple[str, list[str]]:
         if not os.path.isfile(manifest_path):
             raise Refused(f"no {MANIFEST_NAME} in {shown(target)}: write it first with `batchloaders manifest "
                           f"{target}`")
-        manifest, files = load_manifest(manifest_path), data_files(target)
+        manifest = load_manifest(manifest_path)
+        # The files the manifest lists (it may have been written with --pattern), else those found by default.
+        files = list(manifest.files) if manifest.files else data_files(target)
     else:
         dataset = load_dataset(target)
         manifest, files = dataset.manifest, list(dataset.files)
