@@ -40,10 +40,14 @@ def __getattr__(name):
         from batchloaders.runtime.resume import restore_checkpoint  # deferred: imports TensorFlow, on first use
 
         return restore_checkpoint
+    if name == "read_record":  # decodes with TensorFlow
+        from batchloaders.loaders.record_access import read_record  # deferred: imports TensorFlow, on first use
+
+        return read_record
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "PluginsNotChecked", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
-           "register_step", "load_config", "load_manifest", "restore_checkpoint", "__version__"]
+           "register_step", "load_config", "load_manifest", "read_record", "restore_checkpoint", "__version__"]

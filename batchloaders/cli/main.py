@@ -32,6 +32,8 @@ problem, path first, and exiting 1 when there is any:
   ``files``, every record against the features, unlisted and missing files;
 * ``batchloaders manifest DIR``: writes or updates ``DIR/__manifest__.json`` with every
   file's record count, size and SHA-256, inferring the features when none are declared.
+* ``batchloaders index DIR|CONFIG``: writes ``<data file>.index`` (each record's byte offset)
+  beside every uncompressed data file and records it in the manifest's ``files``.
 
 ``batchloaders serve --dispatcher`` / ``serve --worker ADDRESS`` start TensorFlow's tf.data service
 servers (for configs with a ``service`` block), print the address they listen on and serve until
@@ -246,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_data(commands, reads_config)
     _add_verify(commands)
     _add_manifest(commands)
+    _add_index(commands)
     _add_init(commands)
     _add_serve(commands)
     _add_schema(commands, [plugins_option])
@@ -346,6 +349,11 @@ def _add_preview(commands, parents: list[argparse.ArgumentParser]) -> None:
                               "matplotlib: pip install \"batchloaders[plot]\")")
     preview.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S",
                          help="give up when a batch takes longer than S seconds (default 60)")
+    preview.add_argument("--record", metavar="FILE:N",
+                         help="instead of batches, print record N (from 0) of data file FILE (relative to the "
+                              "dataset directory, or absolute) decoded as the loader decodes it; a bare number "
+                              "counts over the whole dataset; read at its offset when `batchloaders index` wrote "
+                              "the file's index")
     preview.set_defaults(run=_with_plugins(_run_preview))
 
 
@@ -406,6 +414,21 @@ def _add_manifest(commands) -> None:
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr,
                                                                 pattern=args.pattern, raws=args.raw)))
+
+
+def _add_index(commands) -> None:
+    index = commands.add_parser(
+        "index", help="write the record index of every data file and record it in the manifest",
+        description="Walk the frames of every data file (each length's checksum checked; progress on stderr), "
+                    "write '<data file>.index' beside it (the byte offset of every record) and record each "
+                    "index's name, size and SHA-256 in the manifest's files entries (a file the manifest does "
+                    "not list gets its full entry, as the manifest command writes it). Uncompressed TFRecord "
+                    "files only. Writes nothing when a file is damaged or disagrees with the manifest. Exits 1 "
+                    "on any problem.")
+    index.add_argument("target", metavar="DIR|CONFIG",
+                       help="a dataset directory holding __manifest__.json, or a loader config")
+    index.set_defaults(run=_tool("index", "write_index",
+                                 lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
 
 
 def _add_init(commands) -> None:
@@ -576,6 +599,8 @@ def _run_preview(args: argparse.Namespace) -> int:
     _quiet_tensorflow(args)
     from batchloaders.cli import preview  # deferred: imports TensorFlow
 
+    if args.record is not None:
+        return _run_preview_record(args)
     try:
         return preview.run(args.config, args.batches, sys.stdout, plot=args.plot, timeout=args.timeout,
                            trust_plugins=args.trust_plugins)
@@ -590,6 +615,25 @@ def _run_preview(args: argparse.Namespace) -> int:
         os._exit(EXIT_INVALID)
     except preview.FAILURES as error:
         return _fail("preview", error)
+
+
+def _run_preview_record(args: argparse.Namespace) -> int:
+    from batchloaders.cli import preview_record  # deferred: imports TensorFlow
+
+    try:
+        return preview_record.run(args.config, args.record, sys.stdout, trust_plugins=args.trust_plugins)
+    except preview_record.Usage as error:
+        _fail("preview", error)
+        return EXIT_USAGE
+    except (BatchLoaderError, tf_errors().OpError) as error:
+        return _fail("preview", error)
+
+
+def tf_errors():
+    """tf.errors, once a command has imported TensorFlow."""
+    import tensorflow as tf  # deferred: only commands that read data import TensorFlow
+
+    return tf.errors
 
 
 def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:

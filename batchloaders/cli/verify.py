@@ -14,7 +14,10 @@ whole (progress on stderr) and checked for:
   when there is one (a file cut at a record boundary, or emptied);
 * every record against the manifest's features, as ``check-data`` checks them;
 * when the manifest has ``files``: data files it does not list, and listed
-  files that are missing.
+  files that are missing;
+* every record index the manifest records (``batchloaders index``): present, its size and
+  SHA-256 as recorded, written for the data file as it is, and its offsets equal to where
+  the frames found while reading begin.
 
 ::
 
@@ -32,6 +35,7 @@ import os
 import sys
 from typing import Sequence, TextIO
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.config.datasets import _walk, url_scheme
@@ -39,6 +43,7 @@ from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.spec.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary
 from batchloaders.cli.progress import Progress
+from batchloaders.read.record_index import check_index, index_path
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
 
 HASH_SHOWN = 12  # hex digits of a SHA-256 a message shows
@@ -83,6 +88,25 @@ def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
     return problems
 
 
+def index_problems(path: str, scan: Scan, manifest: Manifest) -> list[str]:
+    """Where the record index the manifest records for ``path`` is stale, or disagrees with the frames found."""
+    index, problem = check_index(path, manifest)
+    name = f"its index {shown(index_path(path))}"
+    if problem is not None:
+        return [f"{name}: {problem} (write it again with `batchloaders index`)"]
+    if not scan.complete or scan.offsets is None:
+        return []  # the file's own problems say why its records cannot be counted on
+    found = np.frombuffer(scan.offsets, np.int64)
+    if len(found) == index.num_records and np.array_equal(found, index.offsets):
+        return []
+    shared = min(len(found), index.num_records)
+    at = int(np.argmax(found[:shared] != index.offsets[:shared])) if shared else 0
+    if shared and found[at] == index.offsets[at]:
+        return [f"{name}: it holds {count(index.num_records, 'record')}, but the file holds {len(found):,}"]
+    return [f"{name}: record {at} begins at byte {int(index.offsets[at]):,} in the index, but at byte "
+            f"{int(found[at]):,} in the file (write it again with `batchloaders index`)"]
+
+
 def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO,
                  unreadable: Sequence[str] = ()) -> int:
     """Read every file whole, print a line per problem (or OK) and a summary; return the exit status.
@@ -95,9 +119,11 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
     try:
         for path in files:
             local = url_scheme(path) is None
+            entry = manifest.entry(path) if local else None
+            indexed = entry is not None and entry.index is not None
             scan = None
             try:
-                scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress)
+                scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress, offsets=indexed)
                 problems = list(scan.problems)
             except OSError as error:
                 problems = [f"cannot be read ({error.strerror or error})"]
@@ -105,9 +131,10 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
                 problems = [f"cannot be read ({tf_message(error)})"]
             finally:
                 progress.file_done()
-            entry = manifest.entry(path) if local else None
             if entry is not None and scan is not None:
                 problems += entry_problems(scan, entry)
+            if indexed and scan is not None:
+                problems += index_problems(path, scan, manifest)
             elif entry is None and manifest.files:
                 problems.append(f"not listed in the files of the manifest {where}: it was added after the "
                                 "manifest was written (run `batchloaders manifest` on the dataset directory)")

@@ -204,7 +204,7 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
     compression = _compression(directory, files, existing)
-    entries = _entries(directory, files, compression, err)
+    entries = _kept_indexes(_entries(directory, files, compression, err), existing)
     declared = existing.get("features")
     if isinstance(declared, list) and declared:
         described = _kept(existing, _samples(files, compression), raws)
@@ -223,7 +223,7 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
                                                        bounds=MANIFEST))
     except BatchLoaderError as error:
         raise Refused(f"{error}\nno manifest written: it would be invalid") from None
-    _replace(manifest_path, text)
+    replace_file(manifest_path, text)
     records = sum(entry["num_records"] for entry in entries)
     size = sum(entry["size_bytes"] for entry in entries)
     return [described.summary,
@@ -254,6 +254,17 @@ def _entries(directory: str, files: Sequence[str], compression: str | None, err:
     if problems:
         raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
                                             "files (see `batchloaders verify`)"]))
+    return entries
+
+
+def _kept_indexes(entries: list[dict], existing: dict) -> list[dict]:
+    """The entries, each keeping the record ``index`` its existing entry records when the data file is unchanged
+    (same count, size and SHA-256): the index is still right; a changed file's index is dropped with its entry."""
+    old = {e.get("name"): e for e in existing.get("files") or () if isinstance(e, dict)}
+    for entry in entries:
+        before = old.get(entry["name"], {})
+        if "index" in before and all(before.get(key) == entry[key] for key in ("num_records", "size_bytes", "sha256")):
+            entry["index"] = before["index"]
     return entries
 
 
@@ -356,8 +367,9 @@ def to_json(value, level: int = 0) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def remove_leftovers(directory: str, started: float) -> list[str]:
-    """Remove the temporary manifests in ``directory`` that killed runs left behind; return their names.
+def remove_leftovers(directory: str, started: float, names: re.Pattern = _TEMP_NAME) -> list[str]:
+    """Remove the temporary manifests (files ``names`` matches) in ``directory`` that killed runs left behind;
+    return their names.
 
     Only our own names, only files last written before this run ``started``, and only those no process
     holds the lock of: a write in progress locks its file until it ends, and the lock ends with its
@@ -365,8 +377,8 @@ def remove_leftovers(directory: str, started: float) -> list[str]:
     """
     removed = []
     with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if _TEMP_NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-    for name in names:
+        found = sorted(e.name for e in entries if names.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+    for name in found:
         path = os.path.join(directory, name)
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -394,10 +406,10 @@ def _unlocked(fd: int) -> bool:
     return True
 
 
-def _locked_temp(directory: str) -> tuple[int, str]:
-    """A new temporary manifest in ``directory``, open and locked for this process while it writes."""
+def _locked_temp(directory: str, prefix: str = TEMP_PREFIX) -> tuple[int, str]:
+    """A new temporary file in ``directory``, open and locked for this process while it writes."""
     while True:
-        fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+        fd, temp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=directory)
         if fcntl is None:
             return fd, temp
         try:
@@ -409,15 +421,16 @@ def _locked_temp(directory: str) -> tuple[int, str]:
         os.close(fd)  # another run took it for a leftover between mkstemp and the lock: make another
 
 
-def _replace(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
+def replace_file(path: str, content: str | bytes, prefix: str = TEMP_PREFIX) -> None:
+    """Write ``content`` to ``path`` atomically: a temporary file (named ``prefix``...) in the same directory,
+    then a rename."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = _locked_temp(directory)
+    fd, temp = _locked_temp(directory, prefix)
     # The lock belongs to the open file, not to one descriptor: a copy keeps it until the rename is done.
     held = os.dup(fd) if fcntl is not None else None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(content.encode("utf-8") if isinstance(content, str) else content)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(temp, _mode(path))

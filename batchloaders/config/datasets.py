@@ -19,7 +19,7 @@ from typing import Iterator
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
 from batchloaders.spec.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
-from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
+from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
 from batchloaders.spec.model import Dataset
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
@@ -224,6 +224,7 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     the dataset: a link to / would walk the whole file system, /proc included)
     and is a problem when it is a directory or a file the pattern matches, so
     that no data goes missing without a word (a list dataset names files anywhere).
+    Record indexes (``*.index``) and their temporary files are never data files, whatever ``match`` says.
     Returns the files and a description of each path that cannot be read.
     """
     match = match or pattern_matcher(DEFAULT_PATTERN)
@@ -263,7 +264,7 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
             if key not in seen_dirs:
                 seen_dirs.add(key)
                 stack.append(listing(path, rel))
-        elif match("/".join(rel)):
+        elif match("/".join(rel)) and not is_sidecar(rel[-1]):  # record indexes sit beside their data files
             if what == "file":
                 key = (st.st_dev, st.st_ino)
                 if key not in seen_files:

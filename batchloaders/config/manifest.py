@@ -3,13 +3,22 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 from batchloaders.errors import ManifestError
 from batchloaders.config.document import MANIFEST, Document, load_file
 from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.spec.model import DataFile, Manifest, ManifestFeature
+from batchloaders.spec.model import DataFile, IndexFile, Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
+INDEX_SUFFIX = ".index"  # a data file's record index is the sidecar '<data file name>.index' (read/record_index.py)
+# The temporary files `batchloaders index` writes an index to before renaming it (tempfile.mkstemp's names).
+INDEX_TEMP = re.compile(r"\.__index__\.[A-Za-z0-9_]+\.tmp")
+
+
+def is_sidecar(name: str) -> bool:
+    """Whether a file name is a record index or a temporary one: never a data file, whatever a pattern says."""
+    return name.endswith(INDEX_SUFFIX) or INDEX_TEMP.fullmatch(name) is not None
 
 
 def load_manifest(path: str | os.PathLike) -> Manifest:
@@ -96,8 +105,17 @@ def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
         if path in out:
             problem(at, f"found {name!r} a second time (first at line {out[path].line}): expected each file once")
             continue
+        index = entry.get("index")
+        if index is not None and index["name"] != name + INDEX_SUFFIX:
+            # The sidecar sits beside its data file, so a name elsewhere is a hand edit or a copied entry.
+            problem(("files", i, "index", "name"), f"found {index['name']!r}: expected {name + INDEX_SUFFIX!r}, the "
+                                                   "data file's name with '.index' appended")
+            index = None
+        if index is not None:
+            index = IndexFile(name=index["name"], size_bytes=index["size_bytes"], sha256=index["sha256"])
         out[path] = DataFile(name=name, num_records=entry["num_records"], size_bytes=entry.get("size_bytes"),
-                             sha256=entry.get("sha256"), locate=functools.partial(doc.line_of, ("files", i)))
+                             sha256=entry.get("sha256"), index=index,
+                             locate=functools.partial(doc.line_of, ("files", i)))
     return out
 
 

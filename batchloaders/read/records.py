@@ -16,6 +16,7 @@ path first.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
 import math
@@ -204,16 +205,18 @@ class Scan:
     records: int = 0
     complete: bool = False  # every record was read and the file's end adds up
     problems: list[str] = dataclasses.field(default_factory=list)
+    offsets: array.array | None = None  # where each record's frame begins, when asked for (a record index's check)
 
 
 def scan_file(path: str, compression: str | None, *, manifest: Manifest | None = None, progress=None,
-              dataset_dir: str | None = None) -> Scan:
+              dataset_dir: str | None = None, offsets: bool = False) -> Scan:
     """Read a data file whole: hash it, read its records with TensorFlow and check that its end adds up.
 
     ``manifest``: check every record against its features too. ``progress``: a Progress to count on.
-    ``dataset_dir`` (by default the manifest's directory): see :func:`sniff`.
+    ``dataset_dir`` (by default the manifest's directory): see :func:`sniff`. ``offsets``: keep where each
+    record begins in ``scan.offsets``.
     """
-    scan = Scan(path)
+    scan = Scan(path, offsets=array.array("q") if offsets else None)
     if dataset_dir is None and manifest is not None:
         dataset_dir = os.path.dirname(manifest.path)
     found = sniff(path, dataset_dir)
@@ -241,6 +244,8 @@ def scan_file(path: str, compression: str | None, *, manifest: Manifest | None =
         for index, offset, serialized in read_records(path, compression):
             consumed = offset + len(serialized) + FRAME_BYTES
             scan.records = index + 1
+            if scan.offsets is not None:
+                scan.offsets.append(offset)
             if manifest is not None:
                 records.add(index, check_record(serialized, manifest))
             if progress is not None and scan.records % BLOCK == 0:

@@ -43,6 +43,15 @@ class ManifestFeature:
 
 
 @dataclasses.dataclass(frozen=True)
+class IndexFile:
+    """The record index a ``files`` entry records (``index``): the sidecar's name, size and checksum."""
+
+    name: str  # as written, relative to the manifest's directory
+    size_bytes: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
 class DataFile:
     """What the manifest records of one data file (its ``files`` entry)."""
 
@@ -50,6 +59,7 @@ class DataFile:
     num_records: int
     size_bytes: int | None = None
     sha256: str | None = None
+    index: IndexFile | None = None
     # The entry's line in the manifest, for errors: worked out when one needs it (Document.lines).
     locate: Callable[[], int | None] | None = dataclasses.field(default=None, compare=False, repr=False)
 

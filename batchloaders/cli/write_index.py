@@ -1,0 +1,153 @@
+"""``batchloaders index DIR|CONFIG``: write the record index of every data file and record it in the manifest.
+
+A DIR means ``DIR/__manifest__.json`` and the data files it lists (when it lists
+none: those a ``dir`` dataset finds there by default); a CONFIG means its dataset's files and manifest. For
+each data file the frames are walked (each length's checksum checked, progress on
+stderr) and ``<data file>.index`` is written beside it (format:
+:mod:`batchloaders.read.record_index`). Each file's ``files`` entry in the manifest
+gets ``"index": {"name", "size_bytes", "sha256"}``; a file the manifest does not
+list yet is read whole and gets its full entry first, as ``batchloaders manifest``
+writes it. Nothing is written when a file is damaged, compressed, or disagrees with
+its entry. Indexes and the manifest are written to temporary files, then renamed;
+the temporary files of a run that was killed are removed by the next run::
+
+    $ batchloaders index data/mnist
+    indexed data/mnist/part-0.tfrecords: 30,000 records, index 240,024 bytes
+    indexed data/mnist/part-1.tfrecords: 30,000 records, index 240,024 bytes
+    wrote 2 indexes (480,048 bytes, 8 per record) and data/mnist/__manifest__.json
+
+Exit status: 0 when the indexes and the manifest were written, 1 otherwise.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Sequence, TextIO
+
+from batchloaders.errors import BatchLoaderError, ManifestError
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.document import MANIFEST, parse_text
+from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME, load_manifest, manifest_from_document
+from batchloaders.cli.check_data import load_dataset
+from batchloaders.cli.progress import Progress
+from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing, data_files,
+                                             remove_leftovers, replace_file, to_json)
+from batchloaders.read.record_index import FrameError, encode, index_path, scan_offsets, sha256_of
+from batchloaders.read.records import count, shown
+
+TEMP_PREFIX = ".__index__."  # config.manifest.INDEX_TEMP matches the names mkstemp makes of it
+
+
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Index every data file of a dataset directory or a config's dataset; print a line per file and a summary
+    to ``out``, problems to ``err``; return 0 when written, 1 otherwise."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        lines = write(target, err)
+    except (Refused, BatchLoaderError) as error:
+        for line in str(error).splitlines():
+            print(f"batchloaders index: error: {line}", file=err)
+        return EXIT_INVALID
+    for line in lines:
+        print(line, file=out)
+    return EXIT_OK
+
+
+def _target(target: str) -> tuple[str, list[str]]:
+    """The manifest path and the data files a DIR or CONFIG names; Refused for data that cannot be indexed."""
+    if os.path.isdir(target):
+        manifest_path = os.path.join(target, MANIFEST_NAME)
+        if not os.path.isfile(manifest_path):
+            raise Refused(f"no {MANIFEST_NAME} in {shown(target)}: write it first with `batchloaders manifest "
+                          f"{target}`")
+        manifest = load_manifest(manifest_path)
+        # The files the manifest lists (it may have been written with --pattern), else those found by default.
+        files = list(manifest.files) if manifest.files else data_files(target)
+    else:
+        dataset = load_dataset(target)
+        manifest, files = dataset.manifest, list(dataset.files)
+    if manifest.compression is not None:
+        raise Refused(f"{shown(manifest.path)} says compression {manifest.compression!r}: a compressed file cannot "
+                      "be read at a byte offset, so it cannot be indexed; rewrite the data files uncompressed "
+                      "(compression null) to index them")
+    base = os.path.dirname(os.path.abspath(manifest.path))
+    outside = [path for path in files if url_scheme(path) is not None
+               or os.path.relpath(os.path.abspath(path), base).split(os.sep)[0] == os.pardir]
+    if outside:
+        raise Refused("\n".join(f"{shown(path)}: not a local file under the manifest's directory {shown(base)}: only "
+                                "those can be indexed (the manifest records each index by its path there)"
+                                for path in outside))
+    return manifest.path, files
+
+
+def write(target: str, err: TextIO) -> list[str]:
+    """Write the indexes and the manifest; return the summary lines."""
+    started = time.time()
+    manifest_path, files = _target(target)
+    base = os.path.dirname(os.path.abspath(manifest_path))
+    data = _existing(manifest_path)
+    entries = list(data.get("files") or [])
+    listed = {os.path.normpath(os.path.join(base, e["name"])): e for e in entries}
+    unlisted = [path for path in files if os.path.normpath(os.path.abspath(path)) not in listed]
+    if unlisted:  # their full entries first, read whole as `batchloaders manifest` reads them
+        added = _entries(base, unlisted, None, err)
+        entries += added
+        listed.update((os.path.normpath(os.path.join(base, e["name"])), e) for e in added)
+    indexes = _indexes(files, listed, err)
+    for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in files}):
+        for name in remove_leftovers(directory, started, INDEX_TEMP):
+            print(f"batchloaders index: removed {name}, the temporary index of a run stopped while writing", file=err)
+    lines = []
+    for path, blob, records in indexes:
+        replace_file(index_path(path), blob, TEMP_PREFIX)
+        entry = listed[os.path.normpath(os.path.abspath(path))]
+        entry["index"] = {"name": entry["name"] + ".index", "size_bytes": len(blob), "sha256": sha256_of(blob)}
+        lines.append(f"indexed {shown(path)}: {count(records, 'record')}, index {count(len(blob), 'byte')}")
+    data["files"] = entries
+    text = to_json(data) + "\n"
+    try:  # what validate would say of it
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=base, fmt="json",
+                                          bounds=MANIFEST))
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\nthe manifest was not updated: it would be invalid") from None
+    replace_file(manifest_path, text)
+    total = sum(len(blob) for _, blob, _ in indexes)
+    added = f", with entries for {count(len(unlisted), 'file')} it did not list" if unlisted else ""
+    lines.append(f"wrote {len(indexes):,} index{'es' * (len(indexes) != 1)} ({count(total, 'byte')}, 8 per record) and "
+                 f"{shown(manifest_path)}{added}")
+    return lines
+
+
+def _indexes(files: Sequence[str], listed: dict, err: TextIO) -> list[tuple[str, bytes, int]]:
+    """Each data file, its index's bytes and its record count; Refused naming every file that is damaged or disagrees with its
+    ``files`` entry (then no index is written)."""
+    progress = Progress("index", len(files), err)
+    out, problems = [], []
+    try:
+        for path in files:
+            entry = listed[os.path.normpath(os.path.abspath(path))]
+            try:
+                index = scan_offsets(path, progress)
+            except OSError as error:
+                problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
+                continue
+            except FrameError as error:
+                problems.append(f"{shown(path)}: {error}")
+                continue
+            finally:
+                progress.file_done()
+            if index.num_records != entry["num_records"] or entry.get("size_bytes", index.data_size) != index.data_size:
+                problems.append(f"{shown(path)}: it holds {count(index.num_records, 'record')} in "
+                                f"{count(index.data_size, 'byte')}, but the manifest lists "
+                                f"{count(entry['num_records'], 'record')}"
+                                + (f" in {count(entry['size_bytes'], 'byte')}" if "size_bytes" in entry else "")
+                                + ": the file changed after the manifest was written (run `batchloaders manifest`)")
+                continue
+            out.append((path, encode(index), index.num_records))
+    finally:
+        progress.close()
+    if problems:
+        raise Refused("\n".join(problems + [f"no index written: {count(len(problems), 'problem')} in the data files "
+                                            "(see `batchloaders verify`)"]))
+    return out

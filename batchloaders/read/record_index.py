@@ -1,0 +1,196 @@
+"""The record index of an uncompressed TFRecord file: where each record's frame begins.
+
+The index of data file ``F`` is the sidecar ``F.index`` (little-endian)::
+
+    bytes 0-7      magic: b"BLRIDX", a zero byte, the format version (1)
+    bytes 8-15     uint64: the number of records N
+    bytes 16-23    uint64: the size of the data file it indexes, in bytes
+    then N uint64: the byte offset where record i's frame begins (0 for the first)
+
+Record i's payload is ``next offset - offset - 16`` bytes long (the data file's size
+stands for the offset after the last): its length field, the length's checksum and
+the payload's checksum take 16 bytes. The header's size and count let a stale index be
+told from its data file without reading the data file.
+
+This module owns the format: :func:`scan_offsets` finds the frames of a data file,
+:func:`encode` and :func:`decode` turn offsets into bytes and back (NumPy),
+:func:`tf_offsets` reads an index inside a tf.data pipeline (no Python runs there), and
+:func:`load_index` loads the index a manifest records for a data file, raising a
+:class:`ManifestError` when it is missing or does not match the data file or the manifest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from batchloaders.errors import ManifestError, Problem
+from batchloaders.config.manifest import INDEX_SUFFIX
+from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header
+from batchloaders.spec.model import Manifest
+
+VERSION = 1
+MAGIC = b"BLRIDX\x00" + bytes([VERSION])
+INDEX_HEADER_BYTES = 24  # magic (8), record count (8), data file size (8)
+OFFSET_BYTES = 8
+HASH_SHOWN = 12  # hex digits of a SHA-256 a message shows
+_OFFSETS = np.dtype("<u8")
+
+
+def index_path(data_path: str) -> str:
+    """Where the index of ``data_path`` sits: beside it, its name with '.index' appended."""
+    return data_path + INDEX_SUFFIX
+
+
+class FrameError(ValueError):
+    """The frames of a data file do not add up; the message says at which record and byte."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordIndex:
+    """The offsets of one data file's records, and the size of the data file they were found in."""
+
+    offsets: np.ndarray  # int64 [N]
+    data_size: int
+
+    @property
+    def num_records(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """int64 [N]: each record's payload length."""
+        ends = np.append(self.offsets[1:], np.int64(self.data_size))
+        return ends - self.offsets - FRAME_BYTES
+
+
+def scan_offsets(path: str, progress=None) -> RecordIndex:
+    """Walk the frames of an uncompressed TFRecord file, checking each length's checksum (payloads are
+    not read: ``batchloaders verify`` checks them). FrameError where a header is damaged or the file
+    ends inside a record; OSError when it cannot be read."""
+    offsets = []
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        at = 0
+        while at < size:
+            f.seek(at)
+            head = f.read(HEADER_BYTES)
+            if len(head) < HEADER_BYTES:
+                raise FrameError(f"record {len(offsets)} at byte {at:,}: the file ends inside its header "
+                                 f"({count(len(head), 'byte')} of {HEADER_BYTES}): the file was cut, or has bytes "
+                                 "appended")
+            if not is_record_header(head):
+                raise FrameError(f"record {len(offsets)} at byte {at:,}: its length's checksum is wrong: the file is "
+                                 "damaged there, or is not an uncompressed TFRecord file")
+            end = at + int.from_bytes(head[:8], "little") + FRAME_BYTES
+            if end > size:
+                raise FrameError(f"record {len(offsets)} at byte {at:,}: its header says it ends at byte {end:,}, "
+                                 f"but the file is {count(size, 'byte')}: the file was cut inside this record")
+            offsets.append(at)
+            at = end
+            if progress is not None and len(offsets) % 4096 == 0:
+                progress.advance(records=4096)
+    if progress is not None:
+        progress.advance(records=len(offsets) % 4096, nbytes=size)
+    return RecordIndex(np.asarray(offsets, np.int64), size)
+
+
+def encode(index: RecordIndex) -> bytes:
+    """The bytes of an index file."""
+    header = MAGIC + index.num_records.to_bytes(8, "little") + index.data_size.to_bytes(8, "little")
+    return header + index.offsets.astype(_OFFSETS).tobytes()
+
+
+def decode(blob: bytes) -> RecordIndex:
+    """An index file's bytes read back; ValueError saying what is wrong when they are not an index of this format."""
+    if len(blob) < INDEX_HEADER_BYTES or blob[:6] != MAGIC[:6]:
+        raise ValueError(f"it is not a record index (its first bytes are {blob[:8]!r}, expected {MAGIC!r})")
+    if blob[:8] != MAGIC:
+        raise ValueError(f"it is a record index of format version {blob[7]}: this version reads version {VERSION} "
+                         "(write it again with `batchloaders index`)")
+    n = int.from_bytes(blob[8:16], "little")
+    if len(blob) != INDEX_HEADER_BYTES + OFFSET_BYTES * n:
+        raise ValueError(f"its header says {count(n, 'record')}, which takes "
+                         f"{INDEX_HEADER_BYTES + OFFSET_BYTES * n:,} bytes, but it is {count(len(blob), 'byte')}")
+    offsets = np.frombuffer(blob, _OFFSETS, n, INDEX_HEADER_BYTES).astype(np.int64)
+    return RecordIndex(offsets, int.from_bytes(blob[16:24], "little"))
+
+
+def tf_offsets(path) -> tf.Tensor:
+    """int64 [N]: the record offsets of the index file ``path`` (a string or a scalar string tensor), read
+    with TensorFlow ops only, so that it runs inside a tf.data pipeline. Fails (InvalidArgumentError) on a
+    file that is not an index of this format or whose size disagrees with its header."""
+    blob = tf.io.read_file(path)
+    header = tf.io.decode_raw(tf.strings.substr(blob, 8, 16), tf.int64, little_endian=True)
+    size = tf.cast(tf.strings.length(blob), tf.int64)
+    checks = [
+        tf.debugging.Assert(tf.equal(tf.strings.substr(blob, 0, 8), MAGIC), [
+            tf.strings.join([path, f": not a record index of format version {VERSION}"])]),
+        tf.debugging.Assert(tf.equal(size, INDEX_HEADER_BYTES + OFFSET_BYTES * header[0]), [
+            tf.strings.join([path, ": the record index's size disagrees with its record count"])]),
+    ]
+    with tf.control_dependencies(checks):
+        body = tf.strings.substr(blob, INDEX_HEADER_BYTES, -1)
+    # decode_raw has no uint64; offsets stay far below 2**63.
+    return tf.reshape(tf.io.decode_raw(body, tf.int64, little_endian=True), [-1])
+
+
+def sha256_of(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
+
+
+def load_index(data_path: str, manifest: Manifest) -> RecordIndex:
+    """The index the manifest records for ``data_path``, checked against the manifest and the data file.
+
+    ManifestError naming the data file and the index file when the manifest records no index for it,
+    the index is missing, its size or SHA-256 differs from the manifest's record of it, it was written for
+    a data file of another size, or it holds another record count than the manifest lists.
+    """
+    index, problem = check_index(data_path, manifest)
+    if problem is not None:
+        entry = manifest.entry(data_path)
+        raise ManifestError(Problem(manifest.path, "$.files", (
+            f"data file {data_path}, index {index_path(data_path)}: {problem}: write the index again with "
+            f"`batchloaders index {os.path.dirname(manifest.path) or '.'}`"), entry.line if entry else None))
+    return index
+
+
+def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None, str | None]:
+    """The index of ``data_path`` and None, or None and what is wrong with it (see :func:`load_index`)."""
+    entry = manifest.entry(data_path)
+    if entry is None:
+        return None, "the manifest lists no entry for this data file"
+    if entry.index is None:
+        return None, "the manifest records no index for this data file"
+    try:
+        with open(index_path(data_path), "rb") as f:
+            blob = f.read()
+    except FileNotFoundError:
+        return None, "the index file is missing"
+    except OSError as error:
+        return None, f"the index file cannot be read ({error.strerror or error})"
+    if len(blob) != entry.index.size_bytes:
+        return None, (f"the index file is {count(len(blob), 'byte')}, but the manifest records "
+                      f"{count(entry.index.size_bytes, 'byte')}")
+    digest = sha256_of(blob)
+    if digest != entry.index.sha256:
+        return None, (f"the index file's SHA-256 is {digest[:HASH_SHOWN]}..., but the manifest records "
+                      f"{entry.index.sha256[:HASH_SHOWN]}...: it changed after the manifest was written")
+    try:
+        index = decode(blob)
+    except ValueError as error:
+        return None, str(error)
+    try:
+        size = os.stat(data_path).st_size
+    except OSError as error:
+        return None, f"the data file cannot be read ({error.strerror or error})"
+    if size != index.data_size:
+        return None, (f"the data file is {count(size, 'byte')}, but the index was written for a data file of "
+                      f"{count(index.data_size, 'byte')}: the data file changed after the index was written")
+    if index.num_records != entry.num_records:
+        return None, (f"the index holds {count(index.num_records, 'record')}, but the manifest lists "
+                      f"{count(entry.num_records, 'record')} for the data file")
+    return index, None
