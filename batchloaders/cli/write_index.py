@@ -25,14 +25,13 @@ import sys
 import time
 from typing import Sequence, TextIO
 
-from batchloaders.errors import BatchLoaderError, ManifestError
+from batchloaders.errors import BatchLoaderError
 from batchloaders.config.datasets import url_scheme
-from batchloaders.config.document import MANIFEST, parse_text
-from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME, load_manifest, manifest_from_document
+from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME, load_manifest
 from batchloaders.cli.check_data import load_dataset
 from batchloaders.cli.progress import Progress
 from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing, data_files,
-                                             remove_leftovers, replace_file, to_json)
+                                             remove_leftovers, replace_file, write_valid)
 from batchloaders.read.record_index import FrameError, encode, index_path, scan_offsets, sha256_of
 from batchloaders.read.records import count, shown
 
@@ -105,13 +104,7 @@ def write(target: str, err: TextIO) -> list[str]:
         entry["index"] = {"name": entry["name"] + ".index", "size_bytes": len(blob), "sha256": sha256_of(blob)}
         lines.append(f"indexed {shown(path)}: {count(records, 'record')}, index {count(len(blob), 'byte')}")
     data["files"] = entries
-    text = to_json(data) + "\n"
-    try:  # what validate would say of it
-        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=base, fmt="json",
-                                          bounds=MANIFEST))
-    except BatchLoaderError as error:
-        raise Refused(f"{error}\nthe manifest was not updated: it would be invalid") from None
-    replace_file(manifest_path, text)
+    write_valid(manifest_path, data, base, "the manifest was not updated")
     total = sum(len(blob) for _, blob, _ in indexes)
     added = f", with entries for {count(len(unlisted), 'file')} it did not list" if unlisted else ""
     lines.append(f"wrote {len(indexes):,} index{'es' * (len(indexes) != 1)} ({count(total, 'byte')}, 8 per record) and "

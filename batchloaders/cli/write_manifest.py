@@ -217,19 +217,25 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     data = {"compression": compression, "allow_var_len": described.allow_var_len, "features": described.features,
             "files": entries}
     data.update((key, value) for key, value in existing.items() if key not in KEY_ORDER)
-    text = to_json(data) + "\n"
-    try:  # what validate would say of it
-        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=directory, fmt="json",
-                                                       bounds=MANIFEST))
-    except BatchLoaderError as error:
-        raise Refused(f"{error}\nno manifest written: it would be invalid") from None
-    replace_file(manifest_path, text)
+    write_valid(manifest_path, data, directory, "no manifest written")
     records = sum(entry["num_records"] for entry in entries)
     size = sum(entry["size_bytes"] for entry in entries)
     return [described.summary,
             f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
             f"{count(size, 'byte')}",
             *described.notes, *(f"guessed: {line}" for line in described.guessed)]
+
+
+def write_valid(manifest_path: str, data: dict, base_dir: str, refused: str) -> None:
+    """Write manifest ``data`` to ``manifest_path`` (atomically) if validate would accept it; else Refused,
+    ending with ``refused`` (what was not done)."""
+    text = to_json(data) + "\n"
+    try:
+        manifest_from_document(parse_text(text, manifest_path, ManifestError, base_dir=base_dir, fmt="json",
+                                          bounds=MANIFEST))
+    except BatchLoaderError as error:
+        raise Refused(f"{error}\n{refused}: it would be invalid") from None
+    replace_file(manifest_path, text)
 
 
 def _entries(directory: str, files: Sequence[str], compression: str | None, err: TextIO) -> list[dict]:
