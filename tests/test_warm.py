@@ -56,3 +56,19 @@ def test_a_program_that_sets_the_environment_runs_in_a_fresh_interpreter(warm_py
     probe = code + "import sys\nprint('tensorflow' in sys.modules)\n"
     result = warm_python.run(probe, cwd=tmp_path, env=dict(os.environ), timeout=120)
     assert (result.returncode, result.stdout.splitlines()[-1]) == (0, str(not fresh)), result.stderr
+
+
+def test_programs_run_fresh_when_the_server_refused_to_start(tmp_path, monkeypatch):
+    import warm
+
+    refusing = tmp_path / "refusing_server.py"
+    refusing.write_text("import sys\nsys.exit('importing started a thread')\n")
+    monkeypatch.setattr(warm, "SERVER", refusing)
+    server = warm.WarmPython(dict(os.environ))
+    try:
+        for _ in range(2):  # the first finds the server gone while it waits; the second before it asks
+            result = server.run("import sys\nprint('tensorflow' in sys.modules)", cwd=tmp_path, env=dict(os.environ),
+                                timeout=120)
+            assert (result.returncode, result.stdout) == (0, "False\n"), result.stderr
+    finally:
+        server.close()

@@ -38,13 +38,15 @@ class WarmPython:
     def run(self, code: str, *, argv=(), cwd, env: dict, timeout: float) -> subprocess.CompletedProcess:
         """What ``subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, env=env, capture_output=True,
         text=True, timeout=timeout)`` returns, its stdout and stderr included."""
-        if needs_fresh(code):
-            return subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, env=env, capture_output=True,
-                                  text=True, timeout=timeout)
+        if needs_fresh(code) or self._server.poll() is not None:
+            return self._fresh(code, argv, cwd, env, timeout)
         out, err = os.path.join(self._scratch, "out"), os.path.join(self._scratch, "err")
         request = {"code": code, "argv": list(argv), "cwd": str(cwd), "env": dict(env), "out": out, "err": err}
-        self._server.stdin.write((json.dumps(request) + "\n").encode())
-        pid = self._reply(30)["pid"]
+        try:
+            self._server.stdin.write((json.dumps(request) + "\n").encode())
+            pid = self._reply(120)["pid"]
+        except (BrokenPipeError, RuntimeError):  # the server refused to start (its reason is on stderr)
+            return self._fresh(code, argv, cwd, env, timeout)
         try:
             code_ = self._reply(timeout)["returncode"]
         except subprocess.TimeoutExpired:
@@ -53,6 +55,11 @@ class WarmPython:
             raise
         with open(out) as o, open(err) as e:
             return subprocess.CompletedProcess([sys.executable, "-c", code, *argv], code_, o.read(), e.read())
+
+    @staticmethod
+    def _fresh(code, argv, cwd, env, timeout) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout)
 
     def _reply(self, timeout: float) -> dict:
         while b"\n" not in self._pending:
