@@ -271,6 +271,7 @@ EXPECTED_MAXIMA = {
     "manifest_feature.schema.json#/properties/shape/items": limits.MAX_DIM,
     "manifest.schema.json#/definitions/data_file/properties/num_records": limits.MAX_FILE_COUNT,
     "manifest.schema.json#/definitions/data_file/properties/size_bytes": limits.MAX_FILE_COUNT,
+    "manifest.schema.json#/definitions/data_file/properties/index/properties/size_bytes": limits.MAX_FILE_COUNT,
     "manifest_feature.schema.json#/definitions/raw_args/properties/len": limits.MAX_COUNT,
     "padding.schema.json#/definitions/pad_spec/properties/shape/items": limits.MAX_DIM,
     "secondary_const.schema.json#/properties/shape/items": limits.MAX_DIM,
