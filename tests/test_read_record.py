@@ -15,7 +15,7 @@ import pytest
 
 import batchloaders
 from batchloaders.cli.main import main
-from batchloaders.errors import ConfigError, DataError, ManifestError
+from batchloaders.errors import BatchLoaderError, ConfigError, DataError, ManifestError
 from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
 
 SIZES = (3, 0, 5)
@@ -202,3 +202,30 @@ def test_read_frame_checks_the_payload(examples, capsys):
     config = batchloaders.load_config(stepped(examples))
     with pytest.raises(DataError, match="record 0: at byte 0: its payload's checksum is wrong"):
         batchloaders.read_record(config, "part-0.tfrecords", 0)
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["index", "sequential"])
+def test_a_record_that_is_no_protobuf_is_a_data_error_naming_it(tmp_path, capsys, indexed):
+    d = tmp_path / "d"
+    write_manifest(d, FEATURES)
+    write_records(d / "part-0.tfrecords", [record(0, 0), b"\xff\xff\xff\xff", record(0, 2)])
+    if indexed:
+        index(str(d), capsys)
+    config = batchloaders.load_config(stepped(str(d)))
+    same(batchloaders.read_record(config, "part-0.tfrecords", 2), expected(0, 2))
+    with pytest.raises(DataError) as caught:
+        batchloaders.read_record(config, "part-0.tfrecords", 1)
+    assert str(caught.value) == (f"{d / 'part-0.tfrecords'}: record 1: found bytes TensorFlow cannot parse as the "
+                                 "manifest's features: expected a serialized tf.train.Example (not a protobuf)")
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["index", "sequential"])
+def test_a_data_file_gone_after_the_config_was_loaded_is_a_located_error(examples, capsys, indexed):
+    if indexed:
+        index(examples, capsys)
+    config = batchloaders.load_config(stepped(examples))
+    os.remove(os.path.join(examples, "part-2.tfrecords"))
+    with pytest.raises(BatchLoaderError) as caught:
+        batchloaders.read_record(config, "part-2.tfrecords", 1)
+    assert os.path.join(examples, "part-2.tfrecords") in str(caught.value)
+    assert "No such file" in str(caught.value) or "cannot be opened" in str(caught.value), str(caught.value)

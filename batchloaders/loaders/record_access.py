@@ -24,7 +24,7 @@ from batchloaders.read import origins
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header, masked_crc32c
 from batchloaders.read.parsing import parse_batch
 from batchloaders.read.record_index import load_index
-from batchloaders.read.records import ReadError, read_problem, read_records
+from batchloaders.read.records import ReadError, read_problem, read_records, tf_message
 from batchloaders.transform.batching import Batch
 from batchloaders.loaders import base, independent
 
@@ -138,9 +138,12 @@ def serialized_record(config: LoaderConfig, path: str, n: int) -> tuple[bytes, b
 
 def read_frame(path: str, n: int, offset: int, length: int) -> bytes:
     """The payload of the record whose frame begins at ``offset``, its framing and checksums checked."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        frame = f.read(length + FRAME_BYTES)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            frame = f.read(length + FRAME_BYTES)
+    except OSError as error:
+        raise DataError(Problem(path, f"record {n}", f"the file cannot be read ({error.strerror or error})")) from None
     head, payload, crc = frame[:HEADER_BYTES], frame[HEADER_BYTES:-4], frame[-4:]
     if (len(frame) != length + FRAME_BYTES or not is_record_header(head)
             or int.from_bytes(head[:8], "little") != length):
@@ -168,8 +171,15 @@ def decode(config: LoaderConfig, path: str, n: int, serialized: bytes) -> dict[s
             batch = base.transform(Batch(values, lengths, extras, set(independent.zero_tails(config))), config)
             values, lengths = batch.values, batch.lengths
         return {name: _one(value, lengths.get(name)) for name, value in values.items()}
-    except tf.errors.OpError as error:
-        raise (data_error_from(error) or error) from None
+    except (tf.errors.OpError, UnicodeDecodeError) as error:  # (a parser message that is not UTF-8)
+        located = data_error_from(error)
+        if located is not None and path in str(located):  # TensorFlow's message named the record: its words
+            raise located from None
+        proto = "SequenceExample" if config.dataset.manifest.allow_var_len else "Example"
+        raise DataError(Problem(path, f"record {n}", (
+            f"found bytes TensorFlow cannot parse as the manifest's features: expected a serialized "
+            f"tf.train.{proto} ({tf_message(error) if isinstance(error, tf.errors.OpError) else 'not a protobuf'})"
+        ))) from None
 
 
 def _one(value, length) -> np.ndarray:
