@@ -20,7 +20,7 @@ from batchloaders.spec.limits import INT32_MAX, MAX_BATCH_SIZE
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, registry as loaders
-from batchloaders.read import determinism, sharding, sources
+from batchloaders.read import determinism, global_order, sharding, sources
 from batchloaders.read.integrity import Reader
 from batchloaders.read.sharding import Shard
 from batchloaders.regroup import stage as stages
@@ -87,6 +87,7 @@ class CallPlan:
     shard: Shard
     skip_batches: int
     params: Mapping[str, Any] | None = None  # as given (Estimator-style ones moved here from input_context)
+    start_position: int | None = None  # shuffle_scope global: the position of the run's order to start at
 
 
 class InputFn:
@@ -114,16 +115,21 @@ class InputFn:
         self._kept = reuse.Kept()  # a call building what an earlier one built gets its dataset (reuse.py)
 
     def __call__(self, input_context=None, *, params: Mapping[str, Any] | None = None, mode=None,
-                 config=None, skip_batches: int = 0) -> tf.data.Dataset:
+                 config=None, skip_batches: int = 0, start_position: int | None = None) -> tf.data.Dataset:
         """The dataset of (features, targets) batches; ``mode`` and ``config`` are accepted and unused.
 
         ``skip_batches``: leave out the first ``skip_batches`` batches (ResumableIterator's replay). Where
         the manifest's counts fix an epoch's examples (see accounting.records_per_epoch), the epochs before
         are not read at all and the examples consumed of the epoch it starts in are skipped before
-        batching; elsewhere the batches are made and dropped."""
-        call = self._plan(input_context, params, skip_batches)
+        batching; elsewhere the batches are made and dropped.
+
+        ``start_position`` (``shuffle_scope: global`` only): start at this position of the run's order (epoch
+        ``position // n``, ``n`` the dataset's records), read at once: what ResumableIterator restores, also into
+        another number of input pipelines (global_order.py). Instead of ``skip_batches``."""
+        call = self._plan(input_context, params, skip_batches, start_position)
         self._reader.refresh()
-        kept_as = reuse.key(call.config, call.params, call.input_context, skip_batches, self._reader.table)
+        kept_as = reuse.key(call.config, call.params, call.input_context, (skip_batches, start_position),
+                            self._reader.table)
         dataset = self._kept.get(kept_as)
         if dataset is None:
             dataset = self._build(call)
@@ -132,7 +138,10 @@ class InputFn:
 
     def _build(self, call: CallPlan) -> tf.data.Dataset:
         """The call's pipeline, built."""
-        start = _start(call, self.stage) if call.skip_batches and self._local else None
+        if global_order.enabled(call.config):
+            start = _global_start(call, self.stage, self._reader.by_offset.num_records)
+        else:
+            start = _start(call, self.stage) if call.skip_batches and self._local else None
         cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
         # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
@@ -155,11 +164,12 @@ class InputFn:
         fingerprint = identity(call.config, call.batch_size, call.input_context, with_seed=True)
         return LocatedDataset(dataset, self._locator, json.dumps(fingerprint, sort_keys=True), fetcher)
 
-    def _plan(self, input_context, params, skip_batches: int) -> CallPlan:
+    def _plan(self, input_context, params, skip_batches: int, start_position: int | None = None) -> CallPlan:
         """The call's arguments checked, and what they decide."""
         if isinstance(input_context, Mapping):  # Estimator-style input_fn(params)
             params, input_context = input_context, None
         _check_arguments(input_context, params, skip_batches, self.config)
+        _check_start_position(start_position, skip_batches, self.config)
         from_params = "batch_size" in (params or {})
         batch_size = (params or {}).get("batch_size", self.config.target_batch_size)
         # The run's seed: params' when given, else the config's (determinism.seed_of). Record sharding draws
@@ -172,13 +182,18 @@ class InputFn:
         if input_context is not None:
             sharding.log_rule(config, shard)
             sharding.check_share(config, shard)
-        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches, params)
+        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches, params, start_position)
 
     def _cardinality(self, call: CallPlan, start) -> int | None:
         """The number of batches, when the manifest's counts fix it; never under a tf.data service, where each
         worker runs the pipeline on its part of the data."""
         if call.config.service is not None:
             return None
+        if global_order.enabled(call.config):
+            position = 0 if start is None else start[0] * self._reader.by_offset.num_records + start[1]
+            examples = global_order.examples(self._reader.by_offset.num_records, call.config.epochs, position,
+                                             call.shard.pipeline, call.shard.pipelines)
+            return self.stage.batches(call.config, examples, call.batch_size)
         examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
         cardinality = self.stage.batches(call.config, examples, call.batch_size)
         if start is not None and cardinality is not None:
@@ -273,6 +288,36 @@ def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
     while count > INT32_MAX:
         dataset, count = dataset.skip(INT32_MAX), count - INT32_MAX
     return dataset.skip(count)
+
+
+def _check_start_position(start_position, skip_batches: int, config: LoaderConfig) -> None:
+    if start_position is None:
+        return
+    if isinstance(start_position, bool) or not isinstance(start_position, int) or start_position < 0:
+        raise ConfigError(Problem("<input_fn>", "$.start_position", f"found {start_position!r}: expected an integer "
+                                                                    ">= 0"))
+    if not global_order.enabled(config):
+        raise ConfigError(Problem("<input_fn>", "$.start_position", (
+            f"found {start_position}, but {config.source} does not shuffle globally: a position of the run's order "
+            "exists only with shuffle true and shuffle_scope global; expected skip_batches")))
+    if skip_batches:
+        raise ConfigError(Problem("<input_fn>", "$.start_position", (
+            f"found {start_position} and skip_batches {skip_batches}: expected one of them")))
+
+
+def _global_start(call: CallPlan, stage, records: int) -> tuple[int, int] | None:
+    """(epoch, position in it) a global shuffle's pipeline starts at: ``start_position``, or after ``skip_batches``
+    full batches of every input pipeline (the positions they consumed are the first ones: global_order.py);
+    None from the beginning, or when the stage's batches are not cut from the positions in order (they are
+    then made and dropped)."""
+    if call.start_position is not None and not stage.example_wise:
+        raise ConfigError(Problem("<input_fn>", "$.start_position", (
+            f"found {call.start_position}, but the {stage.name} stage fills its batches from examples as they come, "
+            "so a position of the order does not fix its batches; expected skip_batches")))
+    position = call.start_position
+    if position is None and call.skip_batches and stage.example_wise:
+        position = call.skip_batches * call.batch_size * call.shard.pipelines
+    return global_order.start_of(records, position) if position else None
 
 
 def _start(call: CallPlan, stage) -> tuple[int, int] | None:

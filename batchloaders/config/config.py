@@ -16,7 +16,7 @@ from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
 from batchloaders.spec.model import LoaderConfig, PrimaryFeature
 from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
-from batchloaders.config.sections import service, steps
+from batchloaders.config.sections import service, shuffle_scope, steps
 from batchloaders.config.sections.context import Checker, SectionContext
 from batchloaders.config.sections.plugins import load_plugins, plugin_entries, set_aside
 
@@ -83,6 +83,7 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
     regroup.check_bucketing(ctx)
     regroup.check_row_batching(ctx)
     loader.check_loader_args(ctx)
+    shuffle_scope.check_shuffle_scope(ctx)
     resources.check_memory_and_counts(ctx)
     if check.problems:
         raise check.error()
@@ -120,5 +121,6 @@ def _loader_config(ctx: SectionContext) -> LoaderConfig:
         multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), resume=args.get("resume", "state"), on_corrupt=args.get("on_corrupt", "fail"),
+        shuffle_scope=args.get("shuffle_scope", "buffer"),
         tensors=dict(ctx.tensors), service=ctx.service,
         regroup=next((spec for spec in regrouped.values() if spec is not None), None))  # they exclude each other

@@ -8,7 +8,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.read import determinism
-from batchloaders.read import origins, sharding, sources
+from batchloaders.read import global_order, origins, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
@@ -38,7 +38,13 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         values, lengths = parse_batch(serialized, manifest, selected, names=names)
         return {"values": values, "lengths": lengths}
 
-    if sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
+    if global_order.enabled(config):
+        # Each batch's records are read at their offsets, in the epoch's permuted order (global_order.py).
+        by_offset = reader.by_offset
+        ids = global_order.ids(config, by_offset.num_records, shard.pipeline, shard.pipelines)
+        records = ids.rebatch(batch_size, drop_remainder=drop).map(
+            as_written(by_offset.read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
+    elif sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
         def per_block(b):
             count = tf.size(b["serialized"])
@@ -58,7 +64,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
                 deterministic=not config.sloppy_interleave)
         batches = sources.repeat_epochs(config, epoch_of_blocks, shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
-    if sources.reads_in_blocks(config):
+    elif sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost more CPU: docs/decisions/performance.md).
         records = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),

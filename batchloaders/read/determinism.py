@@ -165,10 +165,16 @@ def repeat_epochs(epochs: int | None, make: Callable[[], tf.data.Dataset],
     return tf.data.Dataset.counter().take_while(goes_on).flat_map(one)
 
 
-def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
+def started_at() -> tuple[int, int] | None:
+    """The (epoch, examples of it consumed) the pipeline being built starts at (:func:`per_iterator`'s ``start``)."""
+    return _local.values.get("start")
+
+
+def seed(config_seed: int | None, purpose: int, index=None, *, epoch=None) -> tf.Tensor | None:
     """The int64 seed of one draw of the current epoch, or None (TensorFlow's own random seed) for a
     dataset built outside :func:`per_iterator` from a config without a seed. Flat (see :func:`per_iterator`),
-    a shuffle's seed is the config's, reshuffled each epoch by tf.data (:func:`reshuffles`)."""
+    a shuffle's seed is the config's, reshuffled each epoch by tf.data (:func:`reshuffles`). ``epoch``: the
+    epoch's number as a tensor, for a pipeline that spans epochs itself (global_order.py)."""
     if _local.values.get("flat") and index is None:
         return config_seed
     base = _local.values.get("base")
@@ -176,7 +182,7 @@ def seed(config_seed: int | None, purpose: int, index=None) -> tf.Tensor | None:
         if config_seed is None:  # (a file's windows need a seed tensor: a fresh one, as TensorFlow's would be)
             return None if index is None else tf.random.uniform([], maxval=MAX_SEED, dtype=tf.int64)
         base = tf.constant(config_seed, tf.int64)
-    epoch = tf.cast(_local.values.get("epoch", 0), tf.int64)
+    epoch = tf.cast(_local.values.get("epoch", 0) if epoch is None else epoch, tf.int64)
     per_epoch = tf.random.stateless_uniform([], seed=tf.stack([base, epoch]), minval=None, maxval=None,
                                             dtype=tf.int64)
     what = tf.constant(purpose << 40, tf.int64) + (0 if index is None else tf.cast(index, tf.int64))

@@ -38,6 +38,8 @@ from batchloaders.errors import MARKER, DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
 from batchloaders.read.naming import BlockNames
+from batchloaders.read import global_order
+from batchloaders.read.offset_reader import OffsetReader
 from batchloaders.config.datasets import url_scheme
 from batchloaders.spec.model import LoaderConfig
 
@@ -223,6 +225,8 @@ class Reader:
                 _check_compression(path, config.dataset.manifest)
         self.table = file_table(config)
         self.skipped = SkipCounter(self.table) if config.on_corrupt == "skip_file" else None
+        # A global shuffle reads by offset: its indexes are loaded and checked here, once (ManifestError if stale).
+        self.by_offset = OffsetReader(config) if global_order.enabled(config) else None
 
     def refresh(self) -> None:
         """Read the files' sizes again: each dataset built checks the files as they are when it is built."""

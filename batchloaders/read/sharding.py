@@ -27,17 +27,19 @@ import tensorflow as tf
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.config.accounting import record_counts
 from batchloaders.config.kinds import kind
+from batchloaders.read import global_order
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.spec.model import LoaderConfig
 
 log = logging.getLogger("batchloaders")
 
-NONE, FILE, RECORD = "none", "file", "record"
+NONE, FILE, RECORD, POSITION = "none", "file", "record", "position"
 
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """One input pipeline's share: ``rule`` (NONE, FILE or RECORD) and the files it reads."""
+    """One input pipeline's share: ``rule`` (NONE, FILE, RECORD, or POSITION: its positions of a global shuffle's
+    order, global_order.py) and the files it reads."""
 
     rule: str
     pipelines: int
@@ -63,6 +65,8 @@ def plan(config: LoaderConfig, input_context) -> Shard:
         # part again, by position in what that worker was handed (files lost and repeated, measured).
         return Shard(NONE, 1, 0, tuple(range(files)))
     pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if global_order.enabled(config):  # each pipeline reads its positions of the epoch's order, by offset
+        return Shard(POSITION, pipelines, pipeline, tuple(range(files)))
     if files >= pipelines:
         return Shard(FILE, pipelines, pipeline, tuple(range(pipeline, files, pipelines)))
     if config.seed is None and random_windows(config):
@@ -110,6 +114,9 @@ def summary(config: LoaderConfig, shard: Shard) -> str:
                 "(trainers sharing a job_name get disjoint batches)")
     if shard.rule == NONE:
         return "input pipeline 0 of 1: not sharded, reads every data file"
+    if shard.rule == POSITION:
+        return (f"input pipeline {i} of {n}: sharded by position (shuffle_scope global): reads the records at "
+                f"positions g of the run's order with g % {n} == {i}, each at its offset")
     if shard.rule == FILE:
         positions = ", ".join(map(str, shard.files[:5])) + (", ..." if len(shard.files) > 5 else "")
         return (f"input pipeline {i} of {n}: sharded by file ({files} data files >= {n} input pipelines): "
@@ -220,8 +227,8 @@ def check_share(config: LoaderConfig, shard: Shard) -> None:
     pipeline's share is empty (:func:`endless` catches the rest while running, with epochs null). With finite
     epochs too: that pipeline would give no batch while the others give theirs, which no later step reports
     (what the other replicas then do depends on the strategy; not checked here)."""
-    if shard.rule == NONE or kind(config.type).sequence:
-        return
+    if shard.rule in (NONE, POSITION) or kind(config.type).sequence:
+        return  # (by position, every pipeline gets positions while the run lasts: input_fn counts them)
 
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is not None and not any(shard.records_of(i, counts[i]) for i in shard.files):

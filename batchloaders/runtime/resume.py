@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from batchloaders.read import determinism
+from batchloaders.read import determinism, global_order
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 
@@ -72,6 +72,8 @@ def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
     """What fixes the batches, as {part: short hash or value}: every field of the compiled config (but its
     seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share."""
     out = {name: _short_hash(part) for name, part in _parts(config).items()}
+    if global_order.positional(config):
+        return out  # a position of the run's order fits any batch size and number of input pipelines
     out["batch_size"] = str(batch_size)
     if input_context is not None:
         out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
@@ -108,6 +110,8 @@ def settings(config, batch_size: int, input_context=None) -> dict[str, Any]:
             out[name] = _SHOWN[name](part, config)
         elif _is_scalar(part):
             out[name] = part
+    if global_order.positional(config):
+        return out
     out["batch_size"] = batch_size
     if input_context is not None:
         out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
@@ -230,7 +234,9 @@ class ResumableIterator(tf.Module):
         self._fixed_seed = seed is not None  # a seed given: a checkpoint with another one is an error
         self._input_fn, self._input_context, self._params = input_fn, input_context, params
         self.mode = mode
-        self._expected = fingerprint(config, batch_size, input_context)
+        expected = fingerprint(config, batch_size, input_context)
+        self._config_hash = _short_hash(expected)  # (before tf.Module wraps the dict)
+        self._expected = expected
         shown = settings(config, batch_size, input_context)
         self._settings = json.dumps(shown, sort_keys=True)  # (a string: tf.Module would wrap a dict to track it)
         # Small variables (a few hundred bytes and a few a data file): what the checkpoint compares, replays
@@ -243,6 +249,12 @@ class ResumableIterator(tf.Module):
         self._consumed = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_consumed")
         self._running = _Running()  # not tracked: a checkpoint holds only what the mode says
         self._position = 0  # batches given by it: the variable differs after a restore
+        # A global shuffle's checkpoint holds the position of the run's order consumed by all input pipelines
+        # (global_order.py): a restore starts reading there, with any number of pipelines.
+        pipelines = input_context.num_input_pipelines if input_context is not None else 1
+        self._step = batch_size * pipelines  # positions the input pipelines consume per batch each gives
+        positional = global_order.positional(config)
+        self._at = tf.Variable(0, dtype=tf.int64, trainable=False, name="position") if positional else None
 
     def __iter__(self):
         return self
@@ -253,18 +265,54 @@ class ResumableIterator(tf.Module):
         batch = next(self._running.batches)
         self._position += 1
         self._consumed.assign(self._position)
+        if self._at is not None:
+            self._running.at += self._step
+            self._at.assign(self._running.at)
         return batch
 
     @property
     def batches_consumed(self) -> int:
         return int(self._consumed.numpy())
 
+    def get_state(self) -> dict[str, Any]:
+        """The position in the data as a small JSON-serializable dict (replay mode), for checkpointers other than
+        ``tf.train.Checkpoint`` (Orbax, a Keras callback, a JSON file): the seed, the batches this iterator gave,
+        the config's fingerprint and, under ``shuffle_scope: global``, the position of the run's order all input
+        pipelines consumed. :meth:`set_state` takes it back."""
+        if self.mode != "replay":
+            raise ResumeError(Problem("<ResumableIterator>", "$.mode", (
+                "get_state in state mode: that mode checkpoints the tf.data iterator's own state (megabytes for large "
+                "shuffle buffers), which is no dict of numbers; expected resume: replay in the config (or "
+                "mode='replay')")))
+        state = {"format": STATE_FORMAT, "seed": int(self._seed.numpy()),
+                 "batches_consumed": int(self._consumed.numpy()), "config": self._config_hash}
+        if self._at is not None:
+            state["position"] = int(self._at.numpy())
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Go on from ``state`` (what :meth:`get_state` gave, in this process or another) at the next batch.
+        ResumeError naming the key when ``state`` is not such a dict or was saved for another config."""
+        self.get_state()  # (replay mode only)
+        problems = _state_problems(state, positional=self._at is not None)
+        if not problems and state["config"] != self._config_hash:
+            problems = [("$.config", f"found {state['config']!r}, this pipeline's config is {self._config_hash!r}: "
+                                     "the state was saved by a pipeline of another config (or, without a global "
+                                     "shuffle, another batch size or input pipeline); expected a state of this one")]
+        if problems:
+            raise ResumeError([Problem("<state>", where, text) for where, text in problems])
+        self._seed.assign(state["seed"])
+        self._consumed.assign(state["batches_consumed"])
+        if self._at is not None:
+            self._at.assign(state["position"])
+
     def _restored(self) -> bool:
         """Whether a checkpoint was restored since the running pipeline started: the count, the seed or the
         fingerprint differ from its own (a restore of another config with the same count changes only these)."""
         running = self._running
         return (int(self._consumed.numpy()) != self._position or int(self._seed.numpy()) != running.seed
-                or self._fingerprint.numpy() != running.fingerprint)
+                or self._fingerprint.numpy() != running.fingerprint
+                or (self._at is not None and int(self._at.numpy()) != running.at))
 
     def _check(self) -> None:
         saved = json.loads(self._fingerprint.numpy().decode())
@@ -298,7 +346,12 @@ class ResumableIterator(tf.Module):
                 "restore into a ResumableIterator that has given no batch yet")))
         consumed = int(self._consumed.numpy())
         params = {**self._params, "seed": seed}
-        if self.mode == "replay":
+        if self.mode == "replay" and self._at is not None:
+            # A global shuffle starts reading at the position consumed: nothing before it is read.
+            self._running.at = int(self._at.numpy())
+            self._running.batches = iter(self._input_fn(self._input_context, params=params,
+                                                        start_position=self._running.at))
+        elif self.mode == "replay":
             # The same seed gives the same batches: skip those consumed before the save (whole epochs unread
             # where the manifest's counts allow, input_fn's skip_batches).
             self._running.batches = iter(self._input_fn(self._input_context, params=params, skip_batches=consumed))
@@ -380,9 +433,36 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, save_path: str | None):
         raise damaged(save_path, error) from None
 
 
+STATE_FORMAT = "batchloaders.resume/1"
+_STATE_KEYS = {"format": str, "seed": int, "batches_consumed": int, "config": str}
+
+
+def _state_problems(state, *, positional: bool) -> list[tuple[str, str]]:
+    """(JSON path, what is wrong) of each key of a get_state dict that is missing or not what it should be."""
+    if not isinstance(state, Mapping):
+        return [("$", f"found a {type(state).__name__}: expected the dict ResumableIterator.get_state gives")]
+    wanted = dict(_STATE_KEYS, **({"position": int} if positional else {}))
+    problems = []
+    for key, kind in wanted.items():
+        value = state.get(key)
+        if key not in state:
+            why = (" (it was saved without a global shuffle)" if key == "position" else "")
+            problems.append((f"$.{key}", f"missing{why}: expected the dict ResumableIterator.get_state gives"))
+        elif not isinstance(value, kind) or isinstance(value, bool) or (kind is int and not 0 <= value <= determinism.MAX_SEED):
+            problems.append((f"$.{key}", f"found {value!r}: expected {'an integer >= 0' if kind is int else 'a string'}"))
+    if not problems and state["format"] != STATE_FORMAT:
+        problems.append(("$.format", f"found {state['format']!r}: expected {STATE_FORMAT!r}"))
+    extra = sorted(set(state) - set(wanted))
+    if extra:
+        problems.append((f"$.{extra[0]}", f"found key(s) {', '.join(map(repr, extra))}, which this pipeline's state does "
+                                          "not have (a state saved with a global shuffle has a position)"))
+    return problems
+
+
 class _Running:
     """The iterator giving the batches, out of tf.Module's reach (it tracks every trackable attribute)."""
 
     batches = None
     seed = None  # what the running pipeline draws from, and the fingerprint it was checked against
     fingerprint = None
+    at = 0  # a global shuffle's position of the run's order, after the batches given

@@ -335,6 +335,7 @@ class LoaderConfig:
     seed: int | None = None
     resume: str = "state"  # or "replay": what batchloaders.ResumableIterator checkpoints
     on_corrupt: str = "fail"  # or "skip_file"
+    shuffle_scope: str = "buffer"  # or "global": one permutation of all records per epoch (read/global_order.py)
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
     # How examples are grouped into batches other than one after another (at most one; None: plain batching).

@@ -1,0 +1,65 @@
+"""``args.shuffle_scope``: what a global shuffle needs of the config and the dataset.
+
+A global shuffle reads records at their byte offsets (read/global_order.py, read/offset_reader.py):
+it needs an index of every data file, uncompressed local files, and a loader whose examples are
+records. The indexes themselves are checked against their data files when the pipeline is built.
+"""
+from __future__ import annotations
+
+from batchloaders.config.datasets import url_scheme
+from batchloaders.config.sections.context import SectionContext
+
+AT = ("args", "shuffle_scope")
+_SHOWN = 3  # files named in a message about several
+
+
+def check_shuffle_scope(ctx: SectionContext) -> None:
+    if ctx.value("shuffle_scope", default="buffer") != "global":
+        return
+    needs = "shuffle_scope global reads every record at its byte offset"
+    if not ctx.value("shuffle", default=False):
+        ctx.check(AT, "found global with shuffle false: nothing is shuffled; expected shuffle true (or no "
+                      "shuffle_scope)")
+    if ctx.loader_type != "independent":
+        ctx.check(AT, f"found global for a {ctx.loader_type} loader: {needs}, which this version does for the "
+                      "independent loader only (a window spans several records); expected shuffle_scope buffer")
+    regroup = next((name for name in ("chunking", "segmenting") if ctx.given(name)), None)
+    if regroup is not None:
+        ctx.check(AT, f"found global with {regroup}: {regroup} works on each sequence's records in file order, "
+                      "which a global shuffle takes apart; expected shuffle_scope buffer")
+    if ctx.given("service"):
+        ctx.check(AT, f"found global with a service block: {needs} in this process through memory maps of the "
+                      "files, which a tf.data service worker cannot run; expected shuffle_scope buffer with a "
+                      "service")
+    if ctx.value("on_corrupt", default="fail") == "skip_file":
+        ctx.check(AT, f"found global with on_corrupt skip_file: {needs}, so there is no rest of a file to skip "
+                      "past a damaged record; expected on_corrupt fail (a damaged record stops the run, naming it)")
+    _check_files(ctx, needs)
+
+
+def _check_files(ctx: SectionContext, needs: str) -> None:
+    if ctx.dataset is None or ctx.manifest is None:
+        return
+    if ctx.manifest.compression is not None:
+        ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} says the files are "
+                      f"{ctx.manifest.compression.upper()}-compressed: {needs}, and an offset into a compressed "
+                      "stream means nothing without the stream before it; expected uncompressed files, or "
+                      "shuffle_scope buffer")
+        return
+    remote = [path for path in ctx.dataset.files if url_scheme(path) is not None]
+    if remote:
+        ctx.check(AT, f"found global, but {_some(remote)} are not on a local file system: {needs} through a "
+                      "memory map of its file; expected local files (a copy, or a mounted file system), or "
+                      "shuffle_scope buffer")
+        return
+    unindexed = [path for path in ctx.dataset.files
+                 if (entry := ctx.manifest.entry(path)) is None or entry.index is None]
+    if unindexed:
+        ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} records no index for {_some(unindexed)}: "
+                      f"{needs}, which the index gives; expected an index beside every data file: run "
+                      "`batchloaders index` on the dataset's directory (or on this config)")
+
+
+def _some(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_SHOWN]) + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
+    return f"{len(paths)} data file(s) ({shown})"
