@@ -126,4 +126,8 @@ def _write_all(root: str) -> None:
     write_stream(os.path.join(root, "stream"), groups)
     write_sentences(os.path.join(root, "sentences"), groups)
     record_files(os.path.join(root, "chars"))
+    # The chars files get record indexes too: configs/chars_global.yaml shuffles them globally.
+    from batchloaders.cli import write_index  # deferred: only when the data is written
+
+    write_index.write(os.path.join(root, "chars"), io.StringIO())
     record_files(os.path.join(root, "sentences"))

@@ -252,7 +252,9 @@ class ResumableIterator(tf.Module):
         # A global shuffle's checkpoint holds the position of the run's order consumed by all input pipelines
         # (global_order.py): a restore starts reading there, with any number of pipelines.
         pipelines = input_context.num_input_pipelines if input_context is not None else 1
-        self._step = batch_size * pipelines  # positions the input pipelines consume per batch each gives
+        # Positions the input pipelines consume per batch each gives (a batch of one replica's share).
+        self._step = sharding.per_replica_batch_size(config, batch_size, input_context,
+                                                     from_params="batch_size" in params) * pipelines
         positional = global_order.positional(config)
         self._at = tf.Variable(0, dtype=tf.int64, trainable=False, name="position") if positional else None
 
