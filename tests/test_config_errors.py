@@ -45,7 +45,7 @@ SEMANTIC = [
     ("suggests closest from_name", lambda c: set_in(c, ["args", "primary_features", 1, "from_name"], "nme"),
      "$.args.primary_features[1].from_name", "did you mean 'name'?"),
     ("shuffle without its arguments", lambda c: set_in(c, ["args", "shuffle"], True),
-     "$.args", "missing required key 'num_shuffle_buffer_elements' (required when shuffle is true)"),
+     "$.args", "missing required key 'num_shuffle_buffer_elements' (required when shuffle is true and shuffle_scope is buffer)"),
     ("multi_load with steps", lambda c: (set_in(c, ["args", "multi_load"], True), set_in(
         c, ["args", "processing_steps"], [{"tensor": "x", "type": "slice", "args": {"slice": "[0]"}}])),
      "$.args.multi_load", "multi_load must be false when processing_steps are given"),

@@ -180,7 +180,7 @@ BAD_CONFIGS = [
     (config(drop=["args"]), "$", "missing required key 'args'"),
     (config(drop=["type"]), "$", "missing required key 'type'"),
     (config(args__shuffle=True), "$.args",
-     "missing required key 'num_mix_files' (required when shuffle is true)"),
+     "missing required key 'num_mix_files' (required when shuffle is true and shuffle_scope is buffer)"),
     (sequence("continuous_sequence", max_window=4), "$.args", "missing required key 'min_window'"),
     (sequence("discrete_sequence", min_window=1), "$.args", "missing required key 'max_window'"),
 ]
