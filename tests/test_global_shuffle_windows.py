@@ -145,3 +145,24 @@ def test_continuous_feature_lists_are_refused(tmp_path):
     d = index(write_continuous(tmp_path / "lists", [[3, 5], [4]], layout="sequence"))
     with pytest.raises(ConfigError, match=r"shuffle_scope.*'y', 'x'.*no fixed number of steps per record"):
         load_config(continuous_config(d))
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 2)])
+def test_elastic_restart_of_windows(case, before, after):
+    """``before`` pipelines (global batch 6) give 1 batch each; ``after`` pipelines go on from the state one of
+    them saved: with what was given, every window of both epochs exactly once."""
+    make, windows, every, d = case
+    fn = build_input_fn(make(d, target_batch_size=6))
+
+    def pipeline(k, n):
+        return tf.distribute.InputContext(num_input_pipelines=n, input_pipeline_id=k, num_replicas_in_sync=n)
+    old = [ResumableIterator(fn, pipeline(k, before)) for k in range(before)]
+    given = [w for iterator in old for w in windows([next(iterator)])]
+    state = old[0].get_state()
+    assert state["position"] == 6
+    rest = []
+    for k in range(after):
+        iterator = ResumableIterator(fn, pipeline(k, after))
+        iterator.set_state(state)
+        rest += windows(iterator)
+    assert sorted(given + rest) == sorted(every * 2)
