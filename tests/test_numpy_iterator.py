@@ -152,3 +152,26 @@ def test_batches_go_into_a_jitted_jax_function(data):
         total = step(total, features, targets)
     # every record twice: its id, plus 2 * 0.5; one compile for the one batch shape
     assert int(total) == 2 * sum(ALL_IDS) + 2 * len(ALL_IDS) and traced == [(4, 2)]
+
+
+def test_a_damaged_file_is_a_data_error_at_its_batch(tmp_path):
+    from conftest import flip_byte, frame_offsets
+
+    records = [example(id=("int", [r]), x=("float", [r, r])) for r in range(6)]
+    path = write_records(tmp_path / "a.tfrecords", records)
+    write_manifest(tmp_path, [feature("id", "int64", [], "int"), feature("x", "float32", [2], "float")])
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:  # record 4's payload damaged: its checksum no longer matches
+        f.write(flip_byte(data, frame_offsets(records)[4] + 14))
+    it = batchloaders.numpy_iterator(config(tmp_path))
+    assert [ids([next(it)]) for _ in range(2)] == [[0, 1], [2, 3]]
+    with pytest.raises(batchloaders.DataError, match="a.tfrecords"):  # raised here, not in the prefetching thread
+        next(it)
+    assert it.get_state()["batches_consumed"] == 2
+
+
+def test_one_process_unless_jax_runs_several(data):
+    pytest.importorskip("jax", reason="jax is not installed (the test extra installs jax[cpu])")
+    it = batchloaders.numpy_iterator(config(data))  # jax imported, one process: the whole data
+    assert (it.process_index, it.process_count, it.input_context) == (0, 1, None)
+    assert sorted(ids(it)) == ALL_IDS
