@@ -139,7 +139,7 @@ class InputFn:
     def _build(self, call: CallPlan) -> tf.data.Dataset:
         """The call's pipeline, built."""
         if global_order.enabled(call.config):
-            start = _global_start(call, self.stage, self._reader.by_offset.num_records)
+            start = _global_start(call, self.stage, self._global_units(call))
         else:
             start = _start(call, self.stage) if call.skip_batches and self._local else None
         cardinality = self._cardinality(call, start)
@@ -190,9 +190,10 @@ class InputFn:
         if call.config.service is not None:
             return None
         if global_order.enabled(call.config):
-            position = 0 if start is None else start[0] * self._reader.by_offset.num_records + start[1]
-            examples = global_order.examples(self._reader.by_offset.num_records, call.config.epochs, position,
-                                             call.shard.pipeline, call.shard.pipelines)
+            units = self._global_units(call)
+            position = 0 if start is None else start[0] * units + start[1]
+            examples = global_order.examples(units, call.config.epochs, position, call.shard.pipeline,
+                                             call.shard.pipelines)
             return self.stage.batches(call.config, examples, call.batch_size)
         examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
         cardinality = self.stage.batches(call.config, examples, call.batch_size)
@@ -204,6 +205,11 @@ class InputFn:
                 "counts, with drop_remainder true: no batch would come out; expected a smaller batch_size, or "
                 "drop_remainder false")))
         return cardinality
+
+    def _global_units(self, call: CallPlan) -> int:
+        """Examples (records or windows) in each epoch of a global shuffle: the loader counts them from the
+        indexed files' record counts."""
+        return self.loader.global_units(call.config, self._reader.by_offset.counts)
 
     def _batches(self, call: CallPlan) -> tf.data.Dataset:
         """The model's batches: the loader's blocks of examples, made into batches by the stage."""

@@ -191,14 +191,6 @@ def test_an_unindexed_dataset_is_refused_naming_the_command(tmp_path):
         load_config(config(d))
 
 
-def test_a_sequence_loader_is_refused(data):
-    seq = config(data)
-    seq["type"] = "discrete_sequence"
-    seq["args"].update(min_window=2, max_window=2)
-    with pytest.raises(ConfigError, match=r"shuffle_scope.*discrete_sequence loader"):
-        load_config(seq)
-
-
 @pytest.mark.parametrize("damage, said", [
     (lambda path: os.remove(path), "the index file is missing"),
     (lambda path: open(path, "r+b").write(b"X"), "the index file.s SHA-256 is .*, but the manifest records"),

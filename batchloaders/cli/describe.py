@@ -71,6 +71,8 @@ def _steps_per_record(config: LoaderConfig) -> str:
 def _shuffled_batches(config: LoaderConfig, what: str, one_shape: bool) -> str:
     if not config.shuffle and one_shape:
         return f"of one shape, cut into batches by rebatch a block of {what} at a time"
+    if config.shuffle and config.shuffle_scope == "global":
+        return f"read in a global order of all {what} (see reading), batched as they come"
     shuffle = (f"shuffled in a buffer of {config.num_shuffle_buffer_elements} {what}, then "
                if config.shuffle else "")
     return f"{shuffle}batched with padded_batch"
@@ -113,7 +115,8 @@ def windows_line(config: LoaderConfig) -> str | None:
     max_offset = (config.stride or config.max_window) if loader.concatenates_records else config.max_window
     start = (f"; the first window of each file starts after a random offset of 0..{max_offset - 1} "
              f"{loader.window_unit}"
-             if config.shuffle and max_offset > 1 else "; the first window starts at the start of each file")
+             if config.shuffle and max_offset > 1 and config.shuffle_scope != "global"
+             else "; the first window starts at the start of each file")
     return f"windows: {size}, {placement} within one file{start}"
 
 
@@ -162,6 +165,13 @@ def padding_lines(config: LoaderConfig) -> list[str]:
 
 
 def reading_line(config: LoaderConfig) -> str:
+    if config.shuffle and config.shuffle_scope == "global":
+        what = kind(config.type).example
+        records = "each record" if what == "record" else "each window's records"
+        return (f"reading: {records} at their byte offsets (the files' record indexes), in one "
+                f"permutation of all {what}s per epoch drawn from the seed and the epoch"
+                f"{'' if config.seed is None else f' (seed {config.seed})'}; input pipeline k of N reads the "
+                "positions g with g % N == k")
     if config.shuffle:
         examples = (f"; examples shuffled in a buffer of {config.num_shuffle_buffer_elements}"
                     if not kind(config.type).sequence else "")  # the sequence loaders' windows: see parsing
@@ -544,6 +554,7 @@ def plan(config: LoaderConfig) -> dict:
         "batches": total_batches(config),
         "repeats_forever": config.epochs is None,
         "reading": {"shuffle": config.shuffle, "seed": config.seed,
+                    "shuffle_scope": config.shuffle_scope if config.shuffle else None,
                     "files_at_a_time": config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1),
                     "filename_shuffle_buffer": config.num_filenames_shuffle_buffer if config.shuffle else None,
                     "shuffle_buffer": config.num_shuffle_buffer_elements if config.shuffle else None,

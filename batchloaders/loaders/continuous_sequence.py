@@ -8,10 +8,11 @@ block in one ``tf.gather`` per feature.
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.read import block_sizes
-from batchloaders.read import origins, sharding, sources
+from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.read.integrity import names_in_block
@@ -78,7 +79,60 @@ def frames(serialized, first_record, filename, manifest, selected: dict, *, bloc
     return out
 
 
+def _steps_per_record(config: LoaderConfig) -> int:
+    """Steps every record gives along the time axis (a global shuffle's features have fixed shapes, and one
+    length there: the config check's rules)."""
+    return next(f.steps_per_record for f in config.selected.values())
+
+
+def _windows_per_file(config: LoaderConfig, counts) -> np.ndarray:
+    """Windows of min_window steps, ``stride`` (or min_window) apart from step 0, that fit in each file."""
+    size, step = config.min_window, config.stride or config.min_window
+    steps = np.asarray(counts, np.int64) * _steps_per_record(config)
+    return np.where(steps >= size, (steps - size) // step + 1, 0)
+
+
+def global_units(config: LoaderConfig, counts) -> int:
+    """Windows of a global shuffle's epoch: window j of file f takes steps [j * stride, j * stride + size) of
+    the file's records concatenated (stride: the window size when not given)."""
+    return int(_windows_per_file(config, counts).sum())
+
+
+def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
+    """Batches of windows in a global shuffle's order (global_order.py): each window's records are read at their
+    offsets (as many as a window can touch), parsed, and its steps cut from them."""
+    by_offset, manifest, selected = reader.by_offset, config.dataset.manifest, config.selected
+    size, step, per_record = config.min_window, config.stride or config.min_window, _steps_per_record(config)
+    touched = (size - 1) // per_record + 2  # records a window of `size` steps can touch, starting anywhere
+    windows_per_file = tf.constant(_windows_per_file(config, by_offset.counts), tf.int64)
+    file_starts, counts = tf.constant(by_offset.starts[:-1], tf.int64), tf.constant(by_offset.counts, tf.int64)
+    ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
+    drop = config.drop_remainder or config.epochs is None
+
+    def read(window_ids):
+        file, window = permutation.file_and_record(window_ids, windows_per_file)
+        begin = window * step
+        first = begin // per_record
+        # Past a file's last record the window needs nothing: its last record is read again and never used.
+        record = tf.minimum(first[:, None] + tf.range(touched, dtype=tf.int64)[None, :],
+                            tf.gather(counts, file)[:, None] - 1)
+        got = by_offset.read(tf.reshape(tf.gather(file_starts, file)[:, None] + record, [-1]))
+        names = reader.record_names(got["file"], got["record"])
+        values, _ = parse_batch(got["serialized"], manifest, selected, names=names)
+        at = (begin - first * per_record)[:, None] + tf.range(size, dtype=tf.int64)[None, :]
+        out = {}
+        for name, v in values.items():
+            steps = tf.reshape(v, tf.concat([[-1, touched * per_record], tf.shape(v)[2:]], 0))
+            out[name] = tf.gather(steps, at, batch_dims=1)
+        extras = origins.extras(config, file, first, begin - first * per_record) if origins.wanted(config) else {}
+        return {"values": out, "lengths": {}, "extras": extras}
+    return ids.rebatch(batch_size, drop_remainder=drop).map(
+        as_written(read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
+
+
 def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
+    if global_order.enabled(config):
+        return _global_batches(config, shard, batch_size, reader)
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
     fixed = config.min_window == config.max_window

@@ -10,10 +10,11 @@ per-record lengths of every window go to ``extras["record_lengths"]`` for the
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.read import block_sizes
-from batchloaders.read import origins, sharding
+from batchloaders.read import global_order, origins, permutation, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
@@ -125,11 +126,41 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
             out["extras"].update(origins.extras(config, batch["file"], batch["record"][:, 0]))
         return out
 
+    if global_order.enabled(config):
+        planned = _global_windows(config, shard, batch_size, reader.by_offset)
+        return planned, parse
     planned = windows.window_batches(config, shard, batch_size, file_blocks=file_blocks,
                                      make_windows=plan, max_offset=config.max_window, unit="records",
                                      make_in_scan=True,  # windows never overlap: the plan holds each record once
                                      one_shape=width is not None)
     return planned, parse
+
+
+def global_units(config: LoaderConfig, counts: np.ndarray) -> int:
+    """Windows of a global shuffle's epoch: file f's records cut into ``counts[f] // k`` windows of k (a file's
+    last records that fill no window are left out, as a file shorter than min_window gives none)."""
+    return int((np.asarray(counts, np.int64) // config.min_window).sum())
+
+
+def _global_windows(config: LoaderConfig, shard: sharding.Shard, batch_size: int, by_offset) -> tf.data.Dataset:
+    """Batches of planned windows in a global shuffle's order: window j of file f holds records
+    [j * k, (j + 1) * k) of it, read at their offsets (global_order.py)."""
+    k = config.min_window
+    per_file = tf.constant(by_offset.counts // k, tf.int64)
+    file_starts = tf.constant(by_offset.starts[:-1], tf.int64)
+    ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
+    drop = config.drop_remainder or config.epochs is None
+
+    def read(window_ids):
+        file, window = permutation.file_and_record(window_ids, per_file)
+        first = tf.gather(file_starts, file) + window * k
+        records = by_offset.read(tf.reshape(first[:, None] + tf.range(k, dtype=tf.int64)[None, :], [-1]))
+        count = tf.size(window_ids)
+        return {"serialized": tf.reshape(records["serialized"], [count, k]),
+                "record": tf.reshape(records["record"], [count, k]),
+                "count": tf.fill([count], tf.constant(k, tf.int64)), "file": file}
+    return ids.rebatch(batch_size, drop_remainder=drop).map(
+        as_written(read), num_parallel_calls=config.num_parallel_reads or tf.data.AUTOTUNE, deterministic=True)
 
 
 def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:

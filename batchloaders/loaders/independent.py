@@ -41,7 +41,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
     if global_order.enabled(config):
         # Each batch's records are read at their offsets, in the epoch's permuted order (global_order.py).
         by_offset = reader.by_offset
-        ids = global_order.ids(config, by_offset.num_records, shard.pipeline, shard.pipelines)
+        ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
         records = ids.rebatch(batch_size, drop_remainder=drop).map(
             as_written(by_offset.read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
     elif sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
@@ -85,6 +85,11 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
             parsed["extras"] = origins.extras(config, records["file"], records["record"])
         return parsed
     return records, decode
+
+
+def global_units(config: LoaderConfig, counts) -> int:
+    """Examples of a global shuffle's epoch: every record."""
+    return int(sum(int(c) for c in counts))
 
 
 def _parsed(batch):

@@ -1,8 +1,9 @@
 """``args.shuffle_scope``: what a global shuffle needs of the config and the dataset.
 
 A global shuffle reads records at their byte offsets (read/global_order.py, read/offset_reader.py):
-it needs an index of every data file, uncompressed local files, and a loader whose examples are
-records. The indexes themselves are checked against their data files when the pipeline is built.
+it needs an index of every data file, uncompressed local files, and examples whose records the record
+counts locate (records, or windows of one size). The indexes themselves are checked against their data
+files when the pipeline is built.
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
         ctx.check(AT, "found global with shuffle false: nothing is shuffled; expected shuffle true (or no "
                       "shuffle_scope)")
     if ctx.loader_type != "independent":
-        ctx.check(AT, f"found global for a {ctx.loader_type} loader: {needs}, which this version does for the "
-                      "independent loader only (a window spans several records); expected shuffle_scope buffer")
+        _check_windows(ctx)
     regroup = next((name for name in ("chunking", "segmenting") if ctx.given(name)), None)
     if regroup is not None:
         ctx.check(AT, f"found global with {regroup}: {regroup} works on each sequence's records in file order, "
@@ -35,6 +35,25 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
         ctx.check(AT, f"found global with on_corrupt skip_file: {needs}, so there is no rest of a file to skip "
                       "past a damaged record; expected on_corrupt fail (a damaged record stops the run, naming it)")
     _check_files(ctx, needs)
+
+
+def _check_windows(ctx: SectionContext) -> None:
+    """A global shuffle permutes windows whose records it can name from the record counts: windows of one
+    size, and for continuous_sequence records of one length along the time axis."""
+    lo, hi = ctx.value("min_window"), ctx.value("max_window")
+    if isinstance(lo, int) and isinstance(hi, int) and lo != hi:
+        ctx.check(AT, f"found global with min_window {lo} != max_window {hi}: a global shuffle permutes the windows "
+                      "of an epoch, which needs every window's place known from the record counts; expected "
+                      "min_window equal to max_window")
+    if ctx.loader_type != "continuous_sequence" or ctx.manifest is None:
+        return
+    lists = [p["from_name"] for _, p in ctx.items("primary_features")
+             if (f := ctx.manifest.features.get(p["from_name"])) is not None and f.steps_per_record is None]
+    if lists:
+        ctx.check(AT, f"found global for a continuous_sequence loader whose feature(s) {', '.join(map(repr, lists))} "
+                      "have no fixed number of steps per record (feature lists): a window's records are found from "
+                      "the steps per record, which the index does not hold; expected shuffle_scope buffer, or "
+                      "features of a fixed shape")
 
 
 def _check_files(ctx: SectionContext, needs: str) -> None:
