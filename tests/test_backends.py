@@ -13,7 +13,8 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-# 3 steps of a next-character model on configs/chars_independent.yaml; prints what Keras saw, as JSON.
+# 3 steps of docs/backends.md's next-character model (Keras on JAX) on configs/chars_independent.yaml; prints
+# what Keras saw, as JSON.
 FIT = """
 import json, keras, numpy as np
 import batchloaders
