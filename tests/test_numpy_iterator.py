@@ -175,3 +175,29 @@ def test_one_process_unless_jax_runs_several(data):
     it = batchloaders.numpy_iterator(config(data))  # jax imported, one process: the whole data
     assert (it.process_index, it.process_count, it.input_context) == (0, 1, None)
     assert sorted(ids(it)) == ALL_IDS
+
+
+def test_a_global_shuffles_state_holds_the_position_all_processes_consumed(data, tmp_path):
+    import shutil
+
+    from batchloaders.cli.main import main
+
+    indexed = tmp_path / "indexed"
+    shutil.copytree(data, indexed)
+    with pytest.raises(SystemExit) as done:
+        main(["index", str(indexed)])
+    assert done.value.code == 0
+    cfg = shuffled(indexed, shuffle_scope="global")
+    whole = list(batchloaders.numpy_iterator(cfg))
+    assert sorted(ids(whole)) == sorted(ALL_IDS * 2)
+    for stop in (0, 2, 7):
+        first = batchloaders.numpy_iterator(cfg, prefetch=3)
+        taken = [next(first) for _ in range(stop)]
+        state = json.loads(json.dumps(first.get_state()))
+        assert (state["batches_consumed"], state["position"]) == (stop, 4 * stop)
+        resumed = batchloaders.numpy_iterator(cfg)
+        resumed.set_state(state)
+        assert same(taken + list(resumed), whole), stop
+    half = batchloaders.numpy_iterator(cfg, process_index=1, process_count=2, prefetch=2)
+    next(half), next(half)
+    assert half.get_state()["position"] == 8  # 2 batches of 2 from each of the 2 processes

@@ -127,6 +127,10 @@ class _Ahead:
         self.thread.start()
 
     def _run(self):
+        # Each batch adds one to batches_consumed, and only this thread moves the iterator until it stops: the
+        # state after a batch is counted here instead of read from its variables (0.1 ms a batch). A global
+        # shuffle's position grows by the pipelines' batch, read as it is.
+        start, given = self._batches.get_state(), 0
         while True:
             with self.changed:
                 self.changed.wait_for(lambda: self.stopping or len(self.ready) < self._depth)
@@ -134,7 +138,10 @@ class _Ahead:
                     return
             try:
                 batch = next(self._batches)
-                item = ("batch", self._convert(batch), self._batches.get_state())
+                given += 1
+                state = (dict(start, batches_consumed=start["batches_consumed"] + given) if "position" not in start
+                         else self._batches.get_state())
+                item = ("batch", self._convert(batch), state)
             except StopIteration:
                 item = ("end", None, None)
             except BaseException as error:  # a DataError of the data, raised again where the batch is taken
