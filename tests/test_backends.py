@@ -61,7 +61,7 @@ def on_tensorflow(demo_data) -> dict:
 def test_keras_fits_from_an_example_config(on_tensorflow, backend):
     if backend != "tensorflow" and importlib.util.find_spec(backend) is None:
         pytest.skip(f"{backend} is not installed: the test extra installs jax[cpu]; PyTorch's only Linux wheel on "
-                    "the package index is its CUDA build, with some 20 nvidia-*, cuda-* and triton dependencies, "
+                    "the package index is its CUDA build, with 19 nvidia-*, cuda-* and triton dependencies, "
                     "so the test extra leaves it out")
     got = on_tensorflow if backend == "tensorflow" else fit(backend)
     assert got["backend"] == backend and got["batches"] == [0, 1, 2] and got["changed"]
