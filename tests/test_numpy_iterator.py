@@ -201,3 +201,13 @@ def test_a_global_shuffles_state_holds_the_position_all_processes_consumed(data,
     half = batchloaders.numpy_iterator(cfg, process_index=1, process_count=2, prefetch=2)
     next(half), next(half)
     assert half.get_state()["position"] == 8  # 2 batches of 2 from each of the 2 processes
+
+
+def test_a_models_packing_is_kept(data):
+    import keras
+
+    x = keras.Input(shape=(2,), name="x")
+    model = keras.Model(x, keras.layers.Dense(1, name="id")(x))
+    features, targets = next(batchloaders.numpy_iterator(config(data), model=model))  # single tensors, not dicts
+    assert isinstance(features, np.ndarray) and features.shape == (2, 2) and targets.tolist() == [0, 1]
+    assert features.tolist() == [[0.0, 0.5], [1.0, 1.5]]
