@@ -62,4 +62,5 @@ def __getattr__(name):
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "PluginsNotChecked", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
-           "register_step", "load_config", "load_manifest", "numpy_iterator", "read_record", "restore_checkpoint", "__version__"]
+           "register_step", "load_config", "load_manifest", "numpy_iterator", "read_record", "restore_checkpoint",
+           "__version__"]
