@@ -367,6 +367,8 @@ def batch_shapes(config: LoaderConfig) -> tuple[list[Shapes] | None, str]:
     from the config and manifest; (None, why they vary) otherwise. A jitted step compiles once per shape."""
     outputs = signature(config)
     odd = next((o for o in outputs if o.kind != "dense"), None)
+    if odd is not None and odd.kind.startswith("batcher "):
+        return None, f"{odd.name} is made by the registered {odd.kind}: only running it tells its shape"
     if odd is not None:
         return None, f"{odd.name} is batched {odd.kind}: its shape is each batch's"
     if config.regroup is not None and config.regroup.stage == "bucketing":
