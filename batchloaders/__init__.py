@@ -26,6 +26,18 @@ def build_input_fn(config, *, model=None):
     return _build(config, model=model)
 
 
+def numpy_iterator(config, *, model=None, process_index=None, process_count=None, device_put=None, prefetch=1):
+    """The config's batches as NumPy arrays (or ``jax.device_put`` onto ``device_put``), prefetched ``prefetch``
+    ahead, with ``get_state()``/``set_state()``; each of ``process_count`` processes reads its share (default:
+    JAX's processes). TensorFlow's GPUs are hidden first. See :mod:`batchloaders.runtime.numpy_iterator`."""
+    from batchloaders.runtime import numpy_iterator as _numpy  # deferred: imports TensorFlow, on first use
+
+    _numpy.hide_gpus()  # before anything starts TensorFlow's runtime: its devices are fixed then
+    input_fn = build_input_fn(config, model=model)
+    return _numpy.NumpyIterator(input_fn, process_index=process_index, process_count=process_count,
+                                device_put=device_put, prefetch=prefetch)
+
+
 def __getattr__(name):
     # StateSaver is a tf.Module: importing it imports TensorFlow, so it loads on first use.
     if name == "StateSaver":
@@ -50,4 +62,5 @@ def __getattr__(name):
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "PluginsNotChecked", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
-           "register_step", "load_config", "load_manifest", "read_record", "restore_checkpoint", "__version__"]
+           "register_step", "load_config", "load_manifest", "numpy_iterator", "read_record", "restore_checkpoint",
+           "__version__"]

@@ -121,7 +121,7 @@ def warm_python():
 # worker from running a long file alone at the end (~25 s of a ~610 s run otherwise). A file
 # missing here runs after these, in the usual order; a stale entry only changes the order.
 LONGEST_FIRST = ["test_resume", "test_corruption", "test_readme_blocks", "test_fuzz", "test_sharding",
-                 "test_short_files", "test_segmenting", "test_service", "test_describe_bench",
+                 "test_short_files", "test_segmenting", "test_service", "test_backends", "test_describe_bench",
                  "test_describe_json", "test_preview", "test_same_batches", "test_independent"]
 
 

@@ -4,7 +4,9 @@ them, as a tutorial does, write under ``~``: no fixed /tmp path that two runs on
 
 A block that is not meant to run says so on the line before its fence:
 ``<!-- readme-test: skip: <why> -->``; a block that goes on from the one before it (the same
-program) says ``<!-- readme-test: continues the block above -->`` and runs joined to it. sh blocks
+program) says ``<!-- readme-test: continues the block above -->`` and runs joined to it. A block that needs
+an optional module says ``<!-- readme-test: needs: jax -->``: it runs when the module can be imported and is
+skipped, saying so, when not (a block continuing it goes with it). sh blocks
 run with bash, ``-e``, with the installed ``batchloaders`` command on PATH. Blocks other tests run
 with extra checks (test_readme_plugins.py, test_readme_segmenting.py) run here as well: here the
 only question is whether they run.
@@ -23,6 +25,7 @@ imported TensorFlow already (tests/warm.py): each is still a process of its own,
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -33,7 +36,7 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- readme-test: (skip: .+|continues the block above) -->\s*$")
+MARKER = re.compile(r"<!-- readme-test: (skip: .+|needs: [\w.]+|continues the block above) -->\s*$")
 
 
 PAGES = ["README.md"] + sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))
@@ -61,8 +64,9 @@ def readme_blocks(page: str = "README.md") -> list[tuple[int, str, str, str | No
     return out
 
 
-def programs(page: str = "README.md") -> list[tuple[int, str, str]]:
-    """(first line, language, code) of every python/sh program ``page`` shows, continued blocks joined."""
+def programs(page: str = "README.md", *, with_needs: bool = False) -> list[tuple]:
+    """(first line, language, code) of every python/sh program ``page`` shows, continued blocks joined;
+    ``with_needs``: (first line, language, code, the module it needs or None)."""
     out = []
     for line, language, code, marker in readme_blocks(page):
         if language not in ("python", "sh", "bash"):
@@ -71,13 +75,13 @@ def programs(page: str = "README.md") -> list[tuple[int, str, str]]:
             continue
         if marker == "continues the block above":
             assert out and out[-1][1] == language, f"{page} line {line}: continues no {language} block"
-            out[-1] = (out[-1][0], language, out[-1][2] + code)
+            out[-1] = (out[-1][0], language, out[-1][2] + code, out[-1][3])
             continue
-        out.append((line, language, code))
-    return out
+        out.append((line, language, code, marker[len("needs: "):] if marker else None))
+    return out if with_needs else [program[:3] for program in out]
 
 
-ALL = [(page, *program) for page in PAGES for program in programs(page)]
+ALL = [(page, *program) for page in PAGES for program in programs(page, with_needs=True)]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -85,7 +89,7 @@ def test_every_block_runs_or_says_why_not(page):
     blocks = [b for b in readme_blocks(page) if b[1] in ("python", "sh", "bash")]
     for line, _, code, marker in blocks:
         assert marker is None or marker.startswith("skip: ") and len(marker) > len("skip: ") + 10 or (
-            marker == "continues the block above"), f"{page} line {line}: {marker}"
+            marker == "continues the block above") or marker.startswith("needs: "), f"{page} line {line}: {marker}"
         if not (marker or "").startswith("skip: "):
             assert "/tmp/" not in code, f"{page} line {line}: a fixed /tmp path (write under ~ instead)"
     assert len(programs(page)) == len(blocks) - sum(1 for b in blocks if b[3] and b[3].startswith("skip: ")) - sum(
@@ -115,8 +119,10 @@ def homes(tmp_path_factory):
     return home
 
 
-@pytest.mark.parametrize("page, line, language, code", ALL, ids=[f"{p[0]}-line-{p[1]}" for p in ALL])
-def test_the_block_runs_as_written(demo_data, homes, warm_python, page, line, language, code):
+@pytest.mark.parametrize("page, line, language, code, needs", ALL, ids=[f"{p[0]}-line-{p[1]}" for p in ALL])
+def test_the_block_runs_as_written(demo_data, homes, warm_python, page, line, language, code, needs):
+    if needs is not None and importlib.util.find_spec(needs) is None:
+        pytest.skip(f"{page} line {line} needs {needs}, which is not installed (the test extra installs it)")
     env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]),
                HOME=str(homes(page)))
     env.pop("PYTHONPATH", None)
@@ -175,3 +181,13 @@ def test_cli_runner_stops_at_a_failing_command(tmp_path, failing, status):
     ok = subprocess.run([sys.executable, "-c", CLI_RUNNER, "batchloaders --version\n"], cwd=tmp_path,
                         capture_output=True, text=True, timeout=120)
     assert (ok.returncode, ok.stdout.count("batchloaders ")) == (0, 1)
+
+
+def test_a_needs_marker_names_the_module_its_block_needs(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- readme-test: needs: no_such_module_xyz -->\n```python\nimport no_such_module_xyz\n```\n"
+                    "<!-- readme-test: continues the block above -->\n```python\nprint(1)\n```\n"
+                    "```python\nprint(2)\n```\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert programs("page.md", with_needs=True) == [(2, "python", "import no_such_module_xyz\nprint(1)\n",
+                                                     "no_such_module_xyz"), (9, "python", "print(2)\n", None)]

@@ -252,6 +252,7 @@ def describe(config: LoaderConfig) -> list[str]:
     lines.extend(stages.of(config).lines(config))
     lines.append(f"parsing: {parsing_path(config)}")
     lines.append(f"multi_load: {str(config.multi_load).lower()}: {MULTI_LOAD}")
+    lines.append(batch_shapes_line(config))
     lines.extend(signature_lines(config))
     return lines
 
@@ -354,6 +355,78 @@ def signature_lines(config: LoaderConfig) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     table = ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[4]]) for row in rows]
     return ["output signature (each batch, batch axis first; ? = known only when the batch is made):", *table]
+
+
+# --- The distinct batch shapes: how often a jitted step (JAX, XLA) compiles -----------------------
+
+Shapes = tuple  # ((tensor name, shape with the batch axis), ...) of one batch, in signature order
+
+
+def batch_shapes(config: LoaderConfig) -> tuple[list[Shapes] | None, str]:
+    """(every batch shape the config can give, why there are that many) when they are finitely many and known
+    from the config and manifest; (None, why they vary) otherwise. A jitted step compiles once per shape."""
+    outputs = signature(config)
+    odd = next((o for o in outputs if o.kind != "dense"), None)
+    if odd is not None and odd.kind.startswith("batcher "):
+        return None, f"{odd.name} is made by the registered {odd.kind}: only running it tells its shape"
+    if odd is not None:
+        return None, f"{odd.name} is batched {odd.kind}: its shape is each batch's"
+    if config.regroup is not None and config.regroup.stage == "bucketing":
+        return _bucket_shapes(config, outputs)
+    varying = next(((o.name, axis) for o in outputs for axis, d in enumerate(o.shape[1:], 1) if d is None), None)
+    if varying is not None:
+        return None, f"{varying[0]} axis {varying[1]} is padded to each batch's longest"
+    full = static_batch(config)
+    if full is not None:
+        why = "drop_remainder true" if config.drop_remainder else "epochs null: every batch is full"
+        return [tuple((o.name, o.shape) for o in outputs)], why
+    size = config.target_batch_size
+    examples = (examples_in_run(config, list(range(len(config.dataset.files))))
+                if stages.of(config).example_wise else None)
+    if examples is None:
+        return None, "drop_remainder false: the last batch holds what is left, which only reading tells"
+    sizes = sorted({size} if examples >= size else set()) + ([examples % size] if examples % size else [])
+    shapes = [tuple((o.name, (b,) + tuple(o.shape[1:])) for o in outputs) for b in sorted(sizes, reverse=True)]
+    left = (f"; the last batch holds the {examples % size:,} examples left (drop_remainder false)"
+            if examples % size else "")
+    return shapes, f"{examples:,} examples in the run{left}"
+
+
+def _bucket_shapes(config: LoaderConfig, outputs: list[Output]) -> tuple[list[Shapes] | None, str]:
+    """One shape per bucket when every batch is full (drop_remainder true, or epochs null) and every length
+    is fixed by padding or, for pad_to_boundary tensors below the last bucket, by the bucket's boundary."""
+    spec = config.bucketing
+    if not (config.drop_remainder or config.epochs is None):
+        return None, "bucketing with drop_remainder false: each bucket's last batch holds what is left"
+    shapes = []
+    for bucket, size in enumerate(spec.batch_sizes):
+        shape = []
+        for o in outputs:
+            dims = list(o.shape[1:])
+            if dims and dims[0] is None and o.name in spec.pad_to_boundary and spec.admits(bucket) is not None:
+                dims[0] = spec.admits(bucket)
+            varying = next((axis for axis, d in enumerate(dims, 1) if d is None), None)
+            if varying is not None:
+                last = " in the last bucket" if o.name in spec.pad_to_boundary else ""
+                return None, f"{o.name} axis {varying} is padded to each batch's longest{last}"
+            shape.append((o.name, (size, *dims)))
+        shapes.append(tuple(shape))
+    return shapes, f"one per bucket ({len(spec.batch_sizes)} buckets)"
+
+
+SHAPES_SHOWN = 3  # batch shapes the describe line spells out
+
+
+def batch_shapes_line(config: LoaderConfig) -> str:
+    """How many batch shapes the config gives, the first few spelled out, or that they vary per batch."""
+    shapes, why = batch_shapes(config)
+    if shapes is None:
+        return (f"batch shapes: vary per batch ({why}): a jitted step (JAX, XLA) compiles once per new shape; "
+                "fixed padding shapes, bucketing's pad_to_boundary or packing give a few (docs/backends.md)")
+    shown = "; ".join(", ".join(f"{name} {format_shape(shape)}" for name, shape in one)
+                      for one in shapes[:SHAPES_SHOWN])
+    more = f"; and {len(shapes) - SHAPES_SHOWN} more" if len(shapes) > SHAPES_SHOWN else ""
+    return f"batch shapes: {len(shapes)} ({why}): {shown}{more}"
 
 
 # --- Record and batch counts from the manifest -----------------------------------------------------
@@ -507,8 +580,15 @@ def plan(config: LoaderConfig) -> dict:
         "padding": _padding(config),
         **_blocks(config),
         "signature": [o.as_json() for o in signature(config)],
+        "batch_shapes": _shapes_json(config),
         "multi_load": config.multi_load,
     }
+
+
+def _shapes_json(config: LoaderConfig) -> dict:
+    shapes, why = batch_shapes(config)
+    return {"count": None if shapes is None else len(shapes), "why": why,
+            "shapes": None if shapes is None else [{name: list(shape) for name, shape in one} for one in shapes]}
 
 
 def run(path: str, out: TextIO, *, as_json: bool = False, trust_plugins: bool = True) -> None:
