@@ -276,6 +276,27 @@ class ResumableIterator(tf.Module):
     def batches_consumed(self) -> int:
         return int(self._consumed.numpy())
 
+    @property
+    def positions_per_batch(self) -> int | None:
+        """Under a global shuffle, the positions of the run's order a batch of every input pipeline takes."""
+        return self._step if self._at is not None else None
+
+    def raw_batches(self):
+        """The running pipeline's own iterator (started, or restarted after a restore, here), for a caller that
+        counts the batches it takes and reports them with :meth:`count_given`: no variable is read or written
+        per batch (about 0.3 ms a batch through ``next``)."""
+        if self._running.batches is None or self._restored():
+            self._start()
+        return self._running.batches
+
+    def count_given(self, batches: int) -> None:
+        """``batches`` more were taken from :meth:`raw_batches`: the position moves on by them."""
+        self._position += batches
+        self._consumed.assign(self._position)
+        if self._at is not None:
+            self._running.at += batches * self._step
+            self._at.assign(self._running.at)
+
     def get_state(self) -> dict[str, Any]:
         """The position in the data as a small JSON-serializable dict (replay mode), for checkpointers other than
         ``tf.train.Checkpoint`` (Orbax, a Keras callback, a JSON file): the seed, the batches this iterator gave,
