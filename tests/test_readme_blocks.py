@@ -122,7 +122,7 @@ def homes(tmp_path_factory):
 @pytest.mark.parametrize("page, line, language, code, needs", ALL, ids=[f"{p[0]}-line-{p[1]}" for p in ALL])
 def test_the_block_runs_as_written(demo_data, homes, warm_python, page, line, language, code, needs):
     if needs is not None and importlib.util.find_spec(needs) is None:
-        pytest.skip(f"{page} line {line} needs {needs}, which is not installed (the test extra installs it)")
+        pytest.skip(f"{page} line {line} needs {needs}, which is not installed here")
     env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ["PATH"]]),
                HOME=str(homes(page)))
     env.pop("PYTHONPATH", None)
