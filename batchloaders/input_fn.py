@@ -195,6 +195,8 @@ class InputFn:
         worker runs the pipeline on its part of the data."""
         if call.config.service is not None:
             return None
+        if call.config.sources:
+            return mixture.batches(call.config, self.stage, call.batch_size, call.input_context)
         if global_order.enabled(call.config):
             units = self._global_units(call)
             position = 0 if start is None else start[0] * units + start[1]

@@ -229,3 +229,42 @@ def test_packing_rows_from_two_sources(tmp_path):
                 found.append(tuple(row[ids_ == k].tolist()))
     expected = {tuple(1000 * s + 10 * r + j for j in range(n)) for s, ls in lengths.items() for r, n in enumerate(ls)}
     assert sorted(found) == sorted(expected)
+
+
+def test_the_cardinality_is_declared_when_every_record_is_read_once(root):
+    assert build_input_fn(config(root, epochs=2))().cardinality().numpy() == 15  # 2 x 30 examples, batches of 4
+    per_source = build_input_fn(config(root, epochs=2, mixing={"batches": "per_source"}))()
+    assert per_source.cardinality().numpy() == 5 + 10 == len(list(per_source))  # 20 of a, 40 of b
+    assert build_input_fn(config(root, mixing={"exhausted": "stop"}))().cardinality().numpy() < 0  # unknown
+
+
+@pytest.mark.parametrize("loader", ["continuous_sequence", "discrete_sequence"])
+def test_sequence_loaders_mix_windows(tmp_path, loader):
+    """Two corpora of the same layout (tests/seqdata.py): every window of both, once, whole; the source each
+    window came from is told by mixture_source (the values alone repeat between the corpora)."""
+    from seqdata import write_continuous, write_discrete
+
+    if loader == "continuous_sequence":
+        dirs = [write_continuous(tmp_path / f"c{s}", [3 + s, 2]) for s in (0, 1)]  # 4 frames a record
+        primary, size = [("y", "y")], 4
+    else:
+        dirs = [write_discrete(tmp_path / f"d{s}", [[(1, 1)] * (4 + 2 * s), [(1, 1)] * 2]) for s in (0, 1)]
+        primary, size = [("rid", "rid")], 2
+    cfg = loader_config(dirs[0], primary, inputs=[primary[0][1], "from"], loader=loader, min_window=size,
+                        max_window=size, target_batch_size=3, seed=2,
+                        secondary_features=[{"to_name": "from", "type": "mixture_source"}])
+    del cfg["args"]["dataset"], cfg["args"]["primary_features"]
+    cfg["args"]["sources"] = [{"dataset": {"type": "dir", "args": {"data_dir": str(d)}}, "weight": 1,
+                               "primary_features": [{"from_name": a, "to_name": b} for a, b in primary]} for d in dirs]
+    got = []
+    for batch in build_input_fn(cfg)():
+        for window, s in zip(batch[primary[0][1]].numpy(), batch["from"].numpy()):
+            step = 1000 if loader == "continuous_sequence" else 100  # file f: values from step * f up
+            f, first = divmod(int(window[0]), step)
+            assert window.tolist() == [step * f + first + j for j in range(size)]
+            got.append((int(s), f, first))
+    if loader == "continuous_sequence":  # files of 12 + 4s and 8 frames, windows of 4 back to back
+        expected = [(s, f, p) for s in (0, 1) for f, frames in enumerate((12 + 4 * s, 8)) for p in range(0, frames, 4)]
+    else:  # files of 4 + 2s and 2 records, windows of 2 records
+        expected = [(s, f, r) for s in (0, 1) for f, n in enumerate((4 + 2 * s, 2)) for r in range(0, n, 2)]
+    assert sorted(got) == sorted(expected)

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.config.accounting import record_counts
+from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.loaders import base
 from batchloaders.read import determinism, sharding
 from batchloaders.spec.model import LoaderConfig
@@ -48,6 +48,33 @@ def source_configs(config: LoaderConfig) -> list[LoaderConfig]:
     longest = int(np.argmax([sum(record_counts(s.dataset.manifest, s.dataset.files)) / share
                              for s, share in zip(config.sources, shares(config))]))
     return [sub if i == longest else dataclasses.replace(sub, epochs=None) for i, sub in enumerate(subs)]
+
+
+def examples_per_source(config: LoaderConfig, input_context=None) -> list[int] | None:
+    """Each source's examples over the run in this input pipeline's share, when every record is read once per
+    epoch (``exhausted: continue``, finite epochs) and the manifests count them; else None."""
+    if config.mixing.exhausted != "continue" or config.epochs is None:
+        return None
+    out = []
+    for sub in source_configs(config):
+        shard = sharding.plan(sub, input_context)
+        count = examples_in_run(sub, list(shard.files), share=shard.records_of)
+        if count is None:
+            return None
+        out.append(count)
+    return out
+
+
+def batches(config: LoaderConfig, stage, batch_size: int, input_context=None) -> int | None:
+    """The run's batches when they are known: every record read once (:func:`examples_per_source`) and batches cut
+    from the examples as they come (no regroup stage): mixed, the examples of all sources in batches; per
+    source, each source's examples in batches of their own."""
+    counts = examples_per_source(config, input_context)
+    if counts is None or not stage.example_wise:
+        return None
+    if config.mixing.batches == "per_source":
+        return sum(stage.batches(config, n, batch_size) for n in counts)
+    return stage.batches(config, sum(counts), batch_size)
 
 
 def _labelled(parsed: dict, index: int, name: str) -> dict:
