@@ -8,6 +8,7 @@ files when the pipeline is built.
 from __future__ import annotations
 
 from batchloaders.config.datasets import url_scheme
+from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
 
 AT = ("args", "shuffle_scope")
@@ -21,7 +22,7 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
     if not ctx.value("shuffle", default=False):
         ctx.check(AT, "found global with shuffle false: nothing is shuffled; expected shuffle true (or no "
                       "shuffle_scope)")
-    if ctx.loader_type != "independent":
+    if kind(ctx.loader_type).sequence:
         _check_windows(ctx)
     regroup = next((name for name in ("chunking", "segmenting") if ctx.given(name)), None)
     if regroup is not None:
@@ -45,7 +46,7 @@ def _check_windows(ctx: SectionContext) -> None:
         ctx.check(AT, f"found global with min_window {lo} != max_window {hi}: a global shuffle permutes the windows "
                       "of an epoch, which needs every window's place known from the record counts; expected "
                       "min_window equal to max_window")
-    if ctx.loader_type != "continuous_sequence" or ctx.manifest is None:
+    if not kind(ctx.loader_type).concatenates_records or ctx.manifest is None:
         return
     lists = [p["from_name"] for _, p in ctx.items("primary_features")
              if (f := ctx.manifest.features.get(p["from_name"])) is not None and f.steps_per_record is None]
