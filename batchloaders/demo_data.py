@@ -55,6 +55,15 @@ def write_chars(out: str, groups: list[str], per_file: int = 6000) -> None:
                 w.write(example.SerializeToString())
 
 
+def zen() -> str:
+    """The Zen of Python as plain text (the ``this`` module prints it when imported: its source is read instead)."""
+    import codecs
+    import importlib.util
+
+    source = open(importlib.util.find_spec("this").origin, encoding="utf-8").read()
+    return codecs.decode(re.search(r's = """(.*?)"""', source, re.S).group(1), "rot13")
+
+
 def write_stream(out: str, groups: list[str]) -> str:
     """continuous_sequence: each file is one long text, each record a 64-character chunk."""
     os.makedirs(out, exist_ok=True)
@@ -125,6 +134,9 @@ def _write_all(root: str) -> None:
     write_chars(os.path.join(root, "chars"), groups)
     write_stream(os.path.join(root, "stream"), groups)
     write_sentences(os.path.join(root, "sentences"), groups)
+    # A second, small corpus of the same features: configs/chars_mixture.yaml mixes it with chars.
+    write_chars(os.path.join(root, "zen"), [zen()], per_file=800)
+    record_files(os.path.join(root, "zen"))
     record_files(os.path.join(root, "chars"))
     # The chars files get record indexes too: configs/chars_global.yaml shuffles them globally.
     from batchloaders.cli import write_index  # deferred: only when the data is written

@@ -19,7 +19,7 @@ from batchloaders.config.config import load_config
 from batchloaders.spec.limits import INT32_MAX, MAX_BATCH_SIZE
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.loaders import base, registry as loaders
+from batchloaders.loaders import base, mixture, registry as loaders
 from batchloaders.read import determinism, global_order, sharding, sources
 from batchloaders.read.integrity import Reader
 from batchloaders.read.sharding import Shard
@@ -110,6 +110,11 @@ class InputFn:
         self._locator = Locator(config)
         register(self._locator)
         self._reader = Reader(config)  # file sizes and counts are read once, here
+        # A mixture reads every source's files on their own (loaders/mixture.py).
+        self._mixed = [Reader(config.of_source(s)) for s in config.sources]
+        for spec in config.sources[1:]:
+            sources.check_remote_files(config.of_source(spec))
+            register(Locator(config.of_source(spec)))
         self._local = config.service is None  # under the service, counters would count on the workers
         self._report = self.stage.counter(config) if self._local else None
         self._kept = reuse.Kept()  # a call building what an earlier one built gets its dataset (reuse.py)
@@ -127,9 +132,10 @@ class InputFn:
         ``position // n``, ``n`` the dataset's records), read at once: what ResumableIterator restores, also into
         another number of input pipelines (global_order.py). Instead of ``skip_batches``."""
         call = self._plan(input_context, params, skip_batches, start_position)
-        self._reader.refresh()
+        for reader in [self._reader, *self._mixed]:
+            reader.refresh()
         kept_as = reuse.key(call.config, call.params, call.input_context, (skip_batches, start_position),
-                            self._reader.table)
+                            (self._reader.table, *(r.table for r in self._mixed)))
         dataset = self._kept.get(kept_as)
         if dataset is None:
             dataset = self._build(call)
@@ -189,6 +195,8 @@ class InputFn:
         worker runs the pipeline on its part of the data."""
         if call.config.service is not None:
             return None
+        if call.config.sources:
+            return mixture.batches(call.config, self.stage, call.batch_size, call.input_context)
         if global_order.enabled(call.config):
             units = self._global_units(call)
             position = 0 if start is None else start[0] * units + start[1]
@@ -225,6 +233,8 @@ class InputFn:
             finish = base.finisher(config, None, *self._pack, zero_tails=zero_tails)
 
         def source():
+            if config.sources:
+                return mixture.source(self.loader, source_config, call.input_context, wanted.block, self._mixed)
             return base.source(self.loader, source_config, call.shard, wanted.block, self._reader, finish)
         build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
                              *self._pack, zero_tails=zero_tails, counters=self._counters,

@@ -242,3 +242,16 @@ def test_chars_service_runs_on_a_dispatcher_and_its_workers(corpus):
         assert features["context"].shape == (64, 16)
         for context, nxt in zip(features["context"], targets["next_char"]):
             assert in_corpus(list(context) + [nxt], corpus)
+
+
+def test_the_mixture_draws_both_corpora_by_weight(corpus):
+    from batchloaders.demo_data import zen
+
+    text = zen().encode("ascii")
+    batches = list(build_input_fn(os.path.join(ROOT, "configs", "chars_mixture.yaml"))().take(40).as_numpy_iterator())
+    sources = np.concatenate([features["corpus"] for features, _ in batches])
+    assert abs((sources == 1).mean() - 0.1) < 0.045  # weights 9:1; 5 standard deviations over 2,560 draws
+    for features, targets in batches:
+        for context, nxt, source in zip(features["context"], targets["next_char"], features["corpus"]):
+            seq = bytes(int(c) for c in list(context) + [nxt])
+            assert (seq in text) if source == 1 else in_corpus(list(seq), corpus)

@@ -213,6 +213,69 @@ def records_line(config: LoaderConfig) -> str:
     return line
 
 
+_EXHAUSTED = {
+    "continue": "a source that runs out is left out and the others drawn at their weights renormalized, so every "
+                "record of every source is read once per epoch",
+    "stop": "the run ends when the first source runs out",
+    "repeat": "a source that runs out starts again, until the one that lasts longest at its weight runs out",
+}
+
+
+def sources_lines(config: LoaderConfig) -> list[str]:
+    """A mixture: how it draws, then each source with its files, records, weight and expected share."""
+    how = ("each example drawn from a source by weight (a batch mixes sources)" if config.mixing.batches == "mixed"
+           else "each batch drawn whole from one source, by weight")
+    ends = "every source repeats on its own (epochs null)" if config.epochs is None else _EXHAUSTED[config.mixing.exhausted]
+    lines = [f"sources: {len(config.sources)}, {how}; {ends}"]
+    total = sum(s.weight for s in config.sources)
+    for source in config.sources:
+        dataset = source.dataset
+        counts = record_counts(dataset.manifest, dataset.files)
+        records = f"{sum(counts):,} records" if counts is not None else "records unknown"
+        share = source.weight / total
+        unit = "batches" if config.mixing.batches == "per_source" else "examples"
+        lines.append(f"  source {source.name}: {len(dataset.files)} files ({dataset.manifest.path}), {records}, weight "
+                     f"{source.weight:g}: {share:.1%} of the {unit} drawn")
+    batches = _mixture_batches(config)
+    if batches is not None:
+        lines.append(f"batches: {batches:,} in {config.epochs} epoch(s) (every record of every source once per epoch), "
+                     "the dataset's cardinality")
+    else:
+        lines.append("batches: unknown (" + ("a source repeats, or the run stops at one" if config.epochs is not None
+                                             and config.mixing.exhausted != "continue" else
+                                             "the run repeats forever" if config.epochs is None else
+                                             "known only with every source's record counts and batches cut as the "
+                                             "examples come") + ")")
+    return lines
+
+
+def _sources_json(config: LoaderConfig) -> list[dict] | None:
+    """A mixture's sources (the dataset, files and records above are the first source's); None otherwise."""
+    if not config.sources:
+        return None
+    total = sum(s.weight for s in config.sources)
+    out = []
+    for source in config.sources:
+        counts = record_counts(source.dataset.manifest, source.dataset.files)
+        out.append({"name": source.name, "manifest": source.dataset.manifest.path, "files": list(source.dataset.files),
+                    "records": sum(counts) if counts is not None else None, "weight": source.weight,
+                    "share": source.weight / total})
+    return out
+
+
+def _mixture_batches(config: LoaderConfig) -> int | None:
+    """A mixture's batches when known (loaders/mixture.py counts them the same way), without TensorFlow."""
+    if config.epochs is None or config.mixing.exhausted != "continue" or not stages.of(config).example_wise:
+        return None
+    counts = [examples_in_run(config.of_source(s), list(range(len(s.dataset.files)))) for s in config.sources]
+    if any(c is None for c in counts):
+        return None
+    stage = stages.of(config)
+    if config.mixing.batches == "per_source":
+        return sum(stage.batches(config, n, config.target_batch_size) for n in counts)
+    return stage.batches(config, sum(counts), config.target_batch_size)
+
+
 def integrity_line(config: LoaderConfig) -> str:
     if config.on_corrupt == "skip_file":
         return ("on_corrupt: skip_file: a damaged file is skipped from the damage on, with a warning; "
@@ -227,14 +290,15 @@ def describe(config: LoaderConfig) -> list[str]:
     lines = [
         f"config: {config.source}",
         f"loader: {config.type}",
-        f"data files: {len(dataset.files)} ({dataset.type} dataset"
-        f"{' of the files matching ' + dataset.pattern if dataset.pattern else ''}"
-        f"; manifest {dataset.manifest.path}"
-        f"{'; ' + dataset.manifest.compression + ' compressed' if dataset.manifest.compression else ''})",
+        (f"data files: {sum(len(s.dataset.files) for s in config.sources)} in {len(config.sources)} sources (below)"
+         if config.sources else
+         f"data files: {len(dataset.files)} ({dataset.type} dataset"
+         f"{' of the files matching ' + dataset.pattern if dataset.pattern else ''}"
+         f"; manifest {dataset.manifest.path}"
+         f"{'; ' + dataset.manifest.compression + ' compressed' if dataset.manifest.compression else ''})"),
         f"batch size: {config.target_batch_size} (drop_remainder {str(config.drop_remainder).lower()}; "
         f"epochs {epochs})",
-        records_line(config),
-        steps_line(config),
+        *(sources_lines(config) if config.sources else [records_line(config), steps_line(config)]),
         reading_line(config),
         interleave_line(config),
         integrity_line(config),
@@ -550,6 +614,7 @@ def plan(config: LoaderConfig) -> dict:
         "files": {"count": len(dataset.files), "paths": list(dataset.files)},
         "records": {"total": sum(counts) if known else None, "per_file": counts,
                     "listed": sum(c is not None for c in counts)},
+        "sources": _sources_json(config),
         "batch": {"target_batch_size": config.target_batch_size, "static": static_batch(config),
                   "drop_remainder": config.drop_remainder, "epochs": config.epochs},
         "steps_per_epoch": steps_per_epoch(config),

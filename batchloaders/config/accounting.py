@@ -121,8 +121,8 @@ def records_per_epoch(config: LoaderConfig, shard: list[int], *,
     drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
     What batches the examples make is the regroup stage's to say (Stage.batches).
     """
-    if kind(config.type).sequence or config.on_corrupt != "fail":
-        return None
+    if kind(config.type).sequence or config.on_corrupt != "fail" or config.sources:
+        return None  # (a mixture's examples per epoch depend on its draws)
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
         return None

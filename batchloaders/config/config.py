@@ -16,7 +16,7 @@ from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
 from batchloaders.spec.model import LoaderConfig, PrimaryFeature
 from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
-from batchloaders.config.sections import service, shuffle_scope, steps
+from batchloaders.config.sections import service, shuffle_scope, sources, steps
 from batchloaders.config.sections.context import Checker, SectionContext
 from batchloaders.config.sections.plugins import load_plugins, plugin_entries, set_aside
 
@@ -57,6 +57,8 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
     unchecked: dict[tuple, Problem] = {}  # path of an item of a plugin type not imported -> the notice
     if listed and not trust_plugins:
         problems, unchecked = set_aside(doc, problems, invalid, scopes, [e for _, e in listed])
+    written = doc
+    doc = sources.first_source_view(doc)
     data = doc.data
     check = Checker(doc, problems, invalid)
     # Semantic checks need a known loader type and an args object; past that, they run on
@@ -68,11 +70,13 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
     dataset.check_dataset(ctx)
     model.check_model(ctx)
     primary.check_primary(ctx)
+    sources.check_sources(ctx, written)
     if ctx.manifest is None:  # without a manifest no tensor can be typed: report what is known now
         secondary.claim_names(ctx)
         model.check_produced(ctx)
         raise check.error()
     secondary.check_secondary(ctx)
+    sources.check_mixture_features(ctx)
     steps.check_steps(ctx)
     regroup.check_chunking(ctx)
     regroup.check_segmenting(ctx)
@@ -121,6 +125,6 @@ def _loader_config(ctx: SectionContext) -> LoaderConfig:
         multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
         seed=args.get("seed"), resume=args.get("resume", "state"), on_corrupt=args.get("on_corrupt", "fail"),
-        shuffle_scope=args.get("shuffle_scope", "buffer"),
+        shuffle_scope=args.get("shuffle_scope", "buffer"), sources=tuple(ctx.sources), mixing=ctx.mixing,
         tensors=dict(ctx.tensors), service=ctx.service,
         regroup=next((spec for spec in regrouped.values() if spec is not None), None))  # they exclude each other

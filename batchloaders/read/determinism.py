@@ -32,7 +32,8 @@ MAX_SEED = 2**63 - 1
 
 
 # What a draw is for: the second half of its stateless seed (with the file's index for WINDOWS).
-FILES, EXAMPLES, WINDOWS, CHUNKS = 1, 2, 3, 4
+FILES, EXAMPLES, WINDOWS, CHUNKS, MIXING = 1, 2, 3, 4, 5
+SOURCES = 1 << 20  # added to a mixture source's index: its base seed's key (for_source)
 
 
 class _Scope(threading.local):
@@ -66,6 +67,20 @@ def _without_global_seed() -> None:
     tf.compat.v1.get_default_graph().seed = None
 
 
+@contextlib.contextmanager
+def for_source(index: int):
+    """Build a mixture's source ``index``: its draws from a base seed of its own, a stateless function of the
+    run's base seed and the index (the same files read by two sources are not shuffled alike)."""
+    base = _local.values.get("base")
+    if base is None:
+        yield
+        return
+    own = tf.random.stateless_uniform([], seed=tf.stack([base, tf.constant(SOURCES + index, tf.int64)]),
+                                      minval=None, maxval=None, dtype=tf.int64)
+    with _using(base=own):
+        yield
+
+
 def draws(config) -> bool:
     """Whether the pipeline of ``config`` (a LoaderConfig) draws anything at random: shuffles (of files,
     examples or windows, chunks) or window lengths. One that draws nothing gives the same batches in
@@ -73,7 +88,7 @@ def draws(config) -> bool:
     built flat (:func:`per_iterator`), which shortens every iterator's start-up (docs/decisions/performance.md)."""
     random_windows = kind(config.type).sequence and config.min_window != config.max_window
     chunk_shuffle = config.chunking is not None and config.chunking.shuffle_buffer is not None
-    return bool(config.shuffle or random_windows or chunk_shuffle)
+    return bool(config.shuffle or random_windows or chunk_shuffle or getattr(config, "sources", ()))
 
 
 def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False,

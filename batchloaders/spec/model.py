@@ -251,6 +251,27 @@ class SegmentSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class Source:
+    """One dataset of a mixture (``args.sources``): its dataset, its primary features (the same tensors as every
+    other source's), and its weight (given, or its record count)."""
+
+    name: str
+    index: int
+    dataset: Dataset
+    primary_features: tuple[PrimaryFeature, ...]
+    weight: float
+    json_path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Mixing:
+    """``args.mixing``: what happens when a source runs out, and whether a batch mixes sources."""
+
+    exhausted: str = "continue"  # or "stop", "repeat"
+    batches: str = "mixed"  # or "per_source"
+
+
+@dataclasses.dataclass(frozen=True)
 class ServiceConfig:
     """The ``service`` block, checked (config/service_rules.py): the compiled pipeline runs on the
     tf.data service's workers (service.py). ``address`` is ``grpc://host:port``; ``processing_mode`` one of
@@ -336,6 +357,9 @@ class LoaderConfig:
     resume: str = "state"  # or "replay": what batchloaders.ResumableIterator checkpoints
     on_corrupt: str = "fail"  # or "skip_file"
     shuffle_scope: str = "buffer"  # or "global": one permutation of all records per epoch (read/global_order.py)
+    # A mixture (loaders/mixture.py): every source; ``dataset`` and ``primary_features`` are then the first one's.
+    sources: tuple[Source, ...] = ()
+    mixing: Mixing | None = None
     # Per-example static info of every tensor after primaries, secondaries and steps.
     tensors: Mapping[str, TensorInfo] = dataclasses.field(default_factory=dict)
     # How examples are grouped into batches other than one after another (at most one; None: plain batching).
@@ -352,6 +376,11 @@ class LoaderConfig:
     packing = property(lambda self: _if(self.regroup, PackSpec))
     chunking = property(lambda self: _if(self.regroup, ChunkSpec))
     segmenting = property(lambda self: _if(self.regroup, SegmentSpec))
+
+    def of_source(self, source: Source) -> "LoaderConfig":
+        """This config reading ``source`` alone (its dataset and primary features; the rest as it is)."""
+        return dataclasses.replace(self, dataset=source.dataset, primary_features=source.primary_features,
+                                   sources=(), mixing=None)
 
     @property
     def selected(self) -> dict:

@@ -33,6 +33,8 @@ class Checker:
 
     def valid(self, parts: tuple) -> bool:
         """True when nothing at, above or below ``parts`` broke the schema."""
+        remap = getattr(self.doc, "remap", None)  # (a mixture's first source stands in for the dataset)
+        parts = remap(parts) if remap is not None else tuple(parts)
         n = len(parts)
         return not any(bad[:n] == parts or parts[:len(bad)] == bad for bad in self.invalid)
 
@@ -72,6 +74,8 @@ class SectionContext:
         self.padding, self.pad_specs = False, {}
         self.regroup: dict[str, object] = {}  # block name (bucketing, packing ...) -> its checked spec or None
         self.service = None
+        self.sources: list = []  # a mixture's sources, checked (sections/sources.py)
+        self.mixing = None
 
     @property
     def model_declared(self) -> bool:

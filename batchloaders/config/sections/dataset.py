@@ -9,7 +9,7 @@ from batchloaders.config.sections.context import SectionContext
 def check_dataset(ctx: SectionContext) -> None:
     """When the dataset cannot be found, its problems are reported and the checks that need no
     manifest still run and report too."""
-    if ctx.valid(("args", "dataset")):
+    if "dataset" in ctx.args and ctx.valid(("args", "dataset")):
         try:
             ctx.dataset = datasets.resolve(ctx.args["dataset"], ctx.doc)
         except BatchLoaderError as error:

@@ -1,0 +1,133 @@
+"""Several sources mixed into one stream of examples (``args.sources``).
+
+Each source is read by the config's loader as a config of its own dataset and primary features would be
+(its own files, shard, shuffle and epochs, its draws from the run's seed and its index), and its blocks are
+decoded there: the sources' manifests may differ, their tensors may not (the config check's rule). The
+mixed stream is then drawn from them:
+
+* ``mixing.batches: mixed``: example by example, each from a source drawn by weight, then cut into blocks
+  of the size the regroup stage asks for (padded, then trimmed to the block's longest example, as one
+  source's blocks are);
+* ``per_source``: block by block, each whole from one source.
+
+The source of each draw is a stateless draw from the run's seed and the draw's number: the same seed
+gives the same mixed order in every process and after a restore. ``mixing.exhausted`` says what a
+source running out does (``choose_from_datasets`` skips an exhausted source, or stops at it).
+Every example carries its source's index and name in ``extras`` (the ``mixture_source`` secondary
+feature reads them).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from batchloaders.config.accounting import examples_in_run, record_counts
+from batchloaders.loaders import base
+from batchloaders.read import determinism, sharding
+from batchloaders.spec.model import LoaderConfig
+from batchloaders.transform.graphs import as_written
+
+SOURCE_INDEX, SOURCE_NAME = "mixture_source", "mixture_source_name"  # extras of every example
+DRAWS_PER_STEP = 1024  # sources drawn per vectorized call
+
+
+def shares(config: LoaderConfig) -> list[float]:
+    """Each source's expected share of the examples drawn (weights normalized)."""
+    total = sum(s.weight for s in config.sources)
+    return [s.weight / total for s in config.sources]
+
+
+def source_configs(config: LoaderConfig) -> list[LoaderConfig]:
+    """The config of each source on its own; under ``exhausted: repeat`` every source but the one that lasts
+    longest at its weight repeats without end (the run ends when that one runs out)."""
+    subs = [config.of_source(s) for s in config.sources]
+    if config.mixing.exhausted != "repeat" or config.epochs is None:
+        return subs
+    longest = int(np.argmax([sum(record_counts(s.dataset.manifest, s.dataset.files)) / share
+                             for s, share in zip(config.sources, shares(config))]))
+    return [sub if i == longest else dataclasses.replace(sub, epochs=None) for i, sub in enumerate(subs)]
+
+
+def examples_per_source(config: LoaderConfig, input_context=None) -> list[int] | None:
+    """Each source's examples over the run in this input pipeline's share, when every record is read once per
+    epoch (``exhausted: continue``, finite epochs) and the manifests count them; else None."""
+    if config.mixing.exhausted != "continue" or config.epochs is None:
+        return None
+    out = []
+    for sub in source_configs(config):
+        shard = sharding.plan(sub, input_context)
+        count = examples_in_run(sub, list(shard.files), share=shard.records_of)
+        if count is None:
+            return None
+        out.append(count)
+    return out
+
+
+def batches(config: LoaderConfig, stage, batch_size: int, input_context=None) -> int | None:
+    """The run's batches when they are known: every record read once (:func:`examples_per_source`) and batches cut
+    from the examples as they come (no regroup stage): mixed, the examples of all sources in batches; per
+    source, each source's examples in batches of their own."""
+    counts = examples_per_source(config, input_context)
+    if counts is None or not stage.example_wise:
+        return None
+    if config.mixing.batches == "per_source":
+        return sum(stage.batches(config, n, batch_size) for n in counts)
+    return stage.batches(config, sum(counts), batch_size)
+
+
+def _labelled(parsed: dict, index: int, name: str) -> dict:
+    """A decoded block with its source in ``extras``, one entry per example."""
+    first = tf.nest.flatten(parsed["values"])[0]
+    count = tf.shape(first)[:1]
+    extras = dict(parsed.get("extras", {}))
+    extras[SOURCE_INDEX] = tf.fill(count, tf.constant(index, tf.int64))
+    extras[SOURCE_NAME] = tf.fill(count, tf.constant(name))
+    return {"values": dict(parsed["values"]), "lengths": dict(parsed.get("lengths", {})), "extras": extras}
+
+
+def _choices(config: LoaderConfig) -> tf.data.Dataset:
+    """The source of every draw, from the run's seed and the draw's number (never ending)."""
+    seed = determinism.seed(config.seed, determinism.MIXING)
+    if seed is None:  # built outside input_fn without a seed: a fresh order
+        seed = tf.random.uniform([], maxval=determinism.MAX_SEED, dtype=tf.int64)
+    logits = tf.math.log(tf.constant([shares(config)], tf.float64))
+
+    def draw(step):
+        picked = tf.random.stateless_categorical(logits, DRAWS_PER_STEP, seed=tf.stack([seed, step]), dtype=tf.int64)
+        return tf.reshape(picked, [-1])
+    return tf.data.Dataset.counter().map(as_written(draw)).unbatch()
+
+
+def _trimmed(block: dict) -> dict:
+    """A block cut to its longest example along each measured axis: padded_batch pads to the longest block an
+    example came from, a single source's block to the longest example."""
+    values = dict(block["values"])
+    for name, lengths in block["lengths"].items():
+        values[name] = values[name][:, :tf.reduce_max(tf.concat([lengths, [0]], 0))]
+    return {**block, "values": values}
+
+
+def source(loader, config: LoaderConfig, input_context, block: int, readers) -> tuple[tf.data.Dataset, object]:
+    """(the mixed blocks of examples, decoded; identity) for the regroup stage (see the module's text)."""
+    streams = []
+    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
+        shard = sharding.plan(sub, input_context)
+        with determinism.for_source(spec.index):
+            elements, decode = base.source(loader, sub, shard, block, reader)
+        streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name:
+                                               _labelled(decode(e), i, n)),
+                                    num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
+                                    deterministic=True))
+    stop = config.mixing.exhausted != "continue"
+    if config.mixing.batches == "per_source":
+        return tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop), _same
+    drop = config.drop_remainder or config.epochs is None
+    examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(config),
+                                                    stop_on_empty_dataset=stop)
+    return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
+
+
+def _same(element):
+    return element
