@@ -26,9 +26,9 @@ def build_input_fn(config, *, model=None):
     return _build(config, model=model)
 
 
-def numpy_iterator(config, *, model=None, process_index=None, process_count=None, device_put=None, prefetch=1):
-    """The config's batches as NumPy arrays (or ``jax.device_put`` onto ``device_put``), prefetched ``prefetch``
-    ahead, with ``get_state()``/``set_state()``; each of ``process_count`` processes reads its share (default:
+def numpy_iterator(config, *, model=None, process_index=None, process_count=None, device_put=None, prefetch=None):
+    """The config's batches as NumPy arrays (or ``jax.device_put`` onto ``device_put``), ``prefetch`` made ahead in
+    a thread (default: 1 with ``device_put``, else none beyond tf.data's own prefetch), with ``get_state()``/``set_state()``; each of ``process_count`` processes reads its share (default:
     JAX's processes). TensorFlow's GPUs are hidden first. See :mod:`batchloaders.runtime.numpy_iterator`."""
     from batchloaders.runtime import numpy_iterator as _numpy  # deferred: imports TensorFlow, on first use
 

@@ -3,8 +3,10 @@ TensorFlow, with a plain JSON-serializable state and each process of a multi-pro
 
 * **Batches**: the structure ``input_fn()`` gives Keras ((features, targets) dicts, or what ``model=`` packs),
   each tensor a ``numpy.ndarray``; with ``device_put`` (a JAX sharding or device), ``jax.device_put`` of it.
-* **Prefetch**: a thread makes the next ``prefetch`` batches (NumPy conversion and ``device_put`` included)
-  while the caller's step runs; tf.data's own prefetch goes on underneath.
+* **Prefetch**: with ``prefetch`` > 0 (the default with ``device_put``), a thread makes the next ``prefetch``
+  batches (NumPy conversion and ``device_put`` included) while the caller's step runs; tf.data's own prefetch
+  goes on underneath, and NumPy batches alone (``prefetch`` 0, their default) are taken from it directly: a
+  thread's hand-over cost more than it saved (benchmarks/numpy_iterator.py).
 * **State**: a :class:`~batchloaders.runtime.resume.ResumableIterator` in replay mode underneath; the state
   is the one after the last batch *given*, not after the ones prefetched, so a restore goes on exactly there.
 * **Processes**: ``process_index`` of ``process_count`` is the ``tf.distribute.InputContext`` the pipeline is
@@ -19,6 +21,7 @@ import warnings
 import weakref
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
@@ -102,7 +105,8 @@ def check_outputs(element_spec, config) -> None:
 def _placer(device_put):
     """The function each batch goes through: NumPy arrays, then jax.device_put when a placement is given."""
     def to_numpy(batch):
-        return tf.nest.map_structure(lambda t: t.numpy(), batch)
+        # np.asarray shares the tensor's memory, as as_numpy_iterator does; Tensor.numpy() copies it.
+        return tf.nest.map_structure(np.asarray, batch)
 
     if device_put is None:
         return to_numpy
@@ -179,6 +183,37 @@ class _Ahead:
         self.made = 0
 
 
+class _Direct:
+    """As :class:`_Ahead` without a thread (``prefetch`` 0): each batch is taken from the pipeline's own iterator
+    when asked for (tf.data's prefetch has it ready), the state counted here."""
+
+    def __init__(self, batches: ResumableIterator, convert, depth: int = 0):
+        del depth
+        self._batches, self._convert = batches, convert
+        self._start = batches.get_state()
+        self._step = batches.positions_per_batch
+        self._raw = batches.raw_batches()
+        self.made = 0
+
+    def take(self):
+        try:
+            batch = next(self._raw)
+        except StopIteration:
+            return "end", None, None
+        except BaseException as error:  # a DataError of the data: the state stays after the last batch given
+            return "error", error, None
+        self.made += 1
+        state = dict(self._start, batches_consumed=self._start["batches_consumed"] + self.made)
+        if self._step is not None:
+            state["position"] = self._start["position"] + self.made * self._step
+        return "batch", self._convert(batch), state
+
+    def stop(self):
+        if self.made and not sys.is_finalizing():
+            self._batches.count_given(self.made)
+        self.made = 0
+
+
 def _stop(holder: dict) -> None:
     ahead = holder.pop("ahead", None)
     if ahead is not None:
@@ -190,7 +225,9 @@ class NumpyIterator:
     :func:`batchloaders.numpy_iterator`, which makes one from a config."""
 
     def __init__(self, input_fn, *, process_index: int | None = None, process_count: int | None = None,
-                 device_put=None, prefetch: int = 1):
+                 device_put=None, prefetch: int | None = None):
+        if prefetch is None:  # a transfer to a device overlaps the step; NumPy batches are ready in tf.data's prefetch
+            prefetch = 0 if device_put is None else 1
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ConfigError(Problem(_WHERE, "$.prefetch", f"found {prefetch!r}: expected an integer >= 0 (the "
                                                             "batches made ahead; 0: none)"))
@@ -216,16 +253,9 @@ class NumpyIterator:
     def __next__(self):
         if self._ended:
             raise StopIteration
-        if self._prefetch == 0:
-            try:
-                batch = self._convert(next(self._batches))
-            except StopIteration:
-                self._ended = True
-                raise
-            self._state = self._batches.get_state()
-            return batch
         if "ahead" not in self._holder:
-            self._holder["ahead"] = _Ahead(self._batches, self._convert, self._prefetch)
+            kind = _Ahead if self._prefetch else _Direct
+            self._holder["ahead"] = kind(self._batches, self._convert, self._prefetch)
         kind, value, state = self._holder["ahead"].take()
         if kind == "end":
             self._ended = True
