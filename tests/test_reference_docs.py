@@ -94,7 +94,9 @@ def minimal(loader: str) -> dict:
     """The example config of ``loader`` cut down to its required args (and padding, which windows of
     whole sentences need): every other optional key is then absent."""
     base = yaml.safe_load((REPO / "configs" / BASES[loader]).read_text())
-    keep = set(SCHEMAS[f"{loader}_args"]["required"]) | ({"padding"} if loader == "discrete_sequence" else set())
+    # (dataset and primary_features are required unless sources replace them: the schema's dataset_or_sources rule)
+    keep = (set(SCHEMAS[f"{loader}_args"]["required"]) | {"dataset", "primary_features"}
+            | ({"padding"} if loader == "discrete_sequence" else set()))
     args = {k: v for k, v in base["args"].items() if k in keep}
     if "padding" in args:
         args["padding"] = True

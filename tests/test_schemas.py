@@ -375,7 +375,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 36  # + service.schema.json
+    assert len(SCHEMA_FILES) == 37  # + secondary_mixture_source.schema.json
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 
@@ -418,7 +418,7 @@ def test_enums_match_the_model_constants():
 
 
 def test_loader_args_list_every_common_argument():
-    common = set(load_schema("common_args.schema.json")["definitions"]) - {"shuffle_needs_buffers"}
+    common = set(load_schema("common_args.schema.json")["definitions"]) - {"shuffle_needs_buffers", "dataset_or_sources"}
     for kind in model.LOADER_TYPES:
         props = load_schema(f"{kind}_args.schema.json")["properties"]
         assert common <= set(props), kind

@@ -28,8 +28,8 @@ from batchloaders.loaders import base
 from batchloaders.read import determinism, sharding
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
+from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
 
-SOURCE_INDEX, SOURCE_NAME = "mixture_source", "mixture_source_name"  # extras of every example
 DRAWS_PER_STEP = 1024  # sources drawn per vectorized call
 
 

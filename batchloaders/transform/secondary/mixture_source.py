@@ -9,6 +9,9 @@ from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
 from batchloaders.spec.model import TensorInfo
 
+# The extras of every example of a mixture (loaders/mixture.py puts them there).
+SOURCE_INDEX, SOURCE_NAME = "mixture_source", "mixture_source_name"
+
 SCHEMA = {
     "title": "mixture_source secondary feature arguments",
     "description": "The source each example was drawn from (needs sources): its index in args.sources (from 0), "
@@ -30,9 +33,7 @@ def _info(args: dict, ctx: CheckContext) -> TensorInfo:
 
 @register_secondary("mixture_source", schema=SCHEMA, infer=_info, batched=True)
 def mixture_source(args: dict, batch, info: TensorInfo):
-    import tensorflow as tf
-
-    from batchloaders.loaders.mixture import SOURCE_INDEX, SOURCE_NAME
+    import tensorflow as tf  # deferred: registering the type needs no TensorFlow (describe, validate)
 
     if args.get("value", "index") == "name":
         return batch.extras[SOURCE_NAME], None
