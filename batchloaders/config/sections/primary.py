@@ -16,13 +16,20 @@ def check_primary(ctx: SectionContext) -> None:
         ctx.primary.append(PrimaryFeature(p["from_name"], p["to_name"], json_path(at)))
         if manifest is None:
             continue
-        feature = manifest.features.get(p["from_name"])
+        feature = manifest_feature(ctx, manifest, p["from_name"], at)
         if feature is None:
-            ctx.check(at + ("from_name",), f"feature {p['from_name']!r} is not in the manifest {manifest.path}"
-                                           f"{suggest(p['from_name'], manifest.features)}; available: "
-                                           f"{', '.join(manifest.features)}")
             continue
         ctx.primaries[p["to_name"]] = feature
         ctx.tensors[p["to_name"]] = primary_info(feature, ctx.loader_type, allow_var_len=manifest.allow_var_len,
                                                  window=window, report=ctx.check.at(at))
     ctx.claim_broken("primary_features")
+
+
+def manifest_feature(ctx: SectionContext, manifest, from_name: str, at: tuple):
+    """The manifest's feature ``from_name``, or None after reporting at ``at`` that the manifest has none."""
+    feature = manifest.features.get(from_name)
+    if feature is None:
+        ctx.check(at + ("from_name",), f"feature {from_name!r} is not in the manifest {manifest.path}"
+                                       f"{suggest(from_name, manifest.features)}; available: "
+                                       f"{', '.join(manifest.features)}")
+    return feature

@@ -15,6 +15,7 @@ from batchloaders.config.accounting import record_counts
 from batchloaders.config.document import Document
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import fixed_window, primary_info
+from batchloaders.config.sections.primary import manifest_feature
 from batchloaders.errors import BatchLoaderError, json_path, suggest
 from batchloaders.spec.model import Mixing, PrimaryFeature, Source, format_shape
 
@@ -138,11 +139,8 @@ def _other(ctx: SectionContext, doc: Document, i: int, name: str, first_name: st
         where = at + ("primary_features", j)
         primary.append(PrimaryFeature(p["from_name"], p["to_name"], json_path(where)))
         seen.add(p["to_name"])
-        feature = manifest.features.get(p["from_name"])
+        feature = manifest_feature(ctx, manifest, p["from_name"], where)
         if feature is None:
-            ctx.check(where + ("from_name",), f"feature {p['from_name']!r} is not in the manifest {manifest.path}"
-                                              f"{suggest(p['from_name'], manifest.features)}; available: "
-                                              f"{', '.join(manifest.features)}")
             continue
         if p["to_name"] not in first_primary:
             ctx.check(where + ("to_name",), f"source {name!r} gives tensor {p['to_name']!r}, which source "
