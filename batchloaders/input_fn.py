@@ -202,11 +202,12 @@ class InputFn:
             position = 0 if start is None else start[0] * units + start[1]
             examples = global_order.examples(units, call.config.epochs, position, call.shard.pipeline,
                                              call.shard.pipelines)
-            return self.stage.batches(call.config, examples, call.batch_size)
-        examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
-        cardinality = self.stage.batches(call.config, examples, call.batch_size)
-        if start is not None and cardinality is not None:
-            cardinality -= call.skip_batches
+            cardinality = self.stage.batches(call.config, examples, call.batch_size)  # (counted from the start)
+        else:
+            examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
+            cardinality = self.stage.batches(call.config, examples, call.batch_size)
+            if start is not None and cardinality is not None:
+                cardinality -= call.skip_batches
         if call.from_params and cardinality == 0 and call.config.drop_remainder:
             raise ConfigError(Problem("<params>", "$.batch_size", (
                 f"found {call.batch_size:,} (per input pipeline), more examples than the run holds by the manifest's "
@@ -216,7 +217,7 @@ class InputFn:
 
     def _global_units(self, call: CallPlan) -> int:
         """Examples (records or windows) in each epoch of a global shuffle: the loader counts them from the
-        indexed files' record counts."""
+        indexed files' record counts (never none: the config check refuses data that gives no example)."""
         return self.loader.global_units(call.config, self._reader.by_offset.counts)
 
     def _batches(self, call: CallPlan) -> tf.data.Dataset:

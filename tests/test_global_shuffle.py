@@ -218,3 +218,33 @@ def test_a_record_changed_in_place_is_a_data_error_naming_it(tmp_path):
     with pytest.raises(DataError, match=r"part-2\.tfrecords.*record 4.*no record frame"):
         for _ in build_input_fn(config(d, epochs=1))():
             pass
+
+
+def test_several_pipelines_need_a_seed(data):
+    fn = build_input_fn(config(data, seed=None))
+    with pytest.raises(ConfigError, match=r"\$\.args\.seed: found null with shuffle_scope global and 2 input pipelines"):
+        fn(context(0, 2))
+    with pytest.raises(ConfigError, match=r"\$\.args\.seed: found null"):
+        ResumableIterator(fn, context(1, 2))
+    assert sorted(flat(ids_of(fn()))) == sorted(IDS * 2)  # one pipeline draws its own permutation
+
+
+def test_a_state_given_back_as_numpy_values_is_taken(data):
+    first = ResumableIterator(build_input_fn(config(data)))
+    given = [np.asarray(next(first)["id"]).tolist() for _ in range(3)]
+    state = {k: (np.str_(v) if isinstance(v, str) else np.int64(v)) for k, v in first.get_state().items()}
+    again = ResumableIterator(build_input_fn(config(data)))
+    again.set_state(state)
+    whole = ids_of(ResumableIterator(build_input_fn(config(data))))
+    assert given + ids_of(again) == whole
+
+
+def test_no_record_to_shuffle_is_a_config_error_not_a_hang(tmp_path):
+    d = str(tmp_path / "empty")
+    write_manifest(d, [feature("id", "int64", [], "int")])
+    write_records(os.path.join(d, "part-0.tfrecords"), [])
+    with pytest.raises(SystemExit):
+        main(["index", d])
+    # Refused when the config is checked (the manifest's counts, written with the index): no endless wait.
+    with pytest.raises(ConfigError, match=r"\$\.args\.dataset: the manifest .* lists 0 records in the 1 data file"):
+        build_input_fn(config(d, epochs=None))()

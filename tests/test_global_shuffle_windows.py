@@ -166,3 +166,11 @@ def test_elastic_restart_of_windows(case, before, after):
         iterator.set_state(state)
         rest += windows(iterator)
     assert sorted(given + rest) == sorted(every * 2)
+
+
+def test_files_too_short_for_a_window_are_a_config_error(discrete_data):
+    config = discrete_config(discrete_data, epochs=None)
+    config["args"]["min_window"] = config["args"]["max_window"] = 9  # the longest file holds 8 records
+    with pytest.raises(ConfigError, match=r"\$\.args\.min_window: .*the longest file holds 8 records, fewer than "
+                                          r"min_window = 9"):
+        build_input_fn(config)()

@@ -268,3 +268,16 @@ def test_sequence_loaders_mix_windows(tmp_path, loader):
     else:  # files of 4 + 2s and 2 records, windows of 2 records
         expected = [(s, f, r) for s in (0, 1) for f, n in enumerate((4 + 2 * s, 2)) for r in range(0, n, 2)]
     assert sorted(got) == sorted(expected)
+
+
+def test_a_source_without_records_is_refused(root, tmp_path):
+    d = tmp_path / "none"
+    write_manifest(d, [feature("id", "int64", [], "int")])
+    write_records(d / "part-0.tfrecords", [])
+    with pytest.raises(SystemExit):
+        main(["manifest", str(d)])
+    cfg = config(root)
+    cfg["args"]["sources"][1] = {"name": "none", "dataset": {"type": "dir", "args": {"data_dir": str(d)}},
+                                 "primary_features": [{"from_name": "id", "to_name": "id"}], "weight": 1}
+    with pytest.raises(ConfigError, match=r"\$\.args\.sources: source\(s\) 'none' hold no records"):
+        load_config(cfg)

@@ -66,6 +66,11 @@ def plan(config: LoaderConfig, input_context) -> Shard:
         return Shard(NONE, 1, 0, tuple(range(files)))
     pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
     if global_order.enabled(config):  # each pipeline reads its positions of the epoch's order, by offset
+        if config.seed is None:
+            raise ConfigError(Problem(config.source, "$.args.seed", (
+                f"found null with shuffle_scope global and {pipelines} input pipelines: each pipeline reads its "
+                "positions of one permutation of the epoch, which every pipeline (in its own process) must draw "
+                "from one seed; expected a seed (any integer)")))
         return Shard(POSITION, pipelines, pipeline, tuple(range(files)))
     if files >= pipelines:
         return Shard(FILE, pipelines, pipeline, tuple(range(pipeline, files, pipelines)))

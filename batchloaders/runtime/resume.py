@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 import os
 import secrets
 from typing import Any, Mapping
@@ -230,7 +231,8 @@ class ResumableIterator(tf.Module):
         if seed is None:
             # The seed drawn below is this process's own: input pipelines sharded by window must all draw
             # the same windows, from one seed (sharding.plan's ConfigError names it).
-            sharding.plan(config, input_context)
+            for one in [config.of_source(s) for s in config.sources] or [config]:  # (a mixture: every source's)
+                sharding.plan(one, input_context)
         self._fixed_seed = seed is not None  # a seed given: a checkpoint with another one is an error
         self._input_fn, self._input_context, self._params = input_fn, input_context, params
         self.mode = mode
@@ -318,6 +320,8 @@ class ResumableIterator(tf.Module):
         ResumeError naming the key when ``state`` is not such a dict or was saved for another config."""
         self.get_state()  # (replay mode only)
         problems = _state_problems(state, positional=self._at is not None)
+        if not problems:
+            state = plain_state(state)
         if not problems and state["config"] != self._config_hash:
             problems = [("$.config", f"found {state['config']!r}, this pipeline's config is {self._config_hash!r}: "
                                      "the state was saved by a pipeline of another config (or, without a global "
@@ -373,7 +377,7 @@ class ResumableIterator(tf.Module):
             # A global shuffle starts reading at the position consumed: nothing before it is read.
             self._running.at = int(self._at.numpy())
             self._running.batches = iter(self._input_fn(self._input_context, params=params,
-                                                        start_position=self._running.at))
+                                                        start_position=self._running.at or None))
         elif self.mode == "replay":
             # The same seed gives the same batches: skip those consumed before the save (whole epochs unread
             # where the manifest's counts allow, input_fn's skip_batches).
@@ -460,6 +464,27 @@ STATE_FORMAT = "batchloaders.resume/1"
 _STATE_KEYS = {"format": str, "seed": int, "batches_consumed": int, "config": str}
 
 
+def _plain_value(value, kind):
+    """A checkpointer's integer or string as Python's own (Orbax and NumPy give numpy.int64, numpy.str_, 0-d
+    arrays); anything else as it is, for the check to refuse."""
+    try:
+        if kind is int and not isinstance(value, (bool, str, bytes, float)):
+            return operator.index(value)
+        if kind is str and isinstance(value, str):
+            return str(value)
+        if kind is str and getattr(value, "shape", None) == () and hasattr(value, "item"):
+            return value.item() if isinstance(value.item(), str) else value
+    except TypeError:
+        pass
+    return value
+
+
+def plain_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` with its values as Python's own ints and strings (see :func:`_plain_value`)."""
+    kinds = dict(_STATE_KEYS, position=int)
+    return {k: _plain_value(v, kinds.get(k, str)) for k, v in state.items()}
+
+
 def _state_problems(state, *, positional: bool) -> list[tuple[str, str]]:
     """(JSON path, what is wrong) of each key of a get_state dict that is missing or not what it should be."""
     if not isinstance(state, Mapping):
@@ -467,7 +492,7 @@ def _state_problems(state, *, positional: bool) -> list[tuple[str, str]]:
     wanted = dict(_STATE_KEYS, **({"position": int} if positional else {}))
     problems = []
     for key, kind in wanted.items():
-        value = state.get(key)
+        value = _plain_value(state.get(key), kind)
         if key not in state:
             why = (" (it was saved without a global shuffle)" if key == "position" else "")
             problems.append((f"$.{key}", f"missing{why}: expected the dict ResumableIterator.get_state gives"))

@@ -169,6 +169,12 @@ def _weighted(ctx: SectionContext, entries: list, sources: list[Source]) -> list
     """Each source with its weight: as given, or (none given) its record count from its manifest."""
     given = ["weight" in e for e in entries]
     if all(given):
+        empty = [s.name for s in sources if (c := record_counts(s.dataset.manifest, s.dataset.files)) is not None
+                 and sum(c) == 0]
+        if empty:
+            ctx.check(("args", "sources"), f"source(s) {', '.join(map(repr, empty))} hold no records by their "
+                                           "manifests: a source with nothing to draw would end or stall the mix; "
+                                           "expected records in every source")
         return [dataclasses.replace(s, weight=float(e["weight"])) for s, e in zip(sources, entries)]
     if any(given):
         missing = [s.name for s, g in zip(sources, given) if not g]
