@@ -281,3 +281,14 @@ def test_a_source_without_records_is_refused(root, tmp_path):
                                  "primary_features": [{"from_name": "id", "to_name": "id"}], "weight": 1}
     with pytest.raises(ConfigError, match=r"\$\.args\.sources: source\(s\) 'none' hold no records"):
         load_config(cfg)
+
+
+def test_drop_remainder_drops_only_the_mixed_streams_last_batch(root):
+    """Each source's last, short block is drawn from like the rest: drop_remainder drops only what the mixed
+    stream's last batch would hold (30 examples in batches of 4: 28 come, the first 28 of the stream)."""
+    # Weights 3:1: a (10 records) runs out early, its last block of 2 drawn well before the stream ends.
+    kept = drawn(config(root, weights=(3, 1), drop_remainder=True))
+    whole = drawn(config(root, weights=(3, 1), drop_remainder=False))
+    last_of_a = max(k for k, (s, _) in enumerate(whole) if s == 0)
+    assert len(whole) == 30 and last_of_a < 28
+    assert kept == whole[:28]

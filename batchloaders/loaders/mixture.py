@@ -40,9 +40,12 @@ def shares(config: LoaderConfig) -> list[float]:
 
 
 def source_configs(config: LoaderConfig) -> list[LoaderConfig]:
-    """The config of each source on its own; under ``exhausted: repeat`` every source but the one that lasts
-    longest at its weight repeats without end (the run ends when that one runs out)."""
+    """The config of each source on its own (mixed batches: keeping its last, short block); under ``exhausted:
+    repeat`` every source but the one that lasts longest at its weight repeats without end (the run ends when
+    that one runs out)."""
     subs = [config.of_source(s) for s in config.sources]
+    if config.mixing.batches == "mixed":  # a source's last, short block is drawn from too: the mix ends the batches
+        subs = [dataclasses.replace(sub, drop_remainder=False) for sub in subs]
     if config.mixing.exhausted != "repeat" or config.epochs is None:
         return subs
     longest = int(np.argmax([sum(record_counts(s.dataset.manifest, s.dataset.files)) / share
