@@ -248,3 +248,16 @@ def test_no_record_to_shuffle_is_a_config_error_not_a_hang(tmp_path):
     # Refused when the config is checked (the manifest's counts, written with the index): no endless wait.
     with pytest.raises(ConfigError, match=r"\$\.args\.dataset: the manifest .* lists 0 records in the 1 data file"):
         build_input_fn(config(d, epochs=None))()
+
+
+def test_a_data_file_cut_during_the_run_is_a_data_error(tmp_path):
+    """Built, then the file is cut: the reader names the file and a record instead of reading its map past the end."""
+    d = dataset(tmp_path)
+    batches = iter(build_input_fn(config(d, epochs=1, num_prefetch=0))())
+    next(batches)  # the files' maps are open now
+    path = os.path.join(d, "part-2.tfrecords")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    with pytest.raises(DataError, match=r"part-2\.tfrecords: record \d+.*shorter than the .* its index was written for"):
+        for _ in batches:
+            pass

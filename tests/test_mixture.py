@@ -292,3 +292,12 @@ def test_drop_remainder_drops_only_the_mixed_streams_last_batch(root):
     last_of_a = max(k for k, (s, _) in enumerate(whole) if s == 0)
     assert len(whole) == 30 and last_of_a < 28
     assert kept == whole[:28]
+
+
+@pytest.mark.parametrize("mixing, said", [({"exhausted": "continue", "bogus": 1}, r"\$\.args\.mixing\.bogus: unknown key"),
+                                          ("fast", r"\$\.args\.mixing: expected object, found string")])
+def test_a_broken_mixing_block_is_a_config_error(root, mixing, said):
+    cfg = config(root)
+    cfg["args"]["mixing"] = mixing
+    with pytest.raises(ConfigError, match=said):
+        load_config(cfg)

@@ -39,6 +39,7 @@ class OffsetReader:
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.offsets = np.concatenate([ix.offsets for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.lengths = np.concatenate([ix.lengths for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
+        self.sizes = [ix.data_size for ix in indexes]
         self._maps: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -72,6 +73,13 @@ class OffsetReader:
         offsets, lengths = self.offsets[ids], self.lengths[ids]
         parts = []
         try:
+            # A file cut while the run reads it: reading its map past the new end would kill the process (SIGBUS).
+            for file in np.unique(files).tolist():
+                if os.stat(self.paths[file]).st_size < self.sizes[file]:
+                    k = int(np.flatnonzero(files == file)[0])
+                    return b"", lengths, self._problem(file, records[k], (
+                        f"the data file is {os.stat(self.paths[file]).st_size:,} bytes, shorter than the "
+                        f"{self.sizes[file]:,} its index was written for: it was cut while the run read it"))
             for file, offset, length in zip(files.tolist(), offsets.tolist(), lengths.tolist()):
                 parts.append(self._map(file)[offset:offset + HEADER_BYTES + length])
         except OSError as error:

@@ -8,7 +8,6 @@ its own manifest, and the tensors it gives, which must be the first source's by 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from batchloaders.config import datasets
 from batchloaders.config.accounting import record_counts
@@ -93,7 +92,9 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
             ctx.sources.append(found)
     if len(ctx.sources) == len(entries):
         ctx.sources = _weighted(ctx, entries, ctx.sources)
-    ctx.mixing = Mixing(**args.get("mixing", {}))
+    given = args.get("mixing") if ctx.valid(("args", "mixing")) and isinstance(args.get("mixing"), dict) else {}
+    # (an unknown key is reported by the schema check and does not mark the block invalid)
+    ctx.mixing = Mixing(**{f.name: given[f.name] for f in dataclasses.fields(Mixing) if f.name in given})
     if ctx.mixing.exhausted == "repeat" and ctx.value("epochs") is not None and ctx.sources:
         unknown = [s.name for s in ctx.sources if record_counts(s.dataset.manifest, s.dataset.files) is None]
         if unknown:
@@ -197,12 +198,6 @@ def _weighted(ctx: SectionContext, entries: list, sources: list[Source]) -> list
                                        "they would never be drawn: expected records, or weights")
         return sources
     return [dataclasses.replace(s, weight=float(t)) for s, t in zip(sources, totals)]
-
-
-def shares(sources) -> list[float]:
-    """Each source's expected share of the examples drawn."""
-    total = math.fsum(s.weight for s in sources)
-    return [s.weight / total if total else 0.0 for s in sources]
 
 
 def check_mixture_features(ctx: SectionContext) -> None:
