@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ import tensorflow as tf
 from batchloaders import ResumableIterator, build_input_fn, load_config
 from batchloaders.cli.main import main
 from batchloaders.errors import ConfigError, DataError, ManifestError, ResumeError
+from batchloaders.read.framing import HEADER_BYTES
+from batchloaders.read.offset_reader import OffsetReader
 from conftest import example, feature, loader_config, write_manifest, write_records
 
 SIZES = (9, 0, 13, 8)
@@ -253,11 +256,33 @@ def test_no_record_to_shuffle_is_a_config_error_not_a_hang(tmp_path):
 def test_a_data_file_cut_during_the_run_is_a_data_error(tmp_path):
     """Built, then the file is cut: the reader names the file and a record instead of reading its map past the end."""
     d = dataset(tmp_path)
-    batches = iter(build_input_fn(config(d, epochs=1, num_prefetch=0))())
+    # Endless epochs: part-2 is read again whatever the pipeline had buffered before the cut.
+    batches = iter(build_input_fn(config(d, epochs=None, num_prefetch=0))())
     next(batches)  # the files' maps are open now
+    time.sleep(0.3)  # the reads running ahead fill their buffer and wait: none is half-way through a copy
     path = os.path.join(d, "part-2.tfrecords")
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) // 2)
-    with pytest.raises(DataError, match=r"part-2\.tfrecords: record \d+.*shorter than the .* its index was written for"):
+    with pytest.raises(DataError, match=r"part-2\.tfrecords: record \d+: the data file is \d+ bytes, shorter than "
+                                        r"the \d+ its index was written for: it was cut while the run read it"):
         for _ in batches:
             pass
+
+
+@pytest.mark.parametrize("mapped_before_the_cut", [True, False])
+def test_the_reader_says_a_file_was_cut_whether_or_not_it_was_mapped_before(tmp_path, mapped_before_the_cut):
+    d = dataset(tmp_path)
+    reader = OffsetReader(load_config(config(d)))
+    part2 = np.arange(SIZES[0] + SIZES[1], SIZES[0] + SIZES[1] + SIZES[2])
+    joined, lengths, problem = reader.frames(part2)
+    assert problem == b"" and len(joined) == int(lengths.sum()) + HEADER_BYTES * len(part2)
+    if not mapped_before_the_cut:
+        reader = OffsetReader(load_config(config(d)))
+    path = os.path.join(d, "part-2.tfrecords")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    joined, _, problem = reader.frames(part2[-1:])
+    assert joined == b""
+    assert problem.decode() == (f"{path}: record {SIZES[2] - 1}: the data file is {os.path.getsize(path):,} bytes, "
+                                f"shorter than the {reader.sizes[2]:,} its index was written for: it was cut while "
+                                "the run read it")

@@ -75,11 +75,9 @@ class OffsetReader:
         try:
             # A file cut while the run reads it: reading its map past the new end would kill the process (SIGBUS).
             for file in np.unique(files).tolist():
-                if os.stat(self.paths[file]).st_size < self.sizes[file]:
-                    k = int(np.flatnonzero(files == file)[0])
-                    return b"", lengths, self._problem(file, records[k], (
-                        f"the data file is {os.stat(self.paths[file]).st_size:,} bytes, shorter than the "
-                        f"{self.sizes[file]:,} its index was written for: it was cut while the run read it"))
+                cut = self._cut(file)
+                if cut:
+                    return b"", lengths, self._problem(file, records[int(np.flatnonzero(files == file)[0])], cut)
             for file, offset, length in zip(files.tolist(), offsets.tolist(), lengths.tolist()):
                 parts.append(self._map(file)[offset:offset + HEADER_BYTES + length])
         except OSError as error:
@@ -99,11 +97,23 @@ class OffsetReader:
                 bad = np.array([0])
         if bad.size:
             k = int(bad[0])
-            return b"", lengths, self._problem(files[k], records[k], (
+            # A file cut between the size check and its first mapping reads short: say so, not "changed".
+            return b"", lengths, self._problem(files[k], records[k], self._cut(int(files[k])) or (
                 f"at byte {int(offsets[k]):,}, where its index says it begins, there is no record frame of "
                 f"{int(lengths[k]):,} bytes: the data file changed after its index was written (write the index "
                 "again with `batchloaders index`, or run `batchloaders verify`)"))
         return joined.tobytes(), lengths, b""
+
+    def _cut(self, file: int) -> str:
+        """What to say of a file now shorter than its index was written for ('' when it is not)."""
+        try:
+            size = os.stat(self.paths[file]).st_size
+        except OSError:  # gone: opening its map says so
+            return ""
+        if size >= self.sizes[file]:
+            return ""
+        return (f"the data file is {size:,} bytes, shorter than the {self.sizes[file]:,} its index was written "
+                "for: it was cut while the run read it")
 
     def _problem(self, file, record, text: str) -> bytes:
         return f"{self.paths[int(file)]}: record {int(record)}: {text}".encode()
