@@ -2,7 +2,9 @@
 each process's share, the refusal of ragged and sparse outputs, and batches into a jitted JAX function."""
 from __future__ import annotations
 
+import gc
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -211,3 +213,27 @@ def test_a_models_packing_is_kept(data):
     features, targets = next(batchloaders.numpy_iterator(config(data), model=model))  # single tensors, not dicts
     assert isinstance(features, np.ndarray) and features.shape == (2, 2) and targets.tolist() == [0, 1]
     assert features.tolist() == [[0.0, 0.5], [1.0, 1.5]]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_an_iterator_collected_while_a_function_is_traced_leaves_that_graph_alone(data, prefetch):
+    """The garbage collector may run anywhere, here while tf.function traces (and holds its graph's lock, where
+    TensorFlow work waited for ever: the suite hung on it). Collecting an iterator that made batches ahead puts no
+    op into the graph being traced, and its thread stops."""
+    iterators = [batchloaders.numpy_iterator(shuffled(data), prefetch=prefetch)]
+    given = [ids([next(iterators[0])]) for _ in range(2)]
+
+    @tf.function(autograph=False)
+    def traced():
+        iterators.clear()  # the last reference: collected here, inside the trace
+        gc.collect()
+        return tf.constant(1)
+
+    ops = [op.type for op in traced.get_concrete_function().graph.get_operations()]
+    assert ops == ["Const", "Identity"]
+    for thread in threading.enumerate():
+        if thread.name == "batchloaders-numpy-iterator":
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+    again = batchloaders.numpy_iterator(shuffled(data), prefetch=prefetch)
+    assert [ids([next(again)]) for _ in range(2)] == given  # a new iterator starts from the first batch

@@ -173,10 +173,14 @@ class _Ahead:
             self.changed.notify_all()
             return item
 
-    def stop(self):
+    def signal(self):
+        """Tell the thread to stop after the batch it is making, if any (and return at once)."""
         with self.changed:
             self.stopping = True
             self.changed.notify_all()
+
+    def stop(self):
+        self.signal()
         self.thread.join()  # (after the batch it is making, if any: the iterator is then free again)
         if self.made and not sys.is_finalizing():  # (at exit nothing reads the position any more)
             self._batches.count_given(self.made)
@@ -208,6 +212,9 @@ class _Direct:
             state["position"] = self._start["position"] + self.made * self._step
         return "batch", self._convert(batch), state
 
+    def signal(self):
+        pass
+
     def stop(self):
         if self.made and not sys.is_finalizing():
             self._batches.count_given(self.made)
@@ -218,6 +225,16 @@ def _stop(holder: dict) -> None:
     ahead = holder.pop("ahead", None)
     if ahead is not None:
         ahead.stop()
+
+
+def _collected(holder: dict) -> None:
+    """The iterator was collected: its thread is told to stop, and nothing more. Collection runs wherever the
+    garbage collector does, on any thread, also while TensorFlow traces a function and holds its graph's lock:
+    a TensorFlow op here (reporting the batches made) went into that graph or waited on that lock for ever, and
+    joining the thread could wait on the same lock. Nothing reads the position of a collected iterator."""
+    ahead = holder.pop("ahead", None)
+    if ahead is not None:
+        ahead.signal()
 
 
 class NumpyIterator:
@@ -243,9 +260,9 @@ class NumpyIterator:
         self.element_spec = dataset.element_spec
         self._convert = _placer(device_put)
         self._prefetch = prefetch
-        self._holder: dict = {}  # the prefetching thread, stopped when this iterator is collected
+        self._holder: dict = {}  # the prefetching thread, told to stop when this iterator is collected
         self._ended = False
-        weakref.finalize(self, _stop, self._holder)
+        weakref.finalize(self, _collected, self._holder)
 
     def __iter__(self):
         return self
