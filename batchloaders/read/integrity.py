@@ -33,6 +33,7 @@ import os
 import sys
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
 
 from batchloaders.errors import MARKER, DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
@@ -404,6 +405,19 @@ def _within_count(filename, count, facts, serialized, manifest_path: str):
         return tf.identity(serialized)
 
 
+def _kept_whole(output: tf.Tensor) -> None:
+    """The conditional that gave ``output`` stays a call of its branch functions, instead of being lowered into
+    the step's graph when the step is instantiated: each file's scan instantiates the step when the file opens,
+    and the lowered branches (the recovery's dataset read, the end-of-file report) were a third of a pipeline's
+    first batch (docs/decisions/performance.md); a branch is now instantiated when it first runs, at a file's
+    end. TensorFlow lowers every tf.cond inside a function by default, and has no public switch for this."""
+    op = output.op
+    while op.type == "Identity":
+        op = op.inputs[0].op
+    if op.type in ("If", "StatelessIf"):
+        op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))  # noqa: SLF001
+
+
 def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
     compression, block = check.compression, check.block
 
@@ -451,6 +465,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
             ended = ended | reached
             checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, (consumed, count, damaged, ended),
                                                                   tf.constant(True)), lambda: tf.constant(False))
+            _kept_whole(checked)
             with tf.control_dependencies([checked]):
                 serialized = tf.identity(serialized)
             return (consumed, count, damaged, ended), _within_count(filename, count, facts, serialized,
@@ -473,6 +488,7 @@ def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
         # One conditional: blocks only count; the two markers at the end do the rest.
         state, serialized = tf.cond(n < 0, at_marker,
                                     lambda: ((*_advance(consumed, count, serialized), damaged, ended), serialized))
+        _kept_whole(serialized)
         return state, _within_count(filename, state[1], facts, serialized, check.manifest_path), count
 
     return step
