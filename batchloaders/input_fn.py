@@ -235,7 +235,8 @@ class InputFn:
 
         def source():
             if config.sources:
-                return mixture.source(self.loader, source_config, call.input_context, wanted.block, self._mixed)
+                return mixture.source(self.loader, source_config, call.input_context, wanted.block, self._mixed,
+                                      finish)
             return base.source(self.loader, source_config, call.shard, wanted.block, self._reader, finish)
         build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
                              *self._pack, zero_tails=zero_tails, counters=self._counters,

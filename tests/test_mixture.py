@@ -7,6 +7,7 @@ a: files of 6 and 4 records; b: files of 9, 0 and 11; c (s = 2, three-source tes
 from __future__ import annotations
 
 import collections
+import copy
 import json
 
 import numpy as np
@@ -301,3 +302,21 @@ def test_a_broken_mixing_block_is_a_config_error(root, mixing, said):
     cfg["args"]["mixing"] = mixing
     with pytest.raises(ConfigError, match=said):
         load_config(cfg)
+
+
+def test_per_source_batches_are_finished_where_each_source_parses_them(root):
+    """Without a secondary feature each source's blocks become the model's batches where its loader parses them
+    (as one source's do): the batches and their order are those of the same mix made through the shared
+    finishing map, and no map follows the choice of source."""
+    with_name = config(root, epochs=2, mixing={"batches": "per_source"})
+    plain = copy.deepcopy(with_name)
+    del plain["args"]["secondary_features"]
+    plain["model"]["inputs"] = ["id"]
+    dataset = build_input_fn(plain)()
+    got = [b["id"].numpy().tolist() for b in dataset]
+    assert got == [b["id"].numpy().tolist() for b in build_input_fn(with_name)()]
+    assert all(len({i // 10000 for i in batch}) == 1 for batch in got)
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    chosen = [n.name for n in graph.node if n.op == "DirectedInterleaveDataset"]
+    after = [n.op for n in graph.node if any(i.split(":")[0] in chosen for i in n.input)]
+    assert len(chosen) == 1 and not [op for op in after if "Map" in op]

@@ -112,24 +112,51 @@ def _trimmed(block: dict) -> dict:
     return {**block, "values": values}
 
 
-def source(loader, config: LoaderConfig, input_context, block: int, readers) -> tuple[tf.data.Dataset, object]:
-    """(the mixed blocks of examples, decoded; identity) for the regroup stage (see the module's text)."""
+def source(loader, config: LoaderConfig, input_context, block: int, readers,
+           finish=None) -> tuple[tf.data.Dataset, object]:
+    """(the mixed blocks of examples, decoded; identity) for the regroup stage (see the module's text). With
+    ``finish`` (base.finisher: examples made into the model's tensors one by one) and whole batches from one
+    source, each source's blocks are finished where they are decoded: (the mixed batches, None)."""
+    stop = config.mixing.exhausted != "continue"
+    if finish is not None and config.mixing.batches == "per_source":
+        return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, config, input_context, block, readers,
+                                                                      finish),
+                                                    _choices(config), stop_on_empty_dataset=stop), None
     streams = []
-    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
-        shard = sharding.plan(sub, input_context)
-        with determinism.for_source(spec.index):
-            elements, decode = base.source(loader, sub, shard, block, reader)
+    for spec, elements, decode in _each_source(loader, config, input_context, block, readers):
         streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name:
                                                _labelled(decode(e), i, n)),
                                     num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
                                     deterministic=True))
-    stop = config.mixing.exhausted != "continue"
     if config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop), _same
     drop = config.drop_remainder or config.epochs is None
     examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(config),
                                                     stop_on_empty_dataset=stop)
     return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
+
+
+def _each_source(loader, config: LoaderConfig, input_context, block: int, readers, finish=None):
+    """(spec, elements, decode) of each source, read as its own config would be (base.source), in this input
+    pipeline's share and with its own draws from the run's seed."""
+    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
+        shard = sharding.plan(sub, input_context)
+        with determinism.for_source(spec.index):
+            elements, decode = base.source(loader, sub, shard, block, reader, finish)
+        yield spec, elements, decode
+
+
+def _finished_streams(loader, config: LoaderConfig, input_context, block: int, readers, finish) -> list:
+    """Each source's blocks made into the model's tensors: by its loader where it parses them (as one source's
+    are), else in one map after decoding. Nothing reads the source's index then (no secondary feature)."""
+    streams = []
+    for _, elements, decode in _each_source(loader, config, input_context, block, readers, finish):
+        if decode is not None:
+            elements = elements.map(as_written(lambda e, decode=decode: finish(decode(e))),
+                                    num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
+                                    deterministic=True)
+        streams.append(elements)
+    return streams
 
 
 def _same(element):
