@@ -8,8 +8,9 @@ files in test_corruption.py and test_damage_fuzz.py.
 from __future__ import annotations
 
 import pytest
+import tensorflow as tf
 
-from batchloaders.read.integrity import _end_step, _EndCheck
+from batchloaders.read.integrity import _end_step, _EndCheck, _kept_whole
 
 
 @pytest.mark.parametrize("exact, compression, tf_compression", [(False, None, ""), (True, "gzip", "GZIP")],
@@ -22,3 +23,27 @@ def test_the_steps_conditionals_are_not_lowered(exact, compression, tf_compressi
     assert len(conditionals) == 1
     # (TensorFlow lowers a conditional when the function is instantiated, unless this attribute says not to.)
     assert conditionals[0].get_attr("_lower_using_switch_merge") is False
+
+
+def _branch_whose_kernel_refuses_to_be_built(x):
+    # Graph building takes a one-element key; the kernel, built when its function is instantiated, wants two.
+    hashed = tf.raw_ops.StringToHashBucketStrong(input=tf.strings.as_string(x), num_buckets=3, key=[1])
+    return tf.cast(hashed, tf.int64)
+
+
+@pytest.mark.parametrize("kept_whole", [True, False])
+def test_tensorflow_instantiates_a_kept_whole_branch_only_when_it_runs(kept_whole):
+    """What the attribute buys, run by TensorFlow itself: a branch that never runs is not instantiated with the
+    scan's step when the conditional is kept whole; lowered (TensorFlow's default), it is, and here fails."""
+    def step(state, x):
+        out = tf.cond(x < 0, lambda: _branch_whose_kernel_refuses_to_be_built(x), lambda: tf.zeros([], tf.int64))
+        if kept_whole:
+            _kept_whole(out)
+        return state, out
+
+    scanned = tf.data.Dataset.range(3).scan(tf.constant(0, tf.int64), step)
+    if kept_whole:
+        assert [int(v) for v in scanned] == [0, 0, 0]
+    else:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Key must have 2 elements"):
+            list(scanned)

@@ -269,18 +269,32 @@ def test_a_data_file_cut_during_the_run_is_a_data_error(tmp_path):
             pass
 
 
-@pytest.mark.parametrize("mapped_before_the_cut", [True, False])
-def test_the_reader_says_a_file_was_cut_whether_or_not_it_was_mapped_before(tmp_path, mapped_before_the_cut):
-    d = dataset(tmp_path)
-    reader = OffsetReader(load_config(config(d)))
-    part2 = np.arange(SIZES[0] + SIZES[1], SIZES[0] + SIZES[1] + SIZES[2])
-    joined, lengths, problem = reader.frames(part2)
-    assert problem == b"" and len(joined) == int(lengths.sum()) + HEADER_BYTES * len(part2)
-    if not mapped_before_the_cut:
-        reader = OffsetReader(load_config(config(d)))
-    path = os.path.join(d, "part-2.tfrecords")
+def _cut_in_half(path: str) -> None:
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) // 2)
+
+
+@pytest.mark.parametrize("when", ["after its map was opened", "before its map was opened",
+                                  "between the size check and its map"])
+def test_the_reader_says_a_file_was_cut_whenever_it_was_cut(tmp_path, when):
+    d = dataset(tmp_path)
+    path = os.path.join(d, "part-2.tfrecords")
+    reader = OffsetReader(load_config(config(d)))
+    part2 = np.arange(SIZES[0] + SIZES[1], SIZES[0] + SIZES[1] + SIZES[2])
+    if when == "after its map was opened":
+        joined, lengths, problem = reader.frames(part2)
+        assert problem == b"" and len(joined) == int(lengths.sum()) + HEADER_BYTES * len(part2)
+        _cut_in_half(path)
+    elif when == "before its map was opened":
+        _cut_in_half(path)
+    else:  # the size check passes, then the file is cut as its map is opened (as a read running ahead may see it)
+        opened = reader._map
+
+        def cut_then_open(file):
+            if file == 2 and file not in reader._maps:
+                _cut_in_half(path)
+            return opened(file)
+        reader._map = cut_then_open
     joined, _, problem = reader.frames(part2[-1:])
     assert joined == b""
     assert problem.decode() == (f"{path}: record {SIZES[2] - 1}: the data file is {os.path.getsize(path):,} bytes, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -222,18 +222,22 @@ def test_an_iterator_collected_while_a_function_is_traced_leaves_that_graph_alon
     op into the graph being traced, and its thread stops."""
     iterators = [batchloaders.numpy_iterator(shuffled(data), prefetch=prefetch)]
     given = [ids([next(iterators[0])]) for _ in range(2)]
+    collected = weakref.ref(iterators[0])
+    thread = getattr(iterators[0]._holder["ahead"], "thread", None)  # (prefetch 0: none)
+    inside = []
 
     @tf.function(autograph=False)
     def traced():
         iterators.clear()  # the last reference: collected here, inside the trace
         gc.collect()
+        inside.append(collected() is None)
         return tf.constant(1)
 
     ops = [op.type for op in traced.get_concrete_function().graph.get_operations()]
+    assert inside == [True]
     assert ops == ["Const", "Identity"]
-    for thread in threading.enumerate():
-        if thread.name == "batchloaders-numpy-iterator":
-            thread.join(timeout=30)
-            assert not thread.is_alive()
+    if thread is not None:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
     again = batchloaders.numpy_iterator(shuffled(data), prefetch=prefetch)
     assert [ids([next(again)]) for _ in range(2)] == given  # a new iterator starts from the first batch

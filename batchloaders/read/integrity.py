@@ -409,8 +409,8 @@ def _kept_whole(output: tf.Tensor) -> None:
     """The conditional that gave ``output`` stays a call of its branch functions, instead of being lowered into
     the step's graph when the step is instantiated: each file's scan instantiates the step when the file opens,
     and the lowered branches (the recovery's dataset read, the end-of-file report) were a third of a pipeline's
-    first batch (docs/decisions/performance.md); a branch is now instantiated when it first runs, at a file's
-    end. TensorFlow lowers every tf.cond inside a function by default, and has no public switch for this."""
+    first batch (docs/decisions/performance.md); a branch is now instantiated when it runs, at a file's end.
+    TensorFlow lowers every tf.cond inside a function by default, and has no public switch for this."""
     op = output.op
     while op.type == "Identity":
         op = op.inputs[0].op

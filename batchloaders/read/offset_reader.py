@@ -11,7 +11,10 @@ checksum are where the index says, with the length the index implies): a data fi
 its index was written fails there, naming the file and the record. Payload checksums are not
 recomputed on this path (``batchloaders verify`` and sequential reading check them).
 
-Local files only: a memory map needs a file of this machine's file system.
+Local files only: a memory map needs a file of this machine's file system. A file cut while the run reads
+it is a DataError when the cut comes before a call's size check or before the file's map is opened; a cut
+that lands while a call is copying from an open map can still end the process (SIGBUS): the check before
+each call narrows that window and cannot close it.
 """
 from __future__ import annotations
 
