@@ -96,6 +96,23 @@ def collect(dataset, limit=10_000):
 
 
 @pytest.fixture
+def doubled_batcher():
+    """A batcher ``doubled`` (each batch of examples times 2) registered for one test, then unregistered."""
+    import batchloaders
+    from batchloaders.transform.builtin_types import load as load_builtin_types
+    from batchloaders.transform.registry import BATCHERS
+
+    load_builtin_types()
+    saved = BATCHERS.snapshot()
+
+    @batchloaders.register_batcher("doubled")
+    def doubled(examples):
+        return examples * 2
+    yield "doubled"
+    BATCHERS.restore(saved)
+
+
+@pytest.fixture
 def numbered_dataset(tmp_path):
     """3 files x 4 records of Examples; record r of file f holds id = 100*f + r and x = [id, id + 0.5]."""
     d = tmp_path / "numbered"

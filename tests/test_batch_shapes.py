@@ -94,20 +94,9 @@ def test_bucketing_gives_one_shape_per_bucket_with_pad_to_boundary_and_a_fixed_l
                                                     "holds what is left")
 
 
-def test_a_registered_batchers_shapes_are_unknown_and_ragged_ones_vary(varying):
-    import batchloaders
-    from batchloaders.transform.registry import BATCHERS
-
-    saved = BATCHERS.snapshot()
-    try:
-        @batchloaders.register_batcher("doubled")
-        def doubled(examples):
-            return examples * 2
-
-        config = load_config(varying_config(varying, [{"tensor": "x", "batching": "doubled"}]))
-        assert batch_shapes(config) == (None, "x is made by the registered batcher doubled: only running it tells "
-                                              "its shape")
-    finally:
-        BATCHERS.restore(saved)
+def test_a_registered_batchers_shapes_are_unknown_and_ragged_ones_vary(varying, doubled_batcher):
+    config = load_config(varying_config(varying, [{"tensor": "x", "batching": doubled_batcher}]))
+    assert batch_shapes(config) == (None, "x is made by the registered batcher doubled: only running it tells "
+                                          "its shape")
     config = load_config(varying_config(varying, [{"tensor": "x", "batching": "ragged"}]))
     assert batch_shapes(config) == (None, "x is batched ragged: its shape is each batch's")

@@ -242,24 +242,14 @@ def test_independent_segmenting_has_no_step_count(tmp_path):
     assert described_rows(signature(config)) == spec_rows(dataset.element_spec)
 
 
-def test_a_registered_batcher_is_shown_as_unknown_until_it_runs(eight_records):
-    import batchloaders
+def test_a_registered_batcher_is_shown_as_unknown_until_it_runs(eight_records, doubled_batcher):
     from batchloaders.cli.describe import describe
-    from batchloaders.transform.registry import BATCHERS
 
-    saved = BATCHERS.snapshot()
-    try:
-        @batchloaders.register_batcher("doubled")
-        def doubled(examples):
-            return examples * 2
-
-        config = load_config(independent(eight_records, epochs=1, drop_remainder=False,
-                                          padding=[{"tensor": "x", "batching": "doubled"}]))
-        (out,) = signature(config)
-        assert (out.dtype, out.shape, out.kind) == (None, None, "batcher doubled")
-        assert [line.split() for line in describe(config)[-2:]] == [["name", "role", "dtype", "shape", "kind"],
-                                                                   ["x", "input", "?", "?", "batcher", "doubled"]]
-        assert plan(config)["signature"] == [{"name": "x", "role": "input", "dtype": None, "shape": None,
-                                              "kind": "batcher doubled"}]
-    finally:
-        BATCHERS.restore(saved)
+    config = load_config(independent(eight_records, epochs=1, drop_remainder=False,
+                                      padding=[{"tensor": "x", "batching": doubled_batcher}]))
+    (out,) = signature(config)
+    assert (out.dtype, out.shape, out.kind) == (None, None, "batcher doubled")
+    assert [line.split() for line in describe(config)[-2:]] == [["name", "role", "dtype", "shape", "kind"],
+                                                               ["x", "input", "?", "?", "batcher", "doubled"]]
+    assert plan(config)["signature"] == [{"name": "x", "role": "input", "dtype": None, "shape": None,
+                                          "kind": "batcher doubled"}]
