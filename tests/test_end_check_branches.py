@@ -13,12 +13,27 @@ import tensorflow as tf
 from batchloaders.read.integrity import _end_step, _EndCheck, _kept_whole
 
 
+def _step_graph(check: _EndCheck):
+    """The graph of the end-of-file step as the scan's step traces it."""
+    scalars = [tf.TensorSpec([], tf.int64)] * 2 + [tf.TensorSpec([], tf.bool)] * 2
+    if check.exact:
+        element = (tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.int64),
+                                                     (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool))))
+    else:
+        element = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.string))
+    step = _end_step(check, None)
+    traced = tf.function(lambda state, element, filename, facts: step(state, element, filename, facts),
+                         autograph=False)
+    return traced.get_concrete_function(tuple(scalars), element, tf.TensorSpec([], tf.string),
+                                        tf.TensorSpec([4], tf.int64)).graph
+
+
 @pytest.mark.parametrize("exact, compression, tf_compression", [(False, None, ""), (True, "gzip", "GZIP")],
                          ids=["plain files", "compressed files"])
 @pytest.mark.parametrize("on_corrupt", ["fail", "skip_file"])
 def test_the_steps_conditionals_are_not_lowered(exact, compression, tf_compression, on_corrupt):
     check = _EndCheck(exact, compression, tf_compression, 1 << 20, 64, on_corrupt, "m/__manifest__.json")
-    graph = _end_step(check, None).get_concrete_function().graph
+    graph = _step_graph(check)
     conditionals = [op for op in graph.get_operations() if op.type in ("If", "StatelessIf")]
     assert len(conditionals) == 1
     # (TensorFlow lowers a conditional when the function is instantiated, unless this attribute says not to.)

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from batchloaders.read import determinism
 from batchloaders.read import sharding, sources
+from batchloaders.transform.local_scan import local_scan
 from batchloaders.transform.graphs import as_written, growing
 from batchloaders.spec.model import LoaderConfig
 
@@ -133,7 +134,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
             out = {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
         return (carry, position + drop, start, length, index + 1, total), out
 
-    return elements.scan(initial, as_written(step))
+    return local_scan(elements, initial, step)  # instantiated with every file: local_scan.py
 
 
 def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],

@@ -38,6 +38,7 @@ from tensorflow.core.framework import attr_value_pb2
 from batchloaders.errors import MARKER, DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
+from batchloaders.transform.local_scan import local_scan
 from batchloaders.read.naming import BlockNames
 from batchloaders.read import global_order
 from batchloaders.read.offset_reader import OffsetReader
@@ -347,7 +348,7 @@ def exact_path(table: FileTable) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class _EndCheck:
-    """What the end-of-file step depends on besides its tensors: the key of its traced function."""
+    """What the end-of-file step depends on besides its tensors."""
 
     exact: bool
     compression: str | None  # "gzip", "zlib" or None: how sizes are checked
@@ -356,33 +357,6 @@ class _EndCheck:
     block: int
     on_corrupt: str
     manifest_path: str
-
-
-_STEPS: dict[_EndCheck, "tf.types.experimental.PolymorphicFunction"] = {}
-
-
-def _end_step(check: _EndCheck, skipped: SkipCounter | None):
-    """The end-of-file check's share of the scan step, as one tf.function traced once per process and ``check``.
-
-    ``(state, element, filename, facts) -> (state, serialized, first)``; ``facts`` are the file's
-    size, expected bytes, expected records and retry bound. Its two conditional branches (reading a
-    damaged block again; reporting the end) were most of the tracing of every ``input_fn()`` (a tf.cond
-    is slow to trace: docs/decisions/performance.md); a call to this function costs one node. Not shared under
-    ``on_corrupt: skip_file``, whose counter (lookup tables) belongs to one ``build_input_fn``.
-    """
-    if skipped is None and check in _STEPS:
-        return _STEPS[check]
-    scalar = tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.bool)
-    if check.exact:
-        element = (tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.int64),
-                                                     (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool))))
-    else:
-        element = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.string))
-    signature = [scalar, element, tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)]
-    fn = tf.function(as_written(_end_step_body(check, skipped)), input_signature=signature, autograph=False)
-    if skipped is None:
-        _STEPS[check] = fn
-    return fn
 
 
 def _advance(consumed, count, serialized):
@@ -418,7 +392,10 @@ def _kept_whole(output: tf.Tensor) -> None:
         op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))  # noqa: SLF001
 
 
-def _end_step_body(check: _EndCheck, skipped: SkipCounter | None):
+def _end_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file check's share of the scan step: ``(state, element, filename, facts) -> (state,
+    serialized, first)``; ``facts`` are the file's size, expected bytes, expected records and retry bound.
+    One conditional: blocks only count, the two markers at the file's end do the rest."""
     compression, block = check.compression, check.block
 
     def open_records(filename):
@@ -527,6 +504,8 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
         blocks = _opened(filename).flat_map(as_written(lambda _: _exact_blocks(open_records(), block, facts[3])))
     else:
         blocks = _fast_blocks(open_records(), block, facts[3])
+    # Traced into the scan's step, not called as a function of its own: the step is instantiated on the
+    # single-device runtime (local_scan.py), where a nested call would be instantiated on the multi-device one.
     end_step = _end_step(_EndCheck(exact, compression, tf_compression, config.num_read_buffer_bytes, block,
                                    config.on_corrupt, config.dataset.manifest.path), skipped)
 
@@ -546,7 +525,7 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
 
     zero = tf.constant(0, tf.int64)
     # Asking for the block after the last runs the check.
-    scanned = blocks.scan((zero, zero, tf.constant(False), tf.constant(False)), as_written(step))
+    scanned = local_scan(blocks, (zero, zero, tf.constant(False), tf.constant(False)), step)
     if by_record:
         # unbatch copies every element it gives out, here a whole parsed block (docs/decisions/performance.md).
         return scanned.filter(as_written(lambda *out: tf.shape(tf.nest.flatten(out)[0])[0] > 0))

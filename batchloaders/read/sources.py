@@ -80,7 +80,8 @@ def file_names(config: LoaderConfig, shard: "sharding.Shard", *, repeat: bool = 
     ``repeat=False`` leaves repeating to ``repeat_epochs``.
     """
     names = list(config.dataset.files)
-    files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int32)})
+    # int64, as every number the per-file scans give out (an int32 one keeps a scan off local_scan's runtime).
+    files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int64)})
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
     if config.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed (determinism.py)
