@@ -2,7 +2,7 @@
 
 Both loaders see a file as a stream of *units* (frames for continuous_sequence,
 whole records for discrete_sequence) arriving in blocks. ``stream`` walks one
-file's blocks with ``Dataset.scan``: it appends each block to the unconsumed
+file's blocks with a scan (transform/local_scan.py): it appends each block to the unconsumed
 tail of the previous one, cuts every window that now fits and keeps only what
 a later window can still use, so a file is never held in memory whole. Where
 making the windows is cheap and copies no more than the block (the loader says),

@@ -19,8 +19,8 @@ What that runtime does differently, and what the step must respect:
   file, which is what this avoids: trace what the step needs into the step itself;
 * an int32 result of such a function becomes a ``_DeviceRetval`` node, which tf.data's own graph rewrites
   (when a user turns them back on, or a dataset is reduced inside a function) take for a pipeline's
-  output and fail on ("Expected only one fetch node"): a step with an int32 state or output is left to
-  ``Dataset.scan``.
+  output and fail on ("Expected only one fetch node"): a step with an int32 state, output or captured
+  input (``_DeviceArg``, untested there) is left to ``Dataset.scan``; so is data with int32 features.
 """
 from __future__ import annotations
 
@@ -34,19 +34,24 @@ def _marked_safely(specs) -> bool:
     return all(type(s) is tf.TensorSpec and s.dtype != tf.int32 for s in tf.nest.flatten(specs))
 
 
+def _plain(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.data.Dataset:
+    return dataset.scan(initial_state, tf.autograph.experimental.do_not_convert(lambda s, e: step(s, e)))
+
+
 def local_scan(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.data.Dataset:
     """``dataset.scan(initial_state, step)``, the step instantiated on the single-device runtime; ``step``
     takes ``(state, element)`` (the element is not unpacked) and is traced once, without AutoGraph.
 
-    The step must give the state back in the static shapes of ``initial_state`` (a leading axis that grows
-    must start unknown, as ``graphs.growing`` makes it). Anything but dense tensors in or out, or an int32
-    state or output: the plain ``Dataset.scan``.
+    The step is traced with the state's shapes as ``initial_state`` has them; a step giving it back in
+    other ones (a leading axis that grows, unless it starts unknown as ``graphs.growing`` makes it inside
+    a traced function) is left to ``Dataset.scan``, which traces it again with the shapes relaxed. So is
+    a step with anything but dense tensors in, out or captured, or with an int32 among them.
     """
     in_spec = dataset.element_spec
-    state_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), initial_state)
+    state_spec = tf.nest.map_structure(tf.type_spec_from_value, initial_state)
     if not _marked_safely(in_spec) or not _marked_safely(state_spec):
-        return dataset.scan(initial_state, tf.autograph.experimental.do_not_convert(lambda s, e: step(s, e)))
-    out_specs = []
+        return _plain(dataset, initial_state, step)
+    traced = []
     states = len(tf.nest.flatten(state_spec))
 
     # (_tf_data_function: as Dataset.scan marks its step, so that Grappler leaves it out when it optimizes
@@ -56,14 +61,18 @@ def local_scan(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.da
     def flat(*components):
         state = tf.nest.pack_sequence_as(state_spec, list(components[:states]))
         new_state, out = step(state, tf.nest.pack_sequence_as(in_spec, list(components[states:])))
+        kept = all(isinstance(t, tf.Tensor) and t.dtype == s.dtype and t.shape.is_subtype_of(s.shape)
+                   for t, s in zip(tf.nest.flatten(new_state), tf.nest.flatten(state_spec)))
         dense = all(isinstance(t, tf.Tensor) for t in tf.nest.flatten(out))
-        out_specs.append(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out) if dense else None)
+        traced.append(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out)
+                      if dense and kept else None)
         return tf.nest.flatten(new_state) + tf.nest.flatten(out, expand_composites=True)
 
     concrete = flat.get_concrete_function(*tf.nest.flatten(state_spec), *tf.nest.flatten(in_spec))
-    out_spec = out_specs[-1]
-    if out_spec is None or not _marked_safely(out_spec):
-        return dataset.scan(initial_state, tf.autograph.experimental.do_not_convert(lambda s, e: step(s, e)))
+    out_spec = traced[-1]
+    if (out_spec is None or not _marked_safely(out_spec)
+            or any(t.dtype == tf.int32 for t in concrete.captured_inputs)):
+        return _plain(dataset, initial_state, step)
     components = tf.nest.flatten(out_spec)
     variant = tf.raw_ops.ScanDataset(
         input_dataset=tf.data.experimental.to_variant(dataset), initial_state=tf.nest.flatten(initial_state),
