@@ -28,6 +28,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from batchloaders.transform.graphs import as_written
+
 
 def _marked_safely(specs) -> bool:
     """Dense tensors only, none int32 (see the module's text)."""
@@ -35,7 +37,7 @@ def _marked_safely(specs) -> bool:
 
 
 def _plain(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.data.Dataset:
-    return dataset.scan(initial_state, tf.autograph.experimental.do_not_convert(lambda s, e: step(s, e)))
+    return dataset.scan(initial_state, as_written(step))
 
 
 def local_scan(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.data.Dataset:
