@@ -392,83 +392,92 @@ def _kept_whole(output: tf.Tensor) -> None:
         op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))  # noqa: SLF001
 
 
-def _end_step(check: _EndCheck, skipped: SkipCounter | None):
-    """The end-of-file check's share of the scan step: ``(state, element, filename, facts) -> (state,
-    serialized, first)``; ``facts`` are the file's size, expected bytes, expected records and retry bound.
-    One conditional: blocks only count, the two markers at the file's end do the rest."""
-    compression, block = check.compression, check.block
+def _end_report(check: _EndCheck, skipped: SkipCounter | None, filename, facts, state, at_check):
+    """At the CHECK marker (``at_check``), check the file's end; fail, or warn and count, when it does not add
+    up. ``state`` is the scan state (consumed, count, damaged, ended); ``facts`` the file's size, expected
+    bytes, expected records and retry bound. Returns a bool tensor to depend on."""
+    consumed, count, damaged, ended = state
+    size, expected_bytes, expected_count, _ = tf.unstack(facts)
+    problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size=size,
+                              expected_bytes=expected_bytes, expected_count=expected_count,
+                              compression=check.compression, manifest_path=check.manifest_path)
+    problem = problem & at_check
+    message = tf.strings.join([
+        filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
+        tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
+                                              count - 1), ", before the first record"),
+        ": ", reason])
+    if check.on_corrupt == "fail":
+        with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(problem), [message], summarize=1)]):
+            return tf.identity(problem)
 
-    def open_records(filename):
-        return tf.data.TFRecordDataset(filename, compression_type=check.tf_compression, buffer_size=check.read_buffer)
+    def skip():
+        ops = [tf.print(tf.strings.join(["WARNING ", message, "; skipped the rest of the file (",
+                                         tf.strings.as_string(count), " records read from it)"]),
+                        output_stream=sys.stderr)]
+        if skipped is not None:
+            ops += skipped.add(filename, count)
+        with tf.control_dependencies(ops):
+            return tf.constant(True)
+    return tf.cond(problem, skip, lambda: tf.constant(False))
 
-    def finish(filename, facts, state, at_check):
-        """At the CHECK marker, check the file's end; fail, or warn and count, when it does not add up.
-        ``state`` is the scan state (consumed, count, damaged, ended). Returns a bool tensor to depend on.
-        Runs at the two markers only (inside the scan step's one cond)."""
+
+def _exact_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file step over :func:`_exact_blocks`' elements: records numbered before and after
+    ``ignore_errors``, the end flag read last; the CHECK marker runs the report."""
+    def step(state, element, filename, facts):
         consumed, count, damaged, ended = state
-        size, expected_bytes, expected_count, _ = tf.unstack(facts)
-        problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size=size,
-                                  expected_bytes=expected_bytes, expected_count=expected_count,
-                                  compression=compression, manifest_path=check.manifest_path)
-        problem = problem & at_check
-        message = tf.strings.join([
-            filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
-            tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
-                                                  count - 1), ", before the first record"),
-            ": ", reason])
-        if check.on_corrupt == "fail":
-            with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(problem), [message], summarize=1)]):
-                return tf.identity(problem)
+        after, (before, (serialized, flags)) = element
+        reached = tf.reduce_any(flags)  # the end flag, read last
+        serialized = serialized[:tf.size(serialized) - tf.cast(reached, tf.int32)]
+        consumed, count = _advance(consumed, count, serialized)
+        damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
+        ended = ended | reached
+        checked = tf.cond(tf.equal(after[0], CHECK),
+                          lambda: _end_report(check, skipped, filename, facts, (consumed, count, damaged, ended),
+                                              tf.constant(True)),
+                          lambda: tf.constant(False))
+        _kept_whole(checked)
+        with tf.control_dependencies([checked]):
+            serialized = tf.identity(serialized)
+        return (consumed, count, damaged, ended), _within_count(filename, count, facts, serialized,
+                                                                check.manifest_path), state[1]
+    return step
 
-        def skip():
-            ops = [tf.print(tf.strings.join(["WARNING ", message, "; skipped the rest of the file (",
-                                             tf.strings.as_string(count), " records read from it)"]),
-                            output_stream=sys.stderr)]
-            if skipped is not None:
-                ops += skipped.add(filename, count)
-            with tf.control_dependencies(ops):
-                return tf.constant(True)
-        return tf.cond(problem, skip, lambda: tf.constant(False))
+
+def _fast_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file step over :func:`_fast_blocks`' elements. One conditional: blocks only count, the two
+    markers at the file's end do the rest."""
+    def at_marker(state, n, filename, facts):
+        # The fast path drops the block an error happens in; the file's bytes then fall short, and the
+        # good records of that block (fewer than ``block``) are read again up to the damage.
+        consumed, count, damaged, ended = state
+        short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if check.compression == "gzip" else consumed,
+                                                     facts[1])
+        records = tf.data.TFRecordDataset(filename, compression_type=check.tf_compression,
+                                          buffer_size=check.read_buffer)
+        again, swallowed, to_end = _recover(records.skip(count), check.block,
+                                            tf.where(short, tf.constant(check.block, tf.int64), 0))
+        reached = tf.where(short, to_end, tf.equal(n, RECOVER))
+        state = (*_advance(consumed, count, again), damaged | swallowed, ended | reached)
+        checked = _end_report(check, skipped, filename, facts, state, tf.equal(n, CHECK))
+        with tf.control_dependencies([checked]):
+            return state, tf.identity(again)
 
     def step(state, element, filename, facts):
         consumed, count, damaged, ended = state
-        if check.exact:
-            after, (before, (serialized, flags)) = element
-            n = after[0]
-            reached = tf.reduce_any(flags)  # the end flag, read last
-            serialized = serialized[:tf.size(serialized) - tf.cast(reached, tf.int32)]
-            consumed, count = _advance(consumed, count, serialized)
-            damaged = damaged | (reached & tf.not_equal(before[-1], after[-1]))
-            ended = ended | reached
-            checked = tf.cond(tf.equal(n, CHECK), lambda: finish(filename, facts, (consumed, count, damaged, ended),
-                                                                  tf.constant(True)), lambda: tf.constant(False))
-            _kept_whole(checked)
-            with tf.control_dependencies([checked]):
-                serialized = tf.identity(serialized)
-            return (consumed, count, damaged, ended), _within_count(filename, count, facts, serialized,
-                                                                    check.manifest_path), state[1]
         n, serialized = element
-
-        def at_marker():
-            # The fast path drops the block an error happens in; the file's bytes then fall short, and the
-            # good records of that block (fewer than ``block``) are read again up to the damage.
-            short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if compression == "gzip" else consumed,
-                                                         facts[1])
-            again, swallowed, to_end = _recover(open_records(filename).skip(count), block,
-                                                tf.where(short, tf.constant(block, tf.int64), 0))
-            reached = tf.where(short, to_end, tf.equal(n, RECOVER))
-            state = (*_advance(consumed, count, again), damaged | swallowed, ended | reached)
-            checked = finish(filename, facts, state, tf.equal(n, CHECK))
-            with tf.control_dependencies([checked]):
-                return state, tf.identity(again)
-
-        # One conditional: blocks only count; the two markers at the end do the rest.
-        state, serialized = tf.cond(n < 0, at_marker,
+        state, serialized = tf.cond(n < 0, lambda: at_marker(state, n, filename, facts),
                                     lambda: ((*_advance(consumed, count, serialized), damaged, ended), serialized))
         _kept_whole(serialized)
         return state, _within_count(filename, state[1], facts, serialized, check.manifest_path), count
-
     return step
+
+
+def _end_step(check: _EndCheck, skipped: SkipCounter | None):
+    """The end-of-file check's share of the scan step: ``(state, element, filename, facts) -> (state,
+    serialized, first)``; ``facts`` are the file's size, expected bytes, expected records and retry bound."""
+    return (_exact_step if check.exact else _fast_step)(check, skipped)
 
 
 def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int, *,
