@@ -42,9 +42,10 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         # Each batch's records are read at their offsets, in the epoch's permuted order (global_order.py).
         by_offset = reader.by_offset
         ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
-        records = ids.rebatch(batch_size, drop_remainder=drop).map(
+        read = ids.rebatch(batch_size, drop_remainder=drop).map(
             as_written(by_offset.read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
-    elif sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
+        return read, _decoder(config, reader)
+    if sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
         def per_block(b):
             count = tf.size(b["serialized"])
@@ -64,27 +65,51 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
                 deterministic=not config.sloppy_interleave)
         batches = sources.repeat_epochs(config, epoch_of_blocks, shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
-    elif sources.reads_in_blocks(config):
+    return records(config, shard, batch_size, reader)
+
+
+def records(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader):
+    """(blocks of up to ``batch_size`` serialized records ``{"serialized", "file", "record"}`` in the order
+    batches take them, the function that parses one): the records before any parsing, for the configs
+    parsed in the compiler's map stage, and for a mixture that draws records before parsing them
+    (loaders/mixture.py)."""
+    drop = config.drop_remainder or config.epochs is None
+    keep = sharding.keep_records(shard)
+
+    def files():
+        return sources.file_names(config, shard, repeat=False)
+
+    if sources.reads_in_blocks(config):
         # Blocks of one file after another, or of several alternating: rebatch cuts them into batches
         # without a step per record (alternating record by record cost more CPU: docs/decisions/performance.md).
-        records = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),
-                                        shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
-    else:
-        def epoch_of_records():
-            records = sources.read_blocks(config, reader, files(), unbatch=True, keep=keep)
-            if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
-                records = records.shuffle(config.num_shuffle_buffer_elements,
-                                          seed=determinism.seed(config.seed, determinism.EXAMPLES),
-                                          reshuffle_each_iteration=determinism.reshuffles())
-            return records
-        records = sources.repeat_epochs(config, epoch_of_records, shard, blocks=False).batch(batch_size, drop_remainder=drop)
+        blocks = sources.repeat_epochs(config, lambda: sources.read_blocks(config, reader, files(), keep=keep),
+                                       shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
+        return blocks, _decoder(config, reader)
+
+    def epoch_of_records():
+        records = sources.read_blocks(config, reader, files(), unbatch=True, keep=keep)
+        if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
+            records = records.shuffle(config.num_shuffle_buffer_elements,
+                                      seed=determinism.seed(config.seed, determinism.EXAMPLES),
+                                      reshuffle_each_iteration=determinism.reshuffles())
+        return records
+    batches = sources.repeat_epochs(config, epoch_of_records, shard, blocks=False).batch(batch_size,
+                                                                                          drop_remainder=drop)
+    return batches, _decoder(config, reader)
+
+
+def _decoder(config: LoaderConfig, reader):
+    """The function parsing a block of serialized records ``{"serialized", "file", "record"}``."""
+    manifest, selected = config.dataset.manifest, config.selected
 
     def decode(records):
-        parsed = parse(records["serialized"], reader.record_names(records["file"], records["record"]))
+        values, lengths = parse_batch(records["serialized"], manifest, selected,
+                                      names=reader.record_names(records["file"], records["record"]))
+        parsed = {"values": values, "lengths": lengths}
         if origins.wanted(config):
             parsed["extras"] = origins.extras(config, records["file"], records["record"])
         return parsed
-    return records, decode
+    return decode
 
 
 def global_units(config: LoaderConfig, counts) -> int:

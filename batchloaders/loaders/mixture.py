@@ -7,7 +7,10 @@ mixed stream is then drawn from them:
 
 * ``mixing.batches: mixed``: example by example, each from a source drawn by weight, then cut into blocks
   of the size the regroup stage asks for (padded, then trimmed to the block's longest example, as one
-  source's blocks are);
+  source's blocks are). When every source parses alike (the independent loader; the same stored
+  features under the same model names: :func:`parses_alike`), the serialized records are drawn instead,
+  and each block is parsed once, as one source's are: a record is handed over without being copied,
+  where a parsed example is copied twice (out of its block, into the mixed one);
 * ``per_source``: block by block, each whole from one source.
 
 The source of each draw is a stateless draw from the run's seed and the draw's number: the same seed
@@ -25,7 +28,8 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.loaders import base
-from batchloaders.read import determinism, sharding
+from batchloaders.read import determinism, origins, sharding
+from batchloaders.read.parsing import parse_batch
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
@@ -80,11 +84,14 @@ def batches(config: LoaderConfig, stage, batch_size: int, input_context=None) ->
     return stage.batches(config, sum(counts), batch_size)
 
 
-def _labelled(parsed: dict, index: int, name: str) -> dict:
-    """A decoded block with its source in ``extras``, one entry per example."""
+def _labelled(parsed: dict, index: int, name: str, files_before: int) -> dict:
+    """A decoded block with its source in ``extras``, one entry per example; where each example was read,
+    when a stage asks, counts the files of every source (origins.data_files)."""
     first = tf.nest.flatten(parsed["values"])[0]
     count = tf.shape(first)[:1]
     extras = dict(parsed.get("extras", {}))
+    if origins.FILE in extras:
+        extras[origins.FILE] = extras[origins.FILE] + files_before
     extras[SOURCE_INDEX] = tf.fill(count, tf.constant(index, tf.int64))
     extras[SOURCE_NAME] = tf.fill(count, tf.constant(name))
     return {"values": dict(parsed["values"]), "lengths": dict(parsed.get("lengths", {})), "extras": extras}
@@ -122,18 +129,78 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
         return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, config, input_context, block, readers,
                                                                       finish),
                                                     _choices(config), stop_on_empty_dataset=stop), None
-    streams = []
+    if config.mixing.batches == "mixed" and parses_alike(loader, config):
+        return _drawn_records(loader, config, input_context, block, readers, stop)
+    streams, files_before = [], 0
     for spec, elements, decode in _each_source(loader, config, input_context, block, readers):
-        streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name:
-                                               _labelled(decode(e), i, n)),
+        streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name, f=files_before:
+                                               _labelled(decode(e), i, n, f)),
                                     num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
                                     deterministic=True))
+        files_before += len(spec.dataset.files)
     if config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop), _same
     drop = config.drop_remainder or config.epochs is None
     examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(config),
                                                     stop_on_empty_dataset=stop)
     return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
+
+
+def parses_alike(loader, config: LoaderConfig) -> bool:
+    """Whether the sources' records can be drawn before parsing: the loader reads one example per record
+    (``records``), and every source stores the model's features alike (the same stored names, dtypes,
+    shapes and encodings, in manifests that all or none allow feature lists)."""
+    if not hasattr(loader, "records"):
+        return False
+    first = config.of_source(config.sources[0])
+    return all(sub.selected == first.selected
+               and sub.dataset.manifest.allow_var_len == first.dataset.manifest.allow_var_len
+               for sub in (config.of_source(s) for s in config.sources[1:]))
+
+
+RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
+READ_BLOCK = 1024  # records per block read from each source before they are drawn one by one
+
+
+def _drawn_records(loader, config: LoaderConfig, input_context, block: int, readers, stop: bool):
+    """(blocks of the mixed stream's serialized records, the function parsing one): :func:`source` for
+    sources that parse alike. Each record carries one number beside it, its file's place among every
+    source's files and its own place in the file, so that a parse error names both."""
+    streams, files_before, owners = [], 0, []
+    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
+        shard = sharding.plan(sub, input_context)
+        with determinism.for_source(spec.index):
+            blocks, _ = loader.records(sub, shard, max(block, READ_BLOCK), reader)
+
+        def numbered(b, offset=files_before):
+            return {"serialized": b["serialized"], "where": (b["file"] + offset) * 2**RECORD_BITS + b["record"]}
+        streams.append(blocks.map(as_written(numbered)).unbatch())
+        files_before += len(spec.dataset.files)
+        owners.extend([spec.index] * len(spec.dataset.files))
+    drop = config.drop_remainder or config.epochs is None
+    drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop)
+    return drawn.batch(block, drop_remainder=drop), _record_parser(config, origins.data_files(config), tuple(owners))
+
+
+def _record_parser(config: LoaderConfig, files: tuple[str, ...], owners: tuple[int, ...]):
+    """The function parsing a block of drawn records (every source's features are stored alike); ``files``
+    every source's data files (origins.data_files), ``owners`` the source of each."""
+    first = config.of_source(config.sources[0])
+    paths = sorted({s.dataset.manifest.path for s in config.sources})
+    manifest = dataclasses.replace(first.dataset.manifest, path=" or ".join(paths))  # (named in range errors)
+    selected, source_names = first.selected, [s.name for s in config.sources]
+
+    def parse(records):
+        serialized, where = records["serialized"], records["where"]
+        file = where // 2**RECORD_BITS
+        names = tf.strings.join([tf.gather(tf.constant(files), file), ": record ",
+                                 tf.strings.as_string(where % 2**RECORD_BITS)])
+        values, lengths = parse_batch(serialized, manifest, selected, names=names)
+        index = tf.gather(tf.constant(owners, tf.int64), file)
+        extras = origins.extras(config, file, where % 2**RECORD_BITS) if origins.wanted(config) else {}
+        extras.update({SOURCE_INDEX: index, SOURCE_NAME: tf.gather(tf.constant(source_names), index)})
+        return {"values": values, "lengths": lengths, "extras": extras}
+    return parse
 
 
 def _each_source(loader, config: LoaderConfig, input_context, block: int, readers, finish=None):

@@ -31,7 +31,7 @@ def wants_source(config: LoaderConfig) -> bool:
 
 def source_keys(config: LoaderConfig, file_index, record) -> tf.Tensor:
     """'<file path>:<record index>' for each example, ``file_index`` its file's position in the dataset's files."""
-    names = tf.gather(tf.constant(list(config.dataset.files)), tf.cast(file_index, tf.int32))
+    names = tf.gather(tf.constant(list(data_files(config))), tf.cast(file_index, tf.int32))
     return tf.strings.join([names, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
 
 
@@ -65,7 +65,15 @@ def extras(config: LoaderConfig, file_index, record, step=None) -> dict:
     return out
 
 
+def data_files(config: LoaderConfig) -> tuple[str, ...]:
+    """The files ``extras[FILE]`` counts in: the dataset's, or a mixture's sources' one after another
+    (loaders/mixture.py shifts each source's file numbers by the files of the sources before it)."""
+    if config.sources:
+        return tuple(f for source in config.sources for f in source.dataset.files)
+    return tuple(config.dataset.files)
+
+
 def located(config: LoaderConfig, extras: dict, at) -> tf.Tensor:
     """'<file path>: record N' of example ``at``, for a message :func:`errors.data_error_from` locates."""
-    path = tf.gather(tf.constant(list(config.dataset.files)), tf.cast(extras[FILE][at], tf.int32))
+    path = tf.gather(tf.constant(list(data_files(config))), tf.cast(extras[FILE][at], tf.int32))
     return tf.strings.join([path, ": record ", tf.strings.as_string(extras[RECORD][at])])

@@ -1,0 +1,225 @@
+"""A mixture whose sources store their features alike draws serialized records, then parses each block once
+(loaders/mixture.py, ``parses_alike``): the same batches, in the same order, as drawing parsed examples.
+
+Fixed-size data: source s, file f, record r holds id = 10000 * s + 100 * f + r (s = 0: files of 6 and 4
+records; s = 1: files of 9, 0 and 11; s = 2: one file of 5), every source naming the feature "id".
+Feature lists: source s, file f, record r holds 2 + (r % 4) steps; step j's frame is
+[10000 * s + 100 * f + r, j] and its label 10 * r + j.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from batchloaders import DataError, ResumableIterator, build_input_fn, load_config
+from batchloaders.cli.main import main
+from batchloaders.loaders import mixture, registry
+from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
+
+FILES = ((6, 4), (9, 0, 11), (5,))
+
+
+def ident(s: int, f: int, r: int) -> int:
+    return 10000 * s + 100 * f + r
+
+
+def manifested(d) -> None:
+    with pytest.raises(SystemExit):
+        main(["manifest", str(d)])  # record counts, for weights by size and the cardinality
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    base = tmp_path_factory.mktemp("alike")
+    for s, sizes in enumerate(FILES):
+        d = base / f"ids{s}"
+        write_manifest(d, [feature("id", "int64", [], "int")])
+        for f, n in enumerate(sizes):
+            write_records(d / f"part-{f}.tfrecords", [example(id=("int", [ident(s, f, r)])) for r in range(n)])
+        manifested(d)
+        d = base / f"frames{s}"
+        write_manifest(d, [feature("frames", "float32", [2], "float", var_len=True),
+                           feature("labels", "int64", [], "int", var_len=True)], allow_var_len=True)
+        for f, n in enumerate(sizes):
+            write_records(d / f"part-{f}.tfrecords", [sequence_example({}, {
+                "frames": ("float", [[ident(s, f, r), j] for j in range(2 + r % 4)]),
+                "labels": ("int", [[10 * r + j] for j in range(2 + r % 4)])}) for r in range(n)])
+        manifested(d)
+    return base
+
+
+def ids_config(root, sources=(0, 1), weights=(1, 3), *, mixing=None, **args) -> dict:
+    base = dict(target_batch_size=4, epochs=1, seed=7, shuffle=False)
+    base.update(args)
+    out = loader_config(root / "ids0", [("id", "id")], inputs=["id", "from"], **base)
+    del out["args"]["dataset"], out["args"]["primary_features"]
+    out["args"]["sources"] = [{"name": f"s{s}", "dataset": {"type": "dir", "args": {"data_dir": str(root / f"ids{s}")}},
+                               "primary_features": [{"from_name": "id", "to_name": "id"}], "weight": w}
+                              for s, w in zip(sources, weights)]
+    out["args"]["secondary_features"] = [{"to_name": "from", "type": "mixture_source"}]
+    if mixing is not None:
+        out["args"]["mixing"] = mixing
+    return out
+
+
+def frames_config(root, **args) -> dict:
+    out = loader_config(root / "frames0", [("frames", "frames"), ("labels", "labels")],
+                        inputs=["frames", "from"], targets=["labels"], padding=[{"tensor": "labels", "value": -1}],
+                        target_batch_size=3, epochs=1, seed=3, shuffle=False, **args)
+    del out["args"]["dataset"], out["args"]["primary_features"]
+    out["args"]["sources"] = [{"name": f"s{s}", "dataset": {"type": "dir", "args": {"data_dir": str(root / f"frames{s}")}},
+                               "primary_features": [{"from_name": n, "to_name": n} for n in ("frames", "labels")],
+                               "weight": 1 + s} for s in (0, 1)]
+    out["args"]["secondary_features"] = [{"to_name": "from", "type": "mixture_source"}]
+    return out
+
+
+def takes_records(cfg: dict) -> bool:
+    config = load_config(cfg)
+    return mixture.parses_alike(registry.of(config), config)
+
+
+def batches(cfg: dict) -> list:
+    return [tf.nest.map_structure(lambda t: t.numpy().tolist(), b) for b in build_input_fn(cfg)()]
+
+
+def parsed_first(cfg: dict, monkeypatch) -> list:
+    """The same config's batches through the per-example mix of parsed examples."""
+    with monkeypatch.context() as m:
+        m.setattr(mixture, "parses_alike", lambda loader, config: False)
+        return batches(cfg)
+
+
+CASES = {
+    "continue": lambda root: ids_config(root),
+    "stop": lambda root: ids_config(root, weights=(3, 1), mixing={"exhausted": "stop"}),
+    "repeat": lambda root: ids_config(root, weights=(1, 1), mixing={"exhausted": "repeat"}),
+    "drop_remainder": lambda root: ids_config(root, weights=(3, 1), drop_remainder=True),
+    "shuffled, two epochs": lambda root: ids_config(root, epochs=2, shuffle=True, num_shuffle_buffer_elements=8,
+                                                    num_filenames_shuffle_buffer=2, num_mix_files=2),
+    "three sources": lambda root: ids_config(root, (0, 1, 2), (1, 1, 1)),
+    "feature lists, padded": lambda root: frames_config(root),
+    "bucketed, within a token budget": lambda root: frames_config(root, bucketing={"by": "frames", "boundaries": [4],
+                                                                                  "max_tokens": 12}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_batches_are_those_of_the_mix_of_parsed_examples(root, case, monkeypatch):
+    cfg = CASES[case](root)
+    assert takes_records(cfg)
+    built = []
+    parser = mixture._record_parser
+    with monkeypatch.context() as m:  # (the records' parser is built: this config draws records)
+        m.setattr(mixture, "_record_parser", lambda *args: built.append(args) or parser(*args))
+        got = batches(cfg)
+    assert built
+    assert got == parsed_first(cfg, monkeypatch)
+    # And the values are the records' own: each example from the source it says, every id where it was written.
+    for b in got:
+        features = b[0] if isinstance(b, tuple) else b
+        if "id" in features:
+            assert all(i // 10000 == s for i, s in zip(features["id"], features["from"]))
+        else:
+            for frames, s in zip(features["frames"], features["from"]):
+                assert int(frames[0][0]) // 10000 == s
+
+
+def test_every_record_once_and_the_drawn_order_kept(root):
+    """Continue: every record of both sources once, each source's in its order (unshuffled), at 1:3."""
+    got = [(s, i) for b in batches(ids_config(root)) for s, i in zip(b["from"], b["id"])]
+    expected = {s: [ident(s, f, r) for f, n in enumerate(FILES[s]) for r in range(n)] for s in (0, 1)}
+    for s in (0, 1):
+        assert [i for t, i in got if t == s] == expected[s]
+    assert len(got) == 30
+
+
+def test_feature_lists_are_padded_to_each_batchs_longest(root):
+    """Frames and labels of every utterance, whole, padded (labels with -1) to its batch's longest."""
+    seen = []
+    for features, labels in batches(frames_config(root)):
+        frames, targets = np.array(features["frames"]), np.array(labels["labels"])
+        steps = [next((j for j in range(frames.shape[1]) if targets[k][j] == -1), frames.shape[1])
+                 for k in range(len(targets))]
+        assert max(steps) == frames.shape[1]  # trimmed to the longest of the batch
+        for k, n in enumerate(steps):
+            which = int(frames[k][0][0])
+            r = which % 100
+            assert n == 2 + r % 4
+            assert frames[k][:n].tolist() == [[which, j] for j in range(n)]
+            assert targets[k][:n].tolist() == [10 * r + j for j in range(n)]
+            assert (targets[k][n:] == -1).all() and (frames[k][n:] == 0).all()
+            seen.append(which)
+    assert sorted(seen) == sorted(ident(s, f, r) for s in (0, 1) for f, n in enumerate(FILES[s]) for r in range(n))
+
+
+@pytest.mark.parametrize("mode", ["replay", "state"])
+@pytest.mark.parametrize("stop", [2, 6])
+def test_resume_mid_epoch_continues_exactly(root, tmp_path, mode, stop):
+    cfg = ids_config(root, epochs=2, resume=mode, shuffle=True, num_shuffle_buffer_elements=8,
+                     num_filenames_shuffle_buffer=2, num_mix_files=2)
+    fn = build_input_fn(cfg)
+    whole = [b["id"].numpy().tolist() for b in ResumableIterator(fn)]
+    first = ResumableIterator(fn)
+    given = [next(first)["id"].numpy().tolist() for _ in range(stop)]
+    path = tf.train.Checkpoint(iterator=first).save(str(tmp_path / "ckpt"))
+    again = ResumableIterator(build_input_fn(cfg))
+    tf.train.Checkpoint(iterator=again).restore(path)
+    assert given + [b["id"].numpy().tolist() for b in again] == whole
+
+
+def test_a_bad_record_is_named_by_its_own_file(root, tmp_path):
+    """A record of the second source holding a float where its manifest says int: the error names that
+    source's file and the record, not a file of the first source."""
+    bad = tmp_path / "bad"
+    write_manifest(bad, [feature("id", "int64", [], "int")])
+    write_records(bad / "part-0.tfrecords", [example(id=("int", [ident(1, 0, r)])) for r in range(3)]
+                  + [example(id=("float", [1.5]))])
+    manifested(bad)
+    cfg = ids_config(root)
+    cfg["args"]["sources"][1]["dataset"]["args"]["data_dir"] = str(bad)
+    assert takes_records(cfg)
+    with pytest.raises(DataError, match=rf"{bad}/part-0\.tfrecords: record 3\b"):
+        batches(cfg)
+
+
+def test_sources_that_store_features_otherwise_keep_the_parsed_mix(root, tmp_path):
+    """Another stored name, or a sequence loader: parsed examples are mixed, as before."""
+    other = tmp_path / "named"
+    write_manifest(other, [feature("ident", "int64", [], "int")])
+    write_records(other / "part-0.tfrecords", [example(ident=("int", [ident(1, 0, r)])) for r in range(4)])
+    manifested(other)
+    renamed = ids_config(root)
+    renamed["args"]["sources"][1]["dataset"]["args"]["data_dir"] = str(other)
+    renamed["args"]["sources"][1]["primary_features"] = [{"from_name": "ident", "to_name": "id"}]
+    assert not takes_records(renamed)
+    assert collections.Counter(s for b in batches(renamed) for s in b["from"]) == {0: 10, 1: 4}
+    windows = copy.deepcopy(ids_config(root))
+    windows["type"] = "discrete_sequence"
+    windows["args"].update(min_window=2, max_window=2)
+    assert not takes_records(windows)
+
+
+@pytest.mark.parametrize("drawn_as", ["records", "parsed examples"])
+def test_an_example_over_the_token_budget_is_named_by_its_own_file(root, tmp_path, drawn_as, monkeypatch):
+    """Bucketing with max_tokens names the first example over the budget: for an example of the second source,
+    that source's file and record, whichever way the mix draws."""
+    long = tmp_path / "long"
+    write_manifest(long, [feature("frames", "float32", [2], "float", var_len=True),
+                          feature("labels", "int64", [], "int", var_len=True)], allow_var_len=True)
+    steps = [3, 3, 20, 3]
+    write_records(long / "part-0.tfrecords", [sequence_example({}, {
+        "frames": ("float", [[ident(1, 0, r), j] for j in range(n)]),
+        "labels": ("int", [[10 * r + j] for j in range(n)])}) for r, n in enumerate(steps)])
+    manifested(long)
+    cfg = frames_config(root, bucketing={"by": "frames", "max_tokens": 12})
+    cfg["args"]["sources"][1]["dataset"]["args"]["data_dir"] = str(long)
+    assert takes_records(cfg)
+    if drawn_as == "parsed examples":
+        monkeypatch.setattr(mixture, "parses_alike", lambda loader, config: False)
+    with pytest.raises(DataError, match=rf"{long}/part-0\.tfrecords: record 2: "):
+        batches(cfg)
