@@ -95,6 +95,22 @@ def collect(dataset, limit=10_000):
     return list(dataset.take(limit).as_numpy_iterator())
 
 
+def resumed_ids(cfg: dict, checkpoint_dir, stop: int, tensor: str = "id") -> tuple[list, list]:
+    """(``tensor``'s batches of a whole run, the same run with a ResumableIterator checkpointed after ``stop``
+    batches and restored into a new input_fn): a config that resumes exactly gives the two equal."""
+    import tensorflow as tf
+    from batchloaders import ResumableIterator, build_input_fn
+
+    fn = build_input_fn(cfg)
+    whole = [b[tensor].numpy().tolist() for b in ResumableIterator(fn)]
+    first = ResumableIterator(fn)
+    given = [next(first)[tensor].numpy().tolist() for _ in range(stop)]
+    path = tf.train.Checkpoint(iterator=first).save(str(checkpoint_dir / "ckpt"))
+    again = ResumableIterator(build_input_fn(cfg))
+    tf.train.Checkpoint(iterator=again).restore(path)
+    return whole, given + [b[tensor].numpy().tolist() for b in again]
+
+
 @pytest.fixture
 def doubled_batcher():
     """A batcher ``doubled`` (each batch of examples times 2) registered for one test, then unregistered."""

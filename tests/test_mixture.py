@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchloaders import ConfigError, ResumableIterator, build_input_fn, load_config
+from batchloaders import ConfigError, build_input_fn, load_config
 from batchloaders.cli.main import main
-from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
+from conftest import resumed_ids, example, feature, loader_config, sequence_example, write_manifest, write_records
 
 FILES = {"a": (6, 4), "b": (9, 0, 11), "c": (5,)}
 FEATURE = {"a": "id", "b": "ident", "c": "id"}
@@ -149,14 +149,8 @@ def test_three_sources_with_the_source_name(root):
 def test_resume_mid_epoch_continues_exactly(root, tmp_path, mode, stop):
     cfg = config(root, epochs=2, resume=mode, shuffle=True, num_shuffle_buffer_elements=8,
                  num_filenames_shuffle_buffer=2, num_mix_files=2)
-    fn = build_input_fn(cfg)
-    whole = [b["id"].numpy().tolist() for b in ResumableIterator(fn)]
-    first = ResumableIterator(fn)
-    given = [next(first)["id"].numpy().tolist() for _ in range(stop)]
-    path = tf.train.Checkpoint(iterator=first).save(str(tmp_path / "ckpt"))
-    again = ResumableIterator(build_input_fn(cfg))
-    tf.train.Checkpoint(iterator=again).restore(path)
-    assert given + [b["id"].numpy().tolist() for b in again] == whole
+    whole, resumed = resumed_ids(cfg, tmp_path, stop)
+    assert resumed == whole
 
 
 def test_input_pipelines_share_every_source(root):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from batchloaders import DataError, ResumableIterator, build_input_fn, load_config
+from batchloaders import DataError, build_input_fn, load_config
 from batchloaders.cli.main import main
 from batchloaders.loaders import mixture, registry
-from conftest import example, feature, loader_config, sequence_example, write_manifest, write_records
+from conftest import resumed_ids, example, feature, loader_config, sequence_example, write_manifest, write_records
 
 FILES = ((6, 4), (9, 0, 11), (5,))
 
@@ -162,14 +162,8 @@ def test_feature_lists_are_padded_to_each_batchs_longest(root):
 def test_resume_mid_epoch_continues_exactly(root, tmp_path, mode, stop):
     cfg = ids_config(root, epochs=2, resume=mode, shuffle=True, num_shuffle_buffer_elements=8,
                      num_filenames_shuffle_buffer=2, num_mix_files=2)
-    fn = build_input_fn(cfg)
-    whole = [b["id"].numpy().tolist() for b in ResumableIterator(fn)]
-    first = ResumableIterator(fn)
-    given = [next(first)["id"].numpy().tolist() for _ in range(stop)]
-    path = tf.train.Checkpoint(iterator=first).save(str(tmp_path / "ckpt"))
-    again = ResumableIterator(build_input_fn(cfg))
-    tf.train.Checkpoint(iterator=again).restore(path)
-    assert given + [b["id"].numpy().tolist() for b in again] == whole
+    whole, resumed = resumed_ids(cfg, tmp_path, stop)
+    assert resumed == whole
 
 
 def test_a_bad_record_is_named_by_its_own_file(root, tmp_path):
