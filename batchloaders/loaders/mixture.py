@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.loaders import base
-from batchloaders.read import determinism, origins, sharding
+from batchloaders.read import block_sizes, determinism, origins, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
@@ -148,10 +148,11 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
 
 def parses_alike(loader, config: LoaderConfig) -> bool:
     """Whether the sources' records can be drawn before parsing: the loader reads one example per record
-    (``records``), and every source stores the model's features alike (the same stored names, dtypes,
-    shapes and encodings, in manifests that all or none allow feature lists)."""
-    if not hasattr(loader, "records"):
-        return False
+    (``records``), every source stores the model's features alike (the same stored names, dtypes, shapes
+    and encodings, in manifests that all or none allow feature lists), and a record's number can name its
+    file (fewer than 2**23 files in all)."""
+    if not hasattr(loader, "records") or sum(len(s.dataset.files) for s in config.sources) >= 2**(63 - RECORD_BITS):
+        return False  # (more files than a drawn record's number can name)
     first = config.of_source(config.sources[0])
     return all(sub.selected == first.selected
                and sub.dataset.manifest.allow_var_len == first.dataset.manifest.allow_var_len
@@ -159,7 +160,6 @@ def parses_alike(loader, config: LoaderConfig) -> bool:
 
 
 RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
-READ_BLOCK = 1024  # records per block read from each source before they are drawn one by one
 
 
 def _drawn_records(loader, config: LoaderConfig, input_context, block: int, readers, stop: bool):
@@ -170,7 +170,9 @@ def _drawn_records(loader, config: LoaderConfig, input_context, block: int, read
     for spec, sub, reader in zip(config.sources, source_configs(config), readers):
         shard = sharding.plan(sub, input_context)
         with determinism.for_source(spec.index):
-            blocks, _ = loader.records(sub, shard, max(block, READ_BLOCK), reader)
+            # In blocks as its files are read (up to 1,024 records, fewer when records are large): a map
+            # call per block of the batch's size cost as much as the drawing (docs/decisions/performance.md).
+            blocks, _ = loader.records(sub, shard, max(block, block_sizes.independent(sub)), reader)
 
         def numbered(b, offset=files_before):
             return {"serialized": b["serialized"], "where": (b["file"] + offset) * 2**RECORD_BITS + b["record"]}
@@ -186,17 +188,17 @@ def _record_parser(config: LoaderConfig, files: tuple[str, ...], owners: tuple[i
     """The function parsing a block of drawn records (every source's features are stored alike); ``files``
     every source's data files (origins.data_files), ``owners`` the source of each."""
     first = config.of_source(config.sources[0])
-    paths = sorted({s.dataset.manifest.path for s in config.sources})
-    manifest = dataclasses.replace(first.dataset.manifest, path=" or ".join(paths))  # (named in range errors)
-    selected, source_names = first.selected, [s.name for s in config.sources]
+    manifest, selected, source_names = first.dataset.manifest, first.selected, [s.name for s in config.sources]
+    manifests = [s.dataset.manifest.path for s in config.sources]  # (a range error names the record's own)
 
     def parse(records):
         serialized, where = records["serialized"], records["where"]
         file = where // 2**RECORD_BITS
         names = tf.strings.join([tf.gather(tf.constant(files), file), ": record ",
                                  tf.strings.as_string(where % 2**RECORD_BITS)])
-        values, lengths = parse_batch(serialized, manifest, selected, names=names)
         index = tf.gather(tf.constant(owners, tf.int64), file)
+        values, lengths = parse_batch(serialized, manifest, selected, names=names,
+                                      manifest_paths=tf.gather(tf.constant(manifests), index))
         extras = origins.extras(config, file, where % 2**RECORD_BITS) if origins.wanted(config) else {}
         extras.update({SOURCE_INDEX: index, SOURCE_NAME: tf.gather(tf.constant(source_names), index)})
         return {"values": values, "lengths": lengths, "extras": extras}

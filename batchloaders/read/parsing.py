@@ -75,10 +75,11 @@ def _range_of(stored: str, dtype: tf.DType) -> tuple | None:
     return None
 
 
-def check_range(x: tf.Tensor, feature: ManifestFeature, names, manifest_path: str = "") -> tf.Operation | None:
+def check_range(x: tf.Tensor, feature: ManifestFeature, names, manifest_path="") -> tf.Operation | None:
     """Fail, naming the record, when a stored value does not fit the manifest's narrower dtype (an int64
     read as int32, a float32 read as float16), which tf.cast would wrap or make infinite without a word;
-    None when every stored value fits. The message is built at every call, as in :func:`check_raw_sizes`."""
+    None when every stored value fits. The message is built at every call, as in :func:`check_raw_sizes`.
+    ``manifest_path``: the manifest's path, or a [B] string tensor of each record's (a mixture's records)."""
     dtype = tf_dtype(feature.dtype)
     bounds = _range_of(feature.deserialize_type, dtype)
     if bounds is None:
@@ -92,15 +93,19 @@ def check_range(x: tf.Tensor, feature: ManifestFeature, names, manifest_path: st
     per_record = tf.maximum(tf.size(flat) // tf.maximum(tf.shape(x, out_type=tf.int32)[0], 1), 1)
     record = tf.constant("a record") if names is None else naming.at(names, at // per_record)
     stored = "int64 (int64_list)" if feature.deserialize_type == "int" else "float32 (float_list)"
+    said = (f", which the manifest's dtype {feature.dtype} cannot hold (values from {lo} to {hi}; the record stores "
+            f"{stored}): expected a dtype that holds the data in the manifest")
+    if isinstance(manifest_path, str):
+        tail = [f"{said} {manifest_path}".rstrip()]
+    else:  # the wrong record's own (one past the last when none is wrong)
+        tail = [said + " ", tf.concat([manifest_path, [""]], 0)[at // per_record]]
     message = tf.strings.join([
-        record, f": feature {feature.name!r} holds ", tf.strings.as_string(tf.concat([flat, [0]], 0)[at]),
-        f", which the manifest's dtype {feature.dtype} cannot hold (values from {lo} to {hi}; the record stores "
-        f"{stored}): expected a dtype that holds the data in the manifest {manifest_path}".rstrip()])
+        record, f": feature {feature.name!r} holds ", tf.strings.as_string(tf.concat([flat, [0]], 0)[at]), *tail])
     return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
 
 
 def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None, names=None,
-           manifest_path: str = "") -> tf.Tensor:
+           manifest_path="") -> tf.Tensor:
     """Turn a parsed storage tensor into the manifest's dtype and shape.
 
     ``lead``: the number of leading axes to keep (1 for [B], 2 for [B, T]) or a
@@ -148,21 +153,24 @@ def _reshape(x: tf.Tensor, lead, shape: list[int]) -> tf.Tensor:
     return tf.reshape(x, tf.concat([lead, tf.constant(shape, tf.int32)], 0))
 
 
-def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, ManifestFeature], names=None):
+def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, ManifestFeature], names=None,
+                manifest_paths=None):
     """Parse a [B] vector of serialized records.
 
     ``names`` [B] ('path: record N') or a naming.BlockNames makes TensorFlow's parse errors and our own
-    checks say which record of which file disagrees with the manifest. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
+    checks say which record of which file disagrees with the manifest; ``manifest_paths`` [B], each record's
+    manifest when they differ (a mixture's records), else ``manifest.path``. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
     lists padded to the batch maximum), ``lengths[to_name]`` is the [B] valid
     length of each feature list's first axis.
     """
     by_name = {f.name: f for f in selected.values()}
     values, lengths = {}, {}
+    path = manifest.path if manifest_paths is None else manifest_paths
     if not manifest.allow_var_len:
         parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()},
                                      example_names=naming.vector(names))
         for to_name, f in selected.items():
-            values[to_name] = decode(parsed[f.name], f, 1, names=names, manifest_path=manifest.path)
+            values[to_name] = decode(parsed[f.name], f, 1, names=names, manifest_path=path)
         return values, lengths
     context = {n: storage_spec(f) for n, f in by_name.items() if not f.var_len}
     sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len}
@@ -173,8 +181,8 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
         if f.var_len:
             x = seq[f.name]
             n = tf.cast(seq_len[f.name], tf.int64)
-            values[to_name] = decode(x, f, 2, n, names=names, manifest_path=manifest.path)
+            values[to_name] = decode(x, f, 2, n, names=names, manifest_path=path)
             lengths[to_name] = n
         else:
-            values[to_name] = decode(ctx[f.name], f, 1, names=names, manifest_path=manifest.path)
+            values[to_name] = decode(ctx[f.name], f, 1, names=names, manifest_path=path)
     return values, lengths
