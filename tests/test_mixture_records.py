@@ -187,8 +187,9 @@ def test_a_bad_record_is_named_by_its_own_file(root, tmp_path, drawn):
     assert drawn
 
 
-def test_sources_that_store_features_otherwise_keep_the_parsed_mix(root, tmp_path):
-    """Another stored name, or a sequence loader: parsed examples are mixed, as before."""
+def test_sources_that_store_features_otherwise_keep_the_parsed_mix(root, tmp_path, monkeypatch):
+    """Another stored name, a sequence loader, or more files than a drawn record's number can name: parsed
+    examples are mixed, as before."""
     other = tmp_path / "named"
     write_manifest(other, [feature("ident", "int64", [], "int")])
     write_records(other / "part-0.tfrecords", [example(ident=("int", [ident(1, 0, r)])) for r in range(4)])
@@ -202,6 +203,9 @@ def test_sources_that_store_features_otherwise_keep_the_parsed_mix(root, tmp_pat
     windows["type"] = "discrete_sequence"
     windows["args"].update(min_window=2, max_window=2)
     assert not takes_records(windows)
+    monkeypatch.setattr(mixture, "RECORD_BITS", 61)  # room for 2**2 files; the two sources hold 5
+    assert not takes_records(ids_config(root))
+    assert collections.Counter(s for b in batches(ids_config(root)) for s in b["from"]) == {0: 10, 1: 20}
 
 
 @pytest.mark.parametrize("drawn_as", ["records", "parsed examples"])

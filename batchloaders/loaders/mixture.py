@@ -28,13 +28,14 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.loaders import base
-from batchloaders.read import block_sizes, determinism, origins, sharding
+from batchloaders.read import block_sizes, determinism, naming, origins, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
 
 DRAWS_PER_STEP = 1024  # sources drawn per vectorized call
+RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
 
 
 def shares(config: LoaderConfig) -> list[float]:
@@ -125,12 +126,13 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
     ``finish`` (base.finisher: examples made into the model's tensors one by one) and whole batches from one
     source, each source's blocks are finished where they are decoded: (the mixed batches, None)."""
     stop = config.mixing.exhausted != "continue"
+    drop = config.drop_remainder or config.epochs is None
     if finish is not None and config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, config, input_context, block, readers,
                                                                       finish),
                                                     _choices(config), stop_on_empty_dataset=stop), None
     if config.mixing.batches == "mixed" and parses_alike(loader, config):
-        return _drawn_records(loader, config, input_context, block, readers, stop)
+        return _drawn_records(loader, config, input_context, block, readers, stop=stop, drop=drop)
     streams, files_before = [], 0
     for spec, elements, decode in _each_source(loader, config, input_context, block, readers):
         streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name, f=files_before:
@@ -140,7 +142,6 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
         files_before += len(spec.dataset.files)
     if config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop), _same
-    drop = config.drop_remainder or config.epochs is None
     examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(config),
                                                     stop_on_empty_dataset=stop)
     return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
@@ -159,10 +160,7 @@ def parses_alike(loader, config: LoaderConfig) -> bool:
                for sub in (config.of_source(s) for s in config.sources[1:]))
 
 
-RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
-
-
-def _drawn_records(loader, config: LoaderConfig, input_context, block: int, readers, stop: bool):
+def _drawn_records(loader, config: LoaderConfig, input_context, block: int, readers, *, stop: bool, drop: bool):
     """(blocks of the mixed stream's serialized records, the function parsing one): :func:`source` for
     sources that parse alike. Each record carries one number beside it, its file's place among every
     source's files and its own place in the file, so that a parse error names both."""
@@ -179,7 +177,6 @@ def _drawn_records(loader, config: LoaderConfig, input_context, block: int, read
         streams.append(blocks.map(as_written(numbered)).unbatch())
         files_before += len(spec.dataset.files)
         owners.extend([spec.index] * len(spec.dataset.files))
-    drop = config.drop_remainder or config.epochs is None
     drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop)
     return drawn.batch(block, drop_remainder=drop), _record_parser(config, origins.data_files(config), tuple(owners))
 
@@ -192,14 +189,12 @@ def _record_parser(config: LoaderConfig, files: tuple[str, ...], owners: tuple[i
     manifests = [s.dataset.manifest.path for s in config.sources]  # (a range error names the record's own)
 
     def parse(records):
-        serialized, where = records["serialized"], records["where"]
-        file = where // 2**RECORD_BITS
-        names = tf.strings.join([tf.gather(tf.constant(files), file), ": record ",
-                                 tf.strings.as_string(where % 2**RECORD_BITS)])
+        file, record = records["where"] // 2**RECORD_BITS, records["where"] % 2**RECORD_BITS
         index = tf.gather(tf.constant(owners, tf.int64), file)
-        values, lengths = parse_batch(serialized, manifest, selected, names=names,
+        values, lengths = parse_batch(records["serialized"], manifest, selected,
+                                      names=naming.record_names(files, file, record),
                                       manifest_paths=tf.gather(tf.constant(manifests), index))
-        extras = origins.extras(config, file, where % 2**RECORD_BITS) if origins.wanted(config) else {}
+        extras = origins.extras(config, file, record) if origins.wanted(config) else {}
         extras.update({SOURCE_INDEX: index, SOURCE_NAME: tf.gather(tf.constant(source_names), index)})
         return {"values": values, "lengths": lengths, "extras": extras}
     return parse

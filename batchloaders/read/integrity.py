@@ -39,6 +39,7 @@ from batchloaders.errors import MARKER, DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.local_scan import local_scan
+from batchloaders.read import naming
 from batchloaders.read.naming import BlockNames
 from batchloaders.read import global_order
 from batchloaders.read.offset_reader import OffsetReader
@@ -243,8 +244,7 @@ class Reader:
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
-        names = tf.gather(tf.constant(self.table.names), file_index)
-        return tf.strings.join([names, ": record ", tf.strings.as_string(record)])
+        return naming.record_names(self.table.names, file_index, record)
 
     def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
         """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse

@@ -34,6 +34,12 @@ class BlockNames:
         return tf.strings.join([self.path, ": record ", tf.strings.as_string(self.first + tf.cast(j, tf.int64))])
 
 
+def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
+    """'path: record N' of each record: ``paths`` the data files ``file_index`` counts in."""
+    names = tf.gather(tf.constant(list(paths)), file_index)
+    return tf.strings.join([names, ": record ", tf.strings.as_string(tf.cast(record, tf.int64))])
+
+
 def vector(names):
     """What a parse op's ``example_names`` takes: a [B] string tensor (or None)."""
     return names.vector() if isinstance(names, BlockNames) else names

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from batchloaders.read import naming
+
 from batchloaders.spec.model import LoaderConfig
 
 SOURCE_KEY, SEQUENCE_KEY, FILE, RECORD = "source_key", "sequence_key", "origin_file", "origin_record"
@@ -75,5 +77,4 @@ def data_files(config: LoaderConfig) -> tuple[str, ...]:
 
 def located(config: LoaderConfig, extras: dict, at) -> tf.Tensor:
     """'<file path>: record N' of example ``at``, for a message :func:`errors.data_error_from` locates."""
-    path = tf.gather(tf.constant(list(data_files(config))), tf.cast(extras[FILE][at], tf.int32))
-    return tf.strings.join([path, ": record ", tf.strings.as_string(extras[RECORD][at])])
+    return naming.record_names(data_files(config), extras[FILE][at], extras[RECORD][at])
