@@ -1,38 +1,53 @@
-"""Records of local, indexed TFRecord files read at their offsets, a batch of record ids at a time.
+"""Records of indexed, uncompressed TFRecord files read at their offsets, a batch of record ids at a time.
 
 The ids are global (files in the config's order, each file's records in order). One call takes a
-vector of ids and gives their payloads in that order: a NumPy function slices each record out of a
-read-only memory map of its file and joins the slices; TensorFlow then cuts the joined bytes into
-records with one vectorized ``substr``. Per record that costs a slice in Python instead of a
-``TFRecordDataset`` op per record (about 100 microseconds each: docs/decisions/record-index.md).
+vector of ids and gives their payloads in that order: a NumPy function reads each record's whole frame
+with one positional read (``os.pread``, which lets go of the interpreter lock while it waits), checks it,
+and joins the frames; TensorFlow then cuts the payloads out of the joined bytes with one vectorized
+``substr``. Per record that costs a read call in Python instead of a ``TFRecordDataset`` op per record
+(about 100 microseconds each: docs/decisions/record-index.md).
 
-Each record's frame header is checked against the index (its length field and that field's
-checksum are where the index says, with the length the index implies): a data file changed after
-its index was written fails there, naming the file and the record. Payload checksums are not
-recomputed on this path (``batchloaders verify`` and sequential reading check them).
-
-Local files only: a memory map needs a file of this machine's file system. A file cut while the run reads
-it is a DataError when the cut comes before a call's size check or before the file's map is opened; a cut
-that lands while a call is copying from an open map can still end the process (SIGBUS): the check before
-each call narrows that window and cannot close it.
+Every record is checked as a sequential read checks it: its length field holds the length the index
+gives, and both checksums (the length's and the payload's, CRC-32C) match. A damaged record, a data file
+changed after its index was written, or a file cut while the run reads it (the read comes back short)
+fails the call with a problem naming the file and the record. A rewrite that keeps every record's length
+and framing valid escapes these checks; ``batchloaders verify`` compares each file's SHA-256 with the
+manifest's and catches it.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 
+import google_crc32c
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.read.framing import HEADER_BYTES, masked_crc32c
+from batchloaders.read import exit_gate
+from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
 from batchloaders.spec.model import LoaderConfig
+
+_MASK_DELTA = 0xA282EAD8
+_U32 = np.uint64(0xFFFFFFFF)
+EXITING = "the program is exiting: the record was not read"
+
+
+def masked(crcs) -> np.ndarray:
+    """TFRecord's masked form of CRC-32C values (each below 2**32), as uint64."""
+    crcs = np.asarray(crcs, np.uint64)
+    return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & _U32
+
+
+def _words(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The little-endian unsigned integers of ``width`` bytes at each of ``at`` in ``data``, as uint64."""
+    picked = data[at[:, None] + np.arange(width)].copy()
+    return picked.view(f"<u{width}").reshape(-1).astype(np.uint64)
 
 
 class OffsetReader:
     """The indexes of a config's data files, loaded and checked once (ManifestError when one is missing or
-    stale: record_index.load_index), and the maps of the files, opened on first use."""
+    stale: record_index.load_index), and the files, opened on first use."""
 
     def __init__(self, config: LoaderConfig):
         manifest = config.dataset.manifest
@@ -43,25 +58,35 @@ class OffsetReader:
         self.offsets = np.concatenate([ix.offsets for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.lengths = np.concatenate([ix.lengths for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.sizes = [ix.data_size for ix in indexes]
-        self._maps: dict[int, np.ndarray] = {}
+        self._fds: dict[int, int] = {}
         self._lock = threading.Lock()
+        exit_gate.watch()
 
     @property
     def num_records(self) -> int:
         return int(self.starts[-1])
 
-    def _map(self, file: int) -> np.ndarray:
-        found = self._maps.get(file)
+    def _fd(self, file: int) -> int:
+        found = self._fds.get(file)
         if found is None:
             with self._lock:
-                found = self._maps.get(file)
+                found = self._fds.get(file)
                 if found is None:
-                    with open(self.paths[file], "rb") as f:
-                        size = os.fstat(f.fileno()).st_size
-                        found = (np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
-                                 if size else np.zeros(0, np.uint8))
-                    self._maps[file] = found
+                    found = self._fds[file] = os.open(self.paths[file], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         return found
+
+    def close(self) -> None:
+        """Close the files opened so far (a later read opens them again)."""
+        with self._lock:
+            fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # (at exit os may be gone already)
+            pass
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global ids -> (file, record in file)."""
@@ -69,49 +94,77 @@ class OffsetReader:
         return files, ids - self.starts[files]
 
     def frames(self, ids: np.ndarray) -> tuple[bytes, np.ndarray, bytes]:
-        """(the records' frames without their trailing checksums, joined; their payload lengths; a problem
-        'path: record N: text' or b'')."""
+        """(the records' whole frames, joined; their payload lengths; a problem 'path: record N: text' or b'')."""
         ids = np.asarray(ids, np.int64).reshape(-1)
+        lengths = self.lengths[ids]
+        with exit_gate.passing() as allowed:
+            if not allowed:
+                return b"", lengths, EXITING.encode()
+            joined, problem = self._read(ids, lengths)
+        return joined, lengths, problem
+
+    def _read(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[bytes, bytes]:
         files, records = self.locate(ids)
-        offsets, lengths = self.offsets[ids], self.lengths[ids]
-        parts = []
+        offsets, sizes = self.offsets[ids], lengths + FRAME_BYTES
         try:
-            # A file cut while the run reads it: reading its map past the new end would kill the process (SIGBUS).
-            for file in np.unique(files).tolist():
-                cut = self._cut(file)
-                if cut:
-                    return b"", lengths, self._problem(file, records[int(np.flatnonzero(files == file)[0])], cut)
-            for file, offset, length in zip(files.tolist(), offsets.tolist(), lengths.tolist()):
-                parts.append(self._map(file)[offset:offset + HEADER_BYTES + length])
-        except OSError as error:
-            bad = len(parts)
-            return b"", lengths, self._problem(files[bad], records[bad], f"the file cannot be read "
-                                                                         f"({error.strerror or error})")
-        joined = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
-        heads = np.cumsum(np.concatenate([[0], lengths[:-1] + HEADER_BYTES])) if len(ids) else np.zeros(0, np.int64)
-        sizes = np.array([len(p) for p in parts], np.int64)
-        bad = np.flatnonzero(sizes != lengths + HEADER_BYTES)
-        if not bad.size and len(ids):
-            fields = joined[heads[:, None] + np.arange(8)].copy().view("<u8").reshape(-1)
-            bad = np.flatnonzero(fields.astype(np.int64) != lengths)
-        if not bad.size and len(ids):  # the length field's checksum, for the first record of each call
-            head = joined[:HEADER_BYTES].tobytes()
-            if int.from_bytes(head[8:12], "little") != masked_crc32c(head[:8]):
-                bad = np.array([0])
-        if bad.size:
-            k = int(bad[0])
-            # A file cut between the size check and its first mapping reads short: say so, not "changed".
-            return b"", lengths, self._problem(files[k], records[k], self._cut(int(files[k])) or (
-                f"at byte {int(offsets[k]):,}, where its index says it begins, there is no record frame of "
-                f"{int(lengths[k]):,} bytes: the data file changed after its index was written (write the index "
-                "again with `batchloaders index`, or run `batchloaders verify`)"))
-        return joined.tobytes(), lengths, b""
+            fds = {file: self._fd(file) for file in np.unique(files).tolist()}
+            parts = [os.pread(fds[file], size, offset)
+                     for file, offset, size in zip(files.tolist(), offsets.tolist(), sizes.tolist())]
+        except OSError:
+            return b"", self._unreadable(files, records, offsets, sizes)
+        short = np.flatnonzero(np.fromiter(map(len, parts), np.int64, len(parts)) != sizes)
+        if short.size:  # the file ends before the record does
+            k, file = int(short[0]), int(files[short[0]])
+            said = self._cut(file) or self._changed(int(offsets[k]), int(sizes[k]))
+            return b"", self._problem(file, records[k], said)
+        joined = b"".join(parts)
+        bad, what = self._check(parts, joined, lengths)
+        if bad is None:
+            return joined, b""
+        file, offset = int(files[bad]), int(offsets[bad])
+        text = self._changed(offset, int(sizes[bad])) if what == "frame" else (
+            f"at byte {offset:,}, its payload's checksum does not match its {int(lengths[bad]):,} bytes: the "
+            "record is damaged (run `batchloaders verify` to check every file against the manifest)")
+        return b"", self._problem(file, records[bad], text)
+
+    def _unreadable(self, files, records, offsets, sizes) -> bytes:
+        """The problem of the first of these records whose file cannot be opened or read."""
+        for k in range(len(files)):
+            try:
+                os.pread(self._fd(int(files[k])), int(sizes[k]), int(offsets[k]))
+            except OSError as error:
+                return self._problem(files[k], records[k], f"the file cannot be read ({error.strerror or error})")
+        return self._problem(files[0], records[0], "the file could not be read, then could")
+
+    @staticmethod
+    def _check(parts: list[bytes], joined: bytes, lengths: np.ndarray) -> tuple[int | None, str]:
+        """(the first record whose frame or payload fails its check, 'frame' or 'payload'), or (None, '')."""
+        if not parts:
+            return None, ""
+        data = np.frombuffer(joined, np.uint8)
+        heads = np.cumsum(np.concatenate([[0], lengths[:-1] + FRAME_BYTES])).astype(np.int64)
+        length_ok = _words(data, heads, 8) == lengths.astype(np.uint64)
+        header_ok = _words(data, heads + 8, 4) == masked([google_crc32c.value(p[:8]) for p in parts])
+        frame_ok = length_ok & header_ok
+        if not frame_ok.all():
+            return int(np.flatnonzero(~frame_ok)[0]), "frame"
+        payload_ok = _words(data, heads + HEADER_BYTES + lengths, 4) == masked(
+            [google_crc32c.value(p[HEADER_BYTES:-4]) for p in parts])
+        if not payload_ok.all():
+            return int(np.flatnonzero(~payload_ok)[0]), "payload"
+        return None, ""
+
+    @staticmethod
+    def _changed(offset: int, size: int) -> str:
+        return (f"at byte {offset:,}, where its index says it begins, there is no record frame of {size:,} bytes: "
+                "the data file changed after its index was written (write the index again with `batchloaders "
+                "index`, or run `batchloaders verify`)")
 
     def _cut(self, file: int) -> str:
         """What to say of a file now shorter than its index was written for ('' when it is not)."""
         try:
             size = os.stat(self.paths[file]).st_size
-        except OSError:  # gone: opening its map says so
+        except OSError:
             return ""
         if size >= self.sizes[file]:
             return ""
@@ -128,10 +181,9 @@ class OffsetReader:
         lengths = tf.reshape(lengths, [-1])
         check = tf.debugging.Assert(tf.equal(problem, b""), [problem], summarize=1)
         with tf.control_dependencies([check]):
-            starts = tf.cumsum(lengths + HEADER_BYTES, exclusive=True) + HEADER_BYTES
+            starts = tf.cumsum(lengths + FRAME_BYTES, exclusive=True) + HEADER_BYTES
         serialized = tf.strings.substr(tf.reshape(joined, []), starts, lengths)
         starts_of_files = tf.constant(self.starts[:-1] if len(self.paths) else np.zeros(1, np.int64))
         file = tf.searchsorted(starts_of_files, ids, side="right", out_type=tf.int64) - 1
         return {"serialized": tf.reshape(serialized, tf.shape(ids)), "file": file,
                 "record": ids - tf.gather(starts_of_files, file)}
-
