@@ -124,7 +124,8 @@ def _loader_config(ctx: SectionContext) -> LoaderConfig:
         processing_steps=tuple(ctx.steps), padding=ctx.padding, pad_specs=ctx.pad_specs,
         multi_load=bool(args.get("multi_load", False)),
         min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
-        seed=args.get("seed"), resume=args.get("resume", "state"), on_corrupt=args.get("on_corrupt", "fail"),
+        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"),
+        resume=args.get("resume", shuffle_scope.default_resume(args, regrouped)),  # replay under a global shuffle
         shuffle_scope=args.get("shuffle_scope", "buffer"), sources=tuple(ctx.sources), mixing=ctx.mixing,
         tensors=dict(ctx.tensors), service=ctx.service,
         regroup=next((spec for spec in regrouped.values() if spec is not None), None))  # they exclude each other

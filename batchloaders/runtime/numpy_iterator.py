@@ -9,6 +9,7 @@ TensorFlow, with a plain JSON-serializable state and each process of a multi-pro
   thread's hand-over cost more than it saved (benchmarks/numpy_iterator.py).
 * **State**: a :class:`~batchloaders.runtime.resume.ResumableIterator` in replay mode underneath; the state
   is the one after the last batch *given*, not after the ones prefetched, so a restore goes on exactly there.
+  Under a global shuffle it is the position of the run's order, which fits another ``target_batch_size``.
 * **Processes**: ``process_index`` of ``process_count`` is the ``tf.distribute.InputContext`` the pipeline is
   built for: each process reads its share of the data (read/sharding.py) and makes batches of
   ``target_batch_size / process_count`` examples, its part of the global batch.
@@ -119,6 +120,13 @@ def _placer(device_put):
     return lambda batch: jax.device_put(to_numpy(batch), device_put)
 
 
+def _state_after(batches: ResumableIterator, start: Mapping[str, Any], made: int) -> dict[str, Any]:
+    """The state after ``made`` batches given from ``start`` (the count, and a global shuffle's position up to the
+    run's end); a ResumeError when a count would pass what a checkpoint holds."""
+    consumed, position = batches.advanced(start["batches_consumed"], start.get("position"), made)
+    return dict(start, batches_consumed=consumed, **({} if position is None else {"position": position}))
+
+
 class _Ahead:
     """The prefetching thread: makes batches into ``ready`` while fewer than ``depth`` wait there."""
 
@@ -136,7 +144,6 @@ class _Ahead:
         # iterator and counts the state after each here (ResumableIterator's next reads and writes its variables,
         # about 0.3 ms a batch); stop() reports the count. A global shuffle's position grows by the pipelines' batch.
         start = self._batches.get_state()
-        step = self._batches.positions_per_batch
         try:
             raw = self._batches.raw_batches()
         except BaseException as error:  # (a ResumeError of the state set): raised where the batch is taken
@@ -151,10 +158,8 @@ class _Ahead:
                     return
             try:
                 batch = next(raw)
+                state = _state_after(self._batches, start, self.made + 1)
                 self.made += 1
-                state = dict(start, batches_consumed=start["batches_consumed"] + self.made)
-                if step is not None:
-                    state["position"] = start["position"] + self.made * step
                 item = ("batch", self._convert(batch), state)
             except StopIteration:
                 item = ("end", None, None)
@@ -195,21 +200,18 @@ class _Direct:
         del depth
         self._batches, self._convert = batches, convert
         self._start = batches.get_state()
-        self._step = batches.positions_per_batch
         self._raw = batches.raw_batches()
         self.made = 0
 
     def take(self):
         try:
             batch = next(self._raw)
+            state = _state_after(self._batches, self._start, self.made + 1)
         except StopIteration:
             return "end", None, None
         except BaseException as error:  # a DataError of the data: the state stays after the last batch given
             return "error", error, None
         self.made += 1
-        state = dict(self._start, batches_consumed=self._start["batches_consumed"] + self.made)
-        if self._step is not None:
-            state["position"] = self._start["position"] + self.made * self._step
         return "batch", self._convert(batch), state
 
     def signal(self):

@@ -1,6 +1,6 @@
 """``ResumableIterator``: the batches of an ``input_fn``, their position saved by ``tf.train.Checkpoint``.
 
-Two modes (the config's ``resume``, or ``mode=``):
+Two modes (the config's ``resume``, or ``mode=``; left out, ``replay`` under a global shuffle, else ``state``):
 
 * ``state``: the checkpoint holds the tf.data iterator's own state (shuffle buffers included), as
   ``tf.train.Checkpoint(iterator=iter(dataset))`` does, plus the fingerprint and the seed.
@@ -69,12 +69,18 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
-def fingerprint(config, batch_size: int, input_context=None) -> dict[str, str]:
+# What a position of a global shuffle's order does not depend on: it fits any batch size and number of pipelines.
+_FREE_OF_POSITION = ("target_batch_size", "batch_size", "input_pipeline")
+
+
+def fingerprint(config, batch_size: int, input_context=None, *, by_position: bool = False) -> dict[str, str]:
     """What fixes the batches, as {part: short hash or value}: every field of the compiled config (but its
-    seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share."""
+    seed, which the checkpoint keeps on its own), the batch size and this input pipeline's share.
+    ``by_position``: for a checkpoint of a global shuffle's position (a replay of a positional config), which
+    fits any batch size and number of input pipelines: those are left out."""
     out = {name: _short_hash(part) for name, part in _parts(config).items()}
-    if global_order.positional(config):
-        return out  # a position of the run's order fits any batch size and number of input pipelines
+    if by_position:
+        return {k: v for k, v in out.items() if k not in _FREE_OF_POSITION}
     out["batch_size"] = str(batch_size)
     if input_context is not None:
         out["input_pipeline"] = f"{input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
@@ -102,16 +108,16 @@ def _dataset_shown(plain: Mapping[str, Any], config) -> dict:
 _SHOWN = {"dataset": _dataset_shown}
 
 
-def settings(config, batch_size: int, input_context=None) -> dict[str, Any]:
+def settings(config, batch_size: int, input_context=None, *, by_position: bool = False) -> dict[str, Any]:
     """What a ResumeError shows of fingerprint's parts (kept beside it, never compared): the single-valued
-    settings as they are, the dataset's parts with its files by name."""
+    settings as they are, the dataset's parts with its files by name (``by_position`` as for fingerprint)."""
     out = {}
     for name, part in _parts(config).items():
         if name in _SHOWN:
             out[name] = _SHOWN[name](part, config)
-        elif _is_scalar(part):
+        elif _is_scalar(part) and not (by_position and name in _FREE_OF_POSITION):
             out[name] = part
-    if global_order.positional(config):
+    if by_position:
         return out
     out["batch_size"] = batch_size
     if input_context is not None:
@@ -192,6 +198,26 @@ def mismatch(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
             "the config (and batch size, input pipeline) it was saved with", *describe_differences(differ, shown, now)]
 
 
+def _checked_mode(config, input_fn, mode: str | None) -> str:
+    """``mode``, or the config's ``resume``; a ConfigError when it is none of MODES or the config cannot resume."""
+    if config is None:
+        raise ConfigError(Problem("<ResumableIterator>", "$.input_fn", (
+            f"found {type(input_fn).__name__}: expected the input_fn build_input_fn returns")))
+    mode = mode if mode is not None else config.resume
+    if mode not in MODES:
+        raise ConfigError(Problem("<ResumableIterator>", "$.mode", f"found {mode!r}: expected one of {MODES}"))
+    if config.service is not None:
+        raise ConfigError(Problem(config.source, "$.args.service", (
+            "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
+            "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
+            "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
+    if mode == "replay" and config.sloppy_interleave:
+        raise ConfigError(Problem(config.source, "$.args.resume", (
+            "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
+            "needs them in the same order every run; expected sloppy_interleave false, or resume state")))
+    return mode
+
+
 class ResumableIterator(tf.Module):
     """A Python iterator over ``input_fn``'s batches whose position ``tf.train.Checkpoint`` saves and restores.
 
@@ -210,21 +236,8 @@ class ResumableIterator(tf.Module):
                  mode: str | None = None, name: str | None = None):
         super().__init__(name=name)
         config = getattr(input_fn, "config", None)
-        if config is None:
-            raise ConfigError(Problem("<ResumableIterator>", "$.input_fn", (
-                f"found {type(input_fn).__name__}: expected the input_fn build_input_fn returns")))
-        mode = mode if mode is not None else config.resume
-        if mode not in MODES:
-            raise ConfigError(Problem("<ResumableIterator>", "$.mode", f"found {mode!r}: expected one of {MODES}"))
-        if config.service is not None:
-            raise ConfigError(Problem(config.source, "$.args.service", (
-                "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
-                "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
-                "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
-        if mode == "replay" and config.sloppy_interleave:
-            raise ConfigError(Problem(config.source, "$.args.resume", (
-                "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
-                "needs them in the same order every run; expected sloppy_interleave false, or resume state")))
+        self._mode_given = mode is not None  # (else the config's resume: a ResumeError then names that key)
+        mode = _checked_mode(config, input_fn, mode)
         params = dict(params or {})
         batch_size = params.get("batch_size", config.target_batch_size)
         seed = determinism.seed_of(config.seed, params)
@@ -236,16 +249,19 @@ class ResumableIterator(tf.Module):
         self._fixed_seed = seed is not None  # a seed given: a checkpoint with another one is an error
         self._input_fn, self._input_context, self._params = input_fn, input_context, params
         self.mode = mode
-        expected = fingerprint(config, batch_size, input_context)
+        positional = global_order.positional(config)
+        # A replay of a global shuffle keeps the position only, which fits any batch size; the tf.data
+        # iterator's state (state mode) is that of the pipeline's batches.
+        self._by_position = positional and mode == "replay"
+        expected = fingerprint(config, batch_size, input_context, by_position=self._by_position)
         self._config_hash = _short_hash(expected)  # (before tf.Module wraps the dict)
         self._expected = expected
-        shown = settings(config, batch_size, input_context)
+        shown = settings(config, batch_size, input_context, by_position=self._by_position)
         self._settings = json.dumps(shown, sort_keys=True)  # (a string: tf.Module would wrap a dict to track it)
         # Small variables (a few hundred bytes and a few a data file): what the checkpoint compares, replays
         # from and shows in a ResumeError (_SETTINGS, never compared: older checkpoints lack it).
-        self._fingerprint = tf.Variable(json.dumps({"mode": mode, **self._expected, _SETTINGS: shown},
-                                                   sort_keys=True),
-                                        trainable=False, name="fingerprint")
+        self._own_fingerprint = json.dumps({"mode": mode, **self._expected, _SETTINGS: shown}, sort_keys=True)
+        self._fingerprint = tf.Variable(self._own_fingerprint, trainable=False, name="fingerprint")
         self._seed = tf.Variable(seed if seed is not None else secrets.randbits(62), dtype=tf.int64,
                                  trainable=False, name="seed")
         self._consumed = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_consumed")
@@ -257,8 +273,9 @@ class ResumableIterator(tf.Module):
         # Positions the input pipelines consume per batch each gives (a batch of one replica's share).
         self._step = sharding.per_replica_batch_size(config, batch_size, input_context,
                                                      from_params="batch_size" in params) * pipelines
-        positional = global_order.positional(config)
         self._at = tf.Variable(0, dtype=tf.int64, trainable=False, name="position") if positional else None
+        # The run's last position (None: endless): a short last batch ends the run there, not a step on.
+        self._end = input_fn.run_positions() if positional else None
 
     def __iter__(self):
         return self
@@ -266,12 +283,13 @@ class ResumableIterator(tf.Module):
     def __next__(self):
         if self._running.batches is None or self._restored():
             self._start()
-        batch = next(self._running.batches)
-        self._position += 1
-        self._consumed.assign(self._position)
-        if self._at is not None:
-            self._running.at += self._step
-            self._at.assign(self._running.at)
+        batch = next(self._running.batches)  # (first: at the run's end StopIteration, whatever the count)
+        consumed, at = self.advanced(self._position, self._running.at if self._at is not None else None, 1)
+        self._position = consumed
+        self._consumed.assign(consumed)
+        if at is not None:
+            self._running.at = at
+            self._at.assign(at)
         return batch
 
     @property
@@ -293,22 +311,49 @@ class ResumableIterator(tf.Module):
 
     def count_given(self, batches: int) -> None:
         """``batches`` more were taken from :meth:`raw_batches`: the position moves on by them."""
-        self._position += batches
+        self._position, at = self.advanced(self._position, self._running.at if self._at is not None else None,
+                                           batches)
         self._consumed.assign(self._position)
-        if self._at is not None:
-            self._running.at += batches * self._step
-            self._at.assign(self._running.at)
+        if at is not None:
+            self._running.at = at
+            self._at.assign(at)
+
+    def advanced(self, consumed: int, position: int | None, batches: int) -> tuple[int, int | None]:
+        """The count and position after ``batches`` more batches given from ``consumed`` and ``position``.
+
+        Args:
+            consumed: the batches given so far.
+            position: under a global shuffle, the position of the run's order so far; else None.
+            batches: the batches given since.
+
+        Returns:
+            (batches consumed, position): the position moves on by the positions a batch of every input
+            pipeline takes, up to the run's end (a short last batch ends the run); None without a global shuffle.
+
+        Raises:
+            ResumeError: when a count would pass 2**63-1, the largest a checkpoint holds (an endless run).
+        """
+        after = (consumed + batches, None)
+        if position is not None:
+            moved = position + batches * self._step
+            after = (after[0], moved if self._end is None else min(moved, self._end))
+        for key, before, value in (("batches_consumed", consumed, after[0]), ("position", position, after[1])):
+            if value is not None and value > determinism.MAX_SEED:
+                raise ResumeError(Problem("<ResumableIterator>", f"$.{key}", (
+                    f"found {before}: after {batches} more batch(es) it would be {value}, past "
+                    f"{determinism.MAX_SEED} (2**63-1), the largest a checkpoint holds; the run is endless (epochs "
+                    "null), so every position is in it, but none past that can be saved; expected a new run (a "
+                    "fresh ResumableIterator) before it")))
+        return after
 
     def get_state(self) -> dict[str, Any]:
-        """The position in the data as a small JSON-serializable dict (replay mode), for checkpointers other than
-        ``tf.train.Checkpoint`` (Orbax, a Keras callback, a JSON file): the seed, the batches this iterator gave,
-        the config's fingerprint and, under ``shuffle_scope: global``, the position of the run's order all input
-        pipelines consumed. :meth:`set_state` takes it back."""
+        """The position in the data as a small JSON-serializable dict (replay mode, the default under
+        ``shuffle_scope: global``), for checkpointers other than ``tf.train.Checkpoint`` (Orbax, a Keras callback,
+        a JSON file): the seed, the batches this iterator gave, the config's fingerprint and, under a global
+        shuffle, the position of the run's order all input pipelines consumed. :meth:`set_state` takes it back;
+        a ResumeError in state mode, naming where that mode was asked for."""
         if self.mode != "replay":
-            raise ResumeError(Problem("<ResumableIterator>", "$.mode", (
-                "get_state in state mode: that mode checkpoints the tf.data iterator's own state (megabytes for large "
-                "shuffle buffers), which is no dict of numbers; expected resume: replay in the config (or "
-                "mode='replay')")))
+            raise self._no_state_dict()
         state = {"format": STATE_FORMAT, "seed": int(self._seed.numpy()),
                  "batches_consumed": int(self._consumed.numpy()), "config": self._config_hash}
         if self._at is not None:
@@ -317,7 +362,8 @@ class ResumableIterator(tf.Module):
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Go on from ``state`` (what :meth:`get_state` gave, in this process or another) at the next batch.
-        ResumeError naming the key when ``state`` is not such a dict or was saved for another config."""
+        ResumeError naming the key when ``state`` is not such a dict, was saved for another config, or lies past
+        the end of this run (its length said)."""
         self.get_state()  # (replay mode only)
         problems = _state_problems(state, positional=self._at is not None)
         if not problems:
@@ -326,12 +372,50 @@ class ResumableIterator(tf.Module):
             problems = [("$.config", f"found {state['config']!r}, this pipeline's config is {self._config_hash!r}: "
                                      "the state was saved by a pipeline of another config (or, without a global "
                                      "shuffle, another batch size or input pipeline); expected a state of this one")]
+        problems = problems or self._past_the_end(state)
         if problems:
             raise ResumeError([Problem("<state>", where, text) for where, text in problems])
         self._seed.assign(state["seed"])
         self._consumed.assign(state["batches_consumed"])
         if self._at is not None:
             self._at.assign(state["position"])
+
+    def _no_state_dict(self) -> ResumeError:
+        """What get_state says in state mode, naming where the mode was chosen."""
+        config = self._input_fn.config
+        where = ("<ResumableIterator>", "$.mode") if self._mode_given else (config.source, "$.args.resume")
+        asked = "mode='state'" if self._mode_given else "resume: state in the config"
+        text = (f"get_state in state mode ({asked}): that mode checkpoints the tf.data iterator's own state "
+                "(megabytes for large shuffle buffers), which is no dict of numbers; ")
+        if global_order.positional(config):
+            text += ("under shuffle_scope global the position of the run's order is the whole state: expected no "
+                     "resume key (its default there) or resume: replay")
+        elif global_order.enabled(config):
+            text += (f"under shuffle_scope global with {config.regroup.stage}, which fills its batches from the "
+                     "examples as they come, a position does not fix the batches: expected resume: replay (a "
+                     "restore then makes every batch since the run's start again)")
+        else:
+            text += "expected resume: replay in the config (or mode='replay')"
+        return ResumeError(Problem(*where, text))
+
+    def _past_the_end(self, state: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(JSON path, what is wrong) when ``state`` lies past the end of this run. An endless run has no end:
+        every position is in it (the count's int64 bound is checked as batches are given)."""
+        config = self._input_fn.config
+        if self._at is not None:  # a position of the run's order: it fits any batch size
+            if self._end is not None and state["position"] > self._end:
+                epochs = config.epochs
+                return [("$.position", f"found {state['position']}: past the end of this run, whose order holds "
+                                       f"{self._end} positions ({epochs} epoch(s) of {self._end // epochs} "
+                                       f"examples); expected at most {self._end} (the position after its last "
+                                       "batch)")]
+            return []
+        end = self._input_fn.run_length(self._input_context, params={**self._params, "seed": state["seed"]})
+        if end is not None and state["batches_consumed"] > end:  # (None: endless, or counted only as made)
+            return [("$.batches_consumed", f"found {state['batches_consumed']}: past the end of this run, which "
+                                           f"gives {end} batches (by the manifest's counts); expected at most "
+                                           f"{end} (the count after its last batch)")]
+        return []
 
     def _restored(self) -> bool:
         """Whether a checkpoint was restored since the running pipeline started: the count, the seed or the
@@ -344,13 +428,19 @@ class ResumableIterator(tf.Module):
     def _check(self) -> None:
         saved = json.loads(self._fingerprint.numpy().decode())
         problems = []
-        if saved.get("mode", self.mode) != self.mode:
-            problems.append(f"the checkpoint was saved in {saved.get('mode')!r} mode, this iterator runs in "
+        saved_mode = saved.pop("mode", self.mode)
+        # A state checkpoint of a global shuffle holds its position too, which is all a replay needs.
+        positions = self._by_position and saved_mode == "state"
+        if saved_mode != self.mode and not positions:
+            problems.append(f"the checkpoint was saved in {saved_mode!r} mode, this iterator runs in "
                             f"{self.mode!r} mode: expected the same mode (the config's resume)")
-        saved.pop("mode", None)
+        if self._by_position:
+            saved = {k: v for k, v in saved.items() if k not in _FREE_OF_POSITION}
         problems += mismatch(saved, {**self._expected, _SETTINGS: json.loads(self._settings)})
         if problems:
             raise ResumeError([Problem("<checkpoint>", "$.iterator", p) for p in problems])
+        if positions:  # what this iterator saves next is its own kind of checkpoint
+            self._fingerprint.assign(self._own_fingerprint)
 
     def _restoring_from(self) -> str:
         """The path of the checkpoint whose iterator state waits for this one's tf.data iterator to be made."""

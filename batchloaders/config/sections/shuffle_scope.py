@@ -15,6 +15,24 @@ AT = ("args", "shuffle_scope")
 _SHOWN = 3  # files named in a message about several
 
 
+def default_resume(args, regrouped) -> str:
+    """The ``resume`` of a config that gives none: ``replay`` for a global shuffle batched as the examples come
+    (no regroup stage) and read in order (no sloppy_interleave), where the position of the run's order is the
+    whole state and a restore starts reading there at once; else ``state``.
+
+    Args:
+        args: the config's ``args`` mapping.
+        regrouped: the regroup blocks by name, each its spec or None.
+
+    Returns:
+        ``"replay"`` or ``"state"``.
+    """
+    positional = (bool(args.get("shuffle", False)) and args.get("shuffle_scope", "buffer") == "global"
+                  and not any(spec is not None for spec in regrouped.values())
+                  and not args.get("sloppy_interleave", False))
+    return "replay" if positional else "state"
+
+
 def check_shuffle_scope(ctx: SectionContext) -> None:
     if ctx.value("shuffle_scope", default="buffer") != "global":
         return
@@ -29,7 +47,7 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
         ctx.check(AT, f"found global with {regroup}: {regroup} works on each sequence's records in file order, "
                       "which a global shuffle takes apart; expected shuffle_scope buffer")
     if ctx.given("service"):
-        ctx.check(AT, f"found global with a service block: {needs} in this process through memory maps of the "
+        ctx.check(AT, f"found global with a service block: {needs} in this process with a Python function over the "
                       "files, which a tf.data service worker cannot run; expected shuffle_scope buffer with a "
                       "service")
     if ctx.value("on_corrupt", default="fail") == "skip_file":
@@ -68,9 +86,9 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
         return
     remote = [path for path in ctx.dataset.files if url_scheme(path) is not None]
     if remote:
-        ctx.check(AT, f"found global, but {_some(remote)} are not on a local file system: {needs} through a "
-                      "memory map of its file; expected local files (a copy, or a mounted file system), or "
-                      "shuffle_scope buffer")
+        ctx.check(AT, f"found global, but {_some(remote)} are not on a local file system: {needs} with "
+                      "positional reads of the local file system; expected local files (a copy, or a mounted file "
+                      "system), or shuffle_scope buffer")
         return
     unindexed = [path for path in ctx.dataset.files
                  if (entry := ctx.manifest.entry(path)) is None or entry.index is None]
