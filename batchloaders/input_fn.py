@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, records_per_epoch
 from batchloaders.config.config import load_config
-from batchloaders.spec.limits import INT32_MAX, MAX_BATCH_SIZE
+from batchloaders.spec.limits import INT32_MAX, INT64_MAX, MAX_BATCH_SIZE
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, mixture, registry as loaders
@@ -25,7 +25,7 @@ from batchloaders.read.integrity import Reader
 from batchloaders.read.sharding import Shard
 from batchloaders.regroup import stage as stages
 from batchloaders.runtime import keras_align, reuse
-from batchloaders.runtime.located import LocatedDataset, Locator, register
+from batchloaders.runtime.located import LocatedDataset, Locator, locate_model_errors, register
 from batchloaders.runtime.resume import identity
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -54,6 +54,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
     for dict inputs/outputs, tuples for lists, a bare tensor for a single one).
     The model is compared with the config first (names or positions, input
     shapes and dtype kinds: see keras_align.py); a mismatch is a ConfigError.
+    That model's own ``fit``, ``evaluate`` and ``predict`` then raise data errors
+    as located DataErrors (runtime/located.py), as ``data_errors()`` would.
     With segmenting, a functional or Sequential model gets the segment counters
     it has an Input for and no other; a subclassed model, or no model, all.
     All config problems raise ConfigError / ManifestError here, before any
@@ -69,10 +71,13 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
         loader_config = config
     else:
         loader_config = keras_align.load_for_model(config, description)  # checked against the model too
+    description = keras_align.with_outputs(model, description, loader_config)  # a subclassed model's outputs
     # Match the model's own structure so that model.fit(input_fn()) just works.
     (in_kind, inputs), (out_kind, targets) = keras_align.packing(description, loader_config)
-    return InputFn(loader_config, pack_inputs=_packer(in_kind, inputs), pack_targets=_packer(out_kind, targets),
-                   counters=keras_align.carried_counters(description, loader_config))
+    input_fn = InputFn(loader_config, pack_inputs=_packer(in_kind, inputs), pack_targets=_packer(out_kind, targets),
+                       counters=keras_align.carried_counters(description, loader_config))
+    locate_model_errors(model)  # the model's fit runs the pipeline inside a tf.function, out of our iterator's reach
+    return input_fn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +131,8 @@ class InputFn:
         ``skip_batches``: leave out the first ``skip_batches`` batches (ResumableIterator's replay). Where
         the manifest's counts fix an epoch's examples (see accounting.records_per_epoch), the epochs before
         are not read at all and the examples consumed of the epoch it starts in are skipped before
-        batching; elsewhere the batches are made and dropped.
+        batching; elsewhere the batches are made and dropped. A skip past the run's end gives nothing
+        (unread where the counts fix the run's batches).
 
         ``start_position`` (``shuffle_scope: global`` only): start at this position of the run's order (epoch
         ``position // n``, ``n`` the dataset's records), read at once: what ResumableIterator restores, also into
@@ -215,6 +221,33 @@ class InputFn:
                 "drop_remainder false")))
         return cardinality
 
+    def run_length(self, input_context=None, *, params: Mapping[str, Any] | None = None) -> int | None:
+        """The batches ``input_fn(input_context, params=params)`` gives from the run's start.
+
+        Args:
+            input_context: as for a call: the input pipeline whose batches are counted.
+            params: as for a call (its batch_size and seed).
+
+        Returns:
+            The count when the manifest's counts fix it; None for an endless run, or one whose batches are
+            counted only as they are made.
+
+        Raises:
+            ConfigError: for arguments a call cannot take.
+        """
+        call = self._plan(input_context, params, 0)
+        return None if call.config.epochs is None else self._cardinality(call, None)
+
+    def run_positions(self) -> int | None:
+        """The positions of a global shuffle's run: its epochs times an epoch's examples (records or windows).
+
+        Returns:
+            The count; None for an endless run, or without ``shuffle_scope: global``.
+        """
+        if not global_order.enabled(self.config) or self.config.epochs is None:
+            return None
+        return self.config.epochs * self.loader.global_units(self.config, self._reader.by_offset.counts)
+
     def _global_units(self, call: CallPlan) -> int:
         """Examples (records or windows) in each epoch of a global shuffle: the loader counts them from the
         indexed files' record counts (never none: the config check refuses data that gives no example)."""
@@ -301,11 +334,22 @@ def _finished(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None
 
 
 def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
-    """``dataset`` without its first ``count`` elements, for any count: tf.data's skip wraps counts of 2**31
-    and more around (``skip(2**31)`` skips nothing), so larger counts are skipped in parts."""
-    while count > INT32_MAX:
-        dataset, count = dataset.skip(INT32_MAX), count - INT32_MAX
-    return dataset.skip(count)
+    """``dataset`` without its first ``count`` elements, for any count, in one step. tf.data's skip counts in
+    int32 (``skip(2**31)`` skips nothing), and a chain of skips nests one dataset per 2**31 elements."""
+    if count <= INT32_MAX:
+        return dataset.skip(count)
+    known = tf.get_static_value(dataset.cardinality())
+    endless = known == tf.data.INFINITE_CARDINALITY
+    if not endless and (count > INT64_MAX or (known is not None and 0 <= known <= count)):
+        return dataset.take(0)  # past the run's end (a finite run never holds 2**63 batches): nothing, unread
+    if count > INT64_MAX:
+        raise ConfigError(Problem("<input_fn>", "$.skip_batches", (
+            f"found {count}: the run is endless, and its batches are counted as int64; expected at most "
+            f"{INT64_MAX:,}")))
+    rest = dataset.enumerate().filter(lambda i, _: i >= count).map(lambda _, element: element)
+    if endless or (known is not None and known >= 0):
+        rest = rest.apply(tf.data.experimental.assert_cardinality(known if endless else known - count))
+    return rest
 
 
 def _check_start_position(start_position, skip_batches: int, config: LoaderConfig) -> None:
@@ -335,7 +379,11 @@ def _global_start(call: CallPlan, stage, records: int) -> tuple[int, int] | None
     position = call.start_position
     if position is None and call.skip_batches and stage.example_wise:
         position = call.skip_batches * call.batch_size * call.shard.pipelines
-    return global_order.start_of(records, position) if position else None
+    if not position:
+        return None
+    if call.config.epochs is not None:
+        position = min(position, call.config.epochs * records)  # past the run's end: at its end, nothing left
+    return _in_numbered_epoch(call, global_order.start_of(records, position))
 
 
 def _start(call: CallPlan, stage) -> tuple[int, int] | None:
@@ -348,6 +396,19 @@ def _start(call: CallPlan, stage) -> tuple[int, int] | None:
     per_epoch = records_per_epoch(config, call.shard.files, share=call.shard.records_of)
     consumed = call.skip_batches * call.batch_size
     if not per_epoch or (config.epochs is not None and consumed >= config.epochs * per_epoch):
-        return None
-    return consumed // per_epoch, consumed % per_epoch
+        return None  # (no counts, or past the run's end: _skip gives nothing there, unread)
+    return _in_numbered_epoch(call, (consumed // per_epoch, consumed % per_epoch))
+
+
+def _in_numbered_epoch(call: CallPlan, start: tuple[int, int]) -> tuple[int, int]:
+    """``start`` (epoch, position in it), or a ConfigError when an endless run would start in an epoch past
+    2**63-1: each epoch's draws are seeded with its number as an int64."""
+    if start[0] <= INT64_MAX:
+        return start
+    key, found = (("start_position", call.start_position) if call.start_position is not None
+                  else ("skip_batches", call.skip_batches))
+    raise ConfigError(Problem("<input_fn>", f"$.{key}", (
+        f"found {found}: it starts this endless run in epoch {start[0]:,}, past the last one it numbers "
+        f"({INT64_MAX:,}: each epoch's draws are seeded with its number as an int64); expected a start in an "
+        "earlier epoch")))
 

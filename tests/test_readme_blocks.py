@@ -100,6 +100,25 @@ def test_the_pages_show_programs():
     assert len(ALL) >= 10
 
 
+IMPORTED = re.compile(r"^(?:import|from)\s+(tensorflow|keras|batchloaders)\b", re.M)
+PLUGIN = re.compile(r"^@batchloaders\.register_", re.M)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_program_imports_batchloaders_before_tensorflow(page):
+    """TensorFlow prints its start-up lines when first imported, and then its later native lines (a failed
+    cuInit, the TFRecordDataset buffer size) unless TF_CPP_MIN_LOG_LEVEL was set by then: imported after
+    ``batchloaders`` it is quiet (runtime/quiet.py). test_the_block_runs_as_written runs the programs with
+    TensorFlow imported already (warm.py), so the order is checked here; test_trust_keras.py runs the tutorial in fresh
+    processes and finds no TensorFlow line. A plugin module (it registers types) is imported by
+    batchloaders, after it."""
+    for line, language, code in programs(page):
+        first = [m.group(1) for m in IMPORTED.finditer(code)][:1]
+        if language == "python" and not PLUGIN.search(code):
+            assert first not in (["tensorflow"], ["keras"]), (
+                f"{page} line {line}: imports {first[0]} before batchloaders")
+
+
 @pytest.fixture(scope="module")
 def demo_data():
     from batchloaders.demo_data import generate

@@ -25,6 +25,9 @@ What is compared:
 - A built subclassed model exposes neither names nor shapes in Keras 3 beyond the dict it was built
   on: every key of that dict must be among the config's inputs (its ``call`` would fail on a missing
   key at the first batch), and the config's ``model`` block names the dicts its ``call`` receives.
+  What its ``call`` returns (a tensor, a list or a dict) is found by running it on symbolic features
+  shaped as the config's (:func:`with_outputs`), so that the targets come packed the same way and are
+  compared with the outputs as a functional model's are.
 - With segmenting, a model whose inputs are known gets the counters it names and no other
   (:func:`carried_counters`); a subclassed model gets them all. An unbuilt model (subclassed,
   or a Sequential without an ``Input``) is refused: it would be built on the first batch, whatever
@@ -313,6 +316,64 @@ def problems(description: ModelDescription, config: LoaderConfig) -> list[Proble
         else:
             out.extend(_by_position(side, names, role, description.kind, config))
     return out
+
+
+def with_outputs(model, description: ModelDescription, config: LoaderConfig) -> ModelDescription:
+    """``description`` with the outputs of a built subclassed model: what its ``call`` returns on symbolic
+    features shaped as the config's (Keras's ``compute_output_spec``: no batch is read, no weight changes).
+
+    Args:
+        model: the Keras model ``description`` describes.
+        description: from :func:`describe_model`.
+        config: the checked config whose features the model will get.
+
+    Returns:
+        ``description`` itself for any other model or a config without targets; else with its outputs.
+
+    Raises:
+        ConfigError: the outputs do not match the config's targets (by name, or in number).
+    """
+    if description.kind != "subclassed" or description.outputs is not None or not config.targets:
+        return description
+    side = _returned(model, config)
+    if side is None:
+        if len(config.targets) != 1:
+            return description  # the targets stay a dict keyed by their names
+        # Keras takes one bare target against a single output, a one-key dict and a one-item list alike.
+        side = Side((Port(None, (), ""),), "single")
+    described = dataclasses.replace(description, outputs=side)
+    found = problems(described, config)
+    if found:
+        raise ConfigError(found)
+    return described
+
+
+def _returned(model, config: LoaderConfig) -> Side | None:
+    """The outputs ``model.call`` returns on the config's features, symbolically; None when it cannot run so."""
+    import keras
+
+    features = {}
+    for name in (*config.inputs, *stages.of(config).carried(config)):
+        info = config.tensors.get(name)
+        if info is None:
+            return None
+        batching = _batching(config, name)
+        features[name] = keras.KerasTensor((None, *batched_shape(config, name)), info.dtype,
+                                           sparse=batching == "sparse", ragged=batching == "ragged")
+    try:
+        spec = model.compute_output_spec(features)
+    except Exception:  # noqa: BLE001 - a call that only runs on real values: its outputs stay unknown
+        return None
+    if isinstance(spec, dict) and spec and all(isinstance(k, str) and _is_tensor(v) for k, v in spec.items()):
+        return Side(tuple(_port(t, n) for n, t in spec.items()), "dict")
+    if isinstance(spec, (list, tuple)) and spec and all(_is_tensor(t) for t in spec):
+        # One target goes bare against a one-item list, as Keras takes it.
+        return Side(tuple(_port(t, None) for t in spec), "list" if len(spec) > 1 else "single")
+    return Side((_port(spec, None),), "single") if _is_tensor(spec) else None
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def load_for_model(config, description: ModelDescription) -> LoaderConfig:

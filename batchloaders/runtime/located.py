@@ -8,15 +8,21 @@ record again and says what disagrees (``read.records.check_record``); given
 nothing, it reads the files in order for the first record that disagrees.
 
 The datasets ``build_input_fn`` returns convert errors themselves when iterated
-eagerly (``next()``, ``for``, ``as_numpy_iterator``); where TensorFlow raises
-from a ``tf.function`` (Keras ``fit``), ``batchloaders.data_errors()`` converts
-them with the locators of the pipelines built in this process.
+eagerly (``next()``, ``for``, ``as_numpy_iterator``). Keras ``fit`` pulls the
+batches inside a ``tf.function``, where no Python of ours runs: the error comes
+out of the model's method. So the model given to ``build_input_fn(config,
+model=model)`` gets its own ``fit``, ``evaluate`` and ``predict`` wrapped
+(:func:`locate_model_errors`; its class and other models are left alone);
+elsewhere ``batchloaders.data_errors()`` converts them. Both use the locators of
+the pipelines built in this process.
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
+import types
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
@@ -103,6 +109,50 @@ def also_as(converted: errors.DataError, original: BaseException) -> errors.Data
     error._node_def, error._op, error._message = original.node_def, None, str(converted)
     error._error_code, error._experimental_payloads = original.error_code, {}
     return error
+
+
+def _converted(error: BaseException) -> BaseException | None:
+    """The located DataError (also of ``error``'s TensorFlow class) a data error stands for; None for any other."""
+    if isinstance(error, (errors.BatchLoaderError, tf.errors.OutOfRangeError)) or not isinstance(
+            error, (tf.errors.OpError, UnicodeDecodeError)):
+        return None
+    converted = errors.data_error_from(error)  # every pipeline's locators: validation data may be another's
+    return None if converted is None else also_as(converted, error)
+
+
+_MODEL_METHODS = ("fit", "evaluate", "predict")
+_LOCATING = "_batchloaders_locating"
+
+
+def _locating(name: str):
+    """Model method ``name`` of the model's class, its data errors raised as located DataErrors."""
+    def method(self, *args, **kwargs):
+        try:
+            return getattr(type(self), name)(self, *args, **kwargs)
+        except Exception as error:
+            converted = _converted(error)
+            if converted is None:
+                raise
+            raise converted from error
+    setattr(method, _LOCATING, True)
+    return method
+
+
+def locate_model_errors(model) -> None:
+    """Make ``model``'s own ``fit``, ``evaluate`` and ``predict`` raise the data errors of the pipelines built in
+    this process as located DataErrors (each also an instance of the TensorFlow error it stands for).
+
+    Only this instance changes: each method becomes a bound method of its own, calling its class's. A saved,
+    cloned or copied model (Keras copies through its saving) comes without them.
+
+    Args:
+        model: a Keras model (as checked by keras_align.describe_model).
+    """
+    for name in _MODEL_METHODS:
+        if getattr(vars(model).get(name), _LOCATING, False) or not callable(getattr(type(model), name, None)):
+            continue
+        method = functools.wraps(getattr(type(model), name))(_locating(name))
+        object.__setattr__(model, name, types.MethodType(method, model))  # past Keras's attribute tracking
 
 
 # The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
