@@ -6,16 +6,18 @@ processes (tests/fuzz_worker.py), two at a time, so that a crash fails the test
 instead of killing it. Every case must:
 
 - validate, or raise a BatchLoaderError whose message names the file;
-- never raise anything else, never kill the worker, and take at most
-  VALIDATE_SECONDS to validate;
+- never raise anything else, never kill the worker, and answer within
+  VALIDATE_TIMEOUT (a hang, not slowness: times are reported, not asserted);
 - when it is a build case that validated: build its input_fn and fetch one
-  batch within BUILD_SECONDS and WORKER_MEMORY_BYTES, where only a
+  batch within BUILD_TIMEOUT and WORKER_MEMORY_BYTES, where only a
   BatchLoaderError or a TensorFlow error the data caused (one of the package's
   run-time checks, or records that do not match a mutated manifest) may stop
   it. Such data errors pass but are listed in the summary: each is a value
   that validation let through.
 
-Explicit regression cases below cover every bad input users have reported.
+Explicit regression cases below cover every bad input users have reported. Documents built to take long
+(deep nesting, alias bombs) are held to a count of the Python calls their validation makes: work, which a
+loaded machine does not change, where seconds would (validation speed is a figure of the summary).
 Run with ``-s`` to see how many cases ran and what came out of them;
 ``FUZZ_SCALE=4`` runs four times as many; ``make fuzz`` runs the fuzz tests at scale 8.
 """
@@ -25,6 +27,7 @@ import collections
 import json
 import os
 import statistics
+import sys
 import time
 
 import pytest
@@ -32,16 +35,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzz_cases as fc
+from batchloaders.config.config import load_config
+from batchloaders.errors import BatchLoaderError
 from fuzz_cases import BASE_TEXTS, BASES, Draft
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 WORKERS = 2  # the cases of one hypothesis example run side by side, one per worker
-VALIDATE_SECONDS = 5.0  # load_config / load_manifest of one case: more is stuck (a loaded machine takes ~0.1-1 s)
-# Build + first batch (median / max over hundreds of builds) on the 2-core dev machine, idle:
-# independent 0.23 / 1.3 s, continuous_sequence 0.65 / 2.4 s, discrete_sequence 0.85 / 2.3 s;
-# with other test suites running beside it (load 4-5): 0.6 / 3.0, 1.9 / 4.7, 2.5 / 5.4 s; the first
-# build in a fresh process up to 6.5 s. A case that takes BUILD_SECONDS is stuck, not slow.
-BUILD_SECONDS = 20.0
+# No answer within these is a hang, whatever the machine's load: they catch hangs only, never slowness.
+# Validation takes ~0.1 s idle; build + first batch (median / max over hundreds of builds) on the 2-core dev
+# machine, idle: independent 0.23 / 1.3 s, continuous_sequence 0.65 / 2.4 s, discrete_sequence 0.85 / 2.3 s;
+# at load 4-5: 0.6 / 3.0, 1.9 / 4.7, 2.5 / 5.4 s; the first build in a fresh process up to 6.5 s; at load
+# 4-9 a build passed 20 s.
+VALIDATE_TIMEOUT = 120.0
+BUILD_TIMEOUT = 600.0
+# Python calls (sys.setprofile "call" events) that refusing a document built to take long may make: the
+# valid base config takes about 64,000, refusing 5,000 nested lists at the depth bound about 31,000.
+MAX_REFUSAL_CALLS = 100_000
 WORKER_MEMORY_BYTES = 4 * 2**30  # resident memory per worker: more is a runaway allocation, and the case fails
 
 # Examples (of WORKERS cases each) per test, bounded by the suite's time budget (docs/decisions/test-suite.md);
@@ -100,7 +109,7 @@ class Fuzz:
 def _warm_up(fixture, worker) -> None:
     """After a (re)start: load the schemas and code paths once, so that no case pays for it."""
     for name, (_, _, suffix) in BASES.items():
-        worker.run(fixture.case(Draft("config", name, BASE_TEXTS[name], suffix), worker.slot), 60)
+        worker.run(fixture.case(Draft("config", name, BASE_TEXTS[name], suffix), worker.slot), VALIDATE_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -116,14 +125,15 @@ def fuzz(tmp_path_factory):
         names = sorted(BASES)
         for i in range(0, len(names), WORKERS):
             chunk = [Draft("config", n, BASE_TEXTS[n], BASES[n][2], True) for n in names[i:i + WORKERS]]
-            replies = fc.run_parallel(workers, [(fixture.case(d, slot), BUILD_SECONDS * 2)
+            replies = fc.run_parallel(workers, [(fixture.case(d, slot), BUILD_TIMEOUT)
                                                 for slot, d in enumerate(chunk)])
             for draft, reply in zip(chunk, replies):
                 assert reply["outcome"] == "ok", f"the valid base config {draft.name} fails: {reply}"
         for i in range(0, len(fc.MANIFESTS), WORKERS):
             chunk = [Draft("manifest", n, json.dumps(fc.MANIFESTS[n]), ".json", False)
                      for n in sorted(fc.MANIFESTS)[i:i + WORKERS]]
-            replies = fc.run_parallel(workers, [(fixture.case(d, slot), 30) for slot, d in enumerate(chunk)])
+            replies = fc.run_parallel(workers, [(fixture.case(d, slot), VALIDATE_TIMEOUT)
+                                                for slot, d in enumerate(chunk)])
             for draft, reply in zip(chunk, replies):
                 assert reply["outcome"] == "ok", f"the valid base manifest {draft.name} fails: {reply}"
         yield Fuzz(fixture, workers)
@@ -136,7 +146,7 @@ def fuzz(tmp_path_factory):
 def run_drafts(fuzz, test: str, drafts) -> None:
     """Run drafts side by side (one per worker) and assert each came out acceptably."""
     cases = [fuzz.fixture.case(d, slot) for slot, d in enumerate(drafts)]
-    timeouts = [BUILD_SECONDS if d.build else VALIDATE_SECONDS for d in drafts]
+    timeouts = [BUILD_TIMEOUT if d.build else VALIDATE_TIMEOUT for d in drafts]
     replies = fc.run_parallel(fuzz.workers[:len(drafts)], list(zip(cases, timeouts)))
     failures = []
     for draft, case, reply in zip(drafts, cases, replies):
@@ -158,8 +168,6 @@ def record(test: str, draft: Draft, reply: dict) -> str | None:
                               else None)
         if validated is not None:
             STATS["validate_seconds"].append(validated)
-            if validated > VALIDATE_SECONDS:
-                return f"validation took {validated:.2f} s: expected at most {VALIDATE_SECONDS} s"
         if "fetch" in times:
             STATS["build_seconds"][fc.LOADER_OF_BASE[draft.name]].append(times["fetch"] - times["validate"])
     if outcome == "data_error":
@@ -315,13 +323,36 @@ REGRESSIONS = [
 
 
 @pytest.mark.parametrize("name, draft, expected", REGRESSIONS, ids=[r[0] for r in REGRESSIONS])
-def test_reported_bad_inputs(fuzz, name, draft, expected):
+def test_reported_bad_inputs(fuzz, name, draft, expected, tmp_path):
     case = fuzz.fixture.case(draft, 0)
-    reply = fuzz.workers[0].run(case, BUILD_SECONDS if draft.build else VALIDATE_SECONDS)
+    reply = fuzz.workers[0].run(case, BUILD_TIMEOUT if draft.build else VALIDATE_TIMEOUT)
     problem = record("regressions", draft, reply)
     details = f"{fc.describe_case(case, 1500)}\nreply: {json.dumps(reply, indent=1)[:4000]}"
     assert problem is None, f"{problem}\n{details}"
     assert reply["outcome"] in expected, f"expected {sorted(expected)}, got {reply['outcome']}\n{details}"
-    if "laughs" in name or "nested" in name:
-        validated = reply.get("times", {}).get("validate", reply.get("seconds"))
-        assert validated < 1.0, f"took {validated:.2f} s: expected under 1 s\n{details}"
+    if "laughs" in name or "nested" in name:  # refused at a bound, not after doing all they ask for
+        calls = validation_calls(draft, tmp_path)
+        assert calls <= MAX_REFUSAL_CALLS, f"{calls:,} Python calls: expected at most {MAX_REFUSAL_CALLS:,}\n{details}"
+
+
+def validation_calls(draft: Draft, directory) -> int:
+    """The Python calls ``load_config`` makes to refuse a document (run in this process, after the worker
+    showed it is refused), counted on the second run: the first also imports and compiles what it needs."""
+    path = directory / f"case{draft.suffix}"
+    path.write_text(draft.text)
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        calls += event == "call"
+
+    for _ in range(2):
+        calls = 0
+        sys.setprofile(count)
+        try:
+            load_config(str(path))
+        except BatchLoaderError:
+            pass
+        finally:
+            sys.setprofile(None)
+    return calls

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.cli.describe import padded_axes
-from batchloaders.errors import BatchLoaderError
+from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.transform.graphs import as_written
 from batchloaders.read.parsing import parse_batch
 from batchloaders.loaders import base, registry as loaders
@@ -44,6 +44,7 @@ from batchloaders.spec.model import LoaderConfig
 from batchloaders.config.config import load_config
 from batchloaders.input_fn import build_input_fn
 from batchloaders.read.integrity import Reader
+from batchloaders.read.records import tf_message
 from batchloaders.regroup import bucketing, chunking, packing
 from batchloaders.regroup import stage as stages
 
@@ -113,8 +114,37 @@ def _steps(config: LoaderConfig, serialized: tf.Tensor) -> tf.Tensor:
 
 
 def survey(config: LoaderConfig) -> dict:
-    """Records, serialized record bytes, file bytes and (continuous_sequence) steps of all data files."""
+    """Records, serialized record bytes, file bytes and (continuous_sequence) steps of all data files.
+
+    Raises DataError naming the first data file that cannot be read whole (the timed pass may have
+    stopped before reaching it).
+    """
     files = list(config.dataset.files)
+    try:
+        count, size, steps = _survey_counts(config, files)
+    except tf.errors.OpError as error:
+        raise _unreadable(config, files, error) from None
+    return {"files": len(files), "records": int(count), "record_bytes": int(size), "steps": int(steps),
+            "file_bytes": sum(tf.io.gfile.stat(f).length for f in files)}
+
+
+def _unreadable(config: LoaderConfig, files: list[str], error: tf.errors.OpError) -> DataError:
+    """The survey's failure as a DataError naming its file: TensorFlow's error over many files names none,
+    so each file is read alone until one fails."""
+    manifest = config.dataset.manifest
+    expected = (f"expected a TFRecord file{f' ({manifest.compression})' if manifest.compression else ''}, as the "
+                f"manifest {manifest.path} says; `batchloaders verify` reads every file whole and says what is "
+                "wrong where")
+    for path in files:
+        try:
+            _survey_counts(config, [path])
+        except tf.errors.OpError as own:
+            return DataError(Problem(path, "record", f"cannot be read ({tf_message(own)}): {expected}"))
+    return DataError(Problem("<a data file>", "record", f"cannot be read ({tf_message(error)}): {expected}"))
+
+
+def _survey_counts(config: LoaderConfig, files: list[str]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(records, record bytes, steps) of ``files``, read in one reduce; tf.errors.OpError if one cannot be read."""
     records = tf.data.TFRecordDataset(files, compression_type=config.dataset.manifest.tf_compression)
     zero = tf.constant(0, tf.int64)
 
@@ -126,9 +156,7 @@ def survey(config: LoaderConfig) -> dict:
             steps += _steps(config, serialized)
         return count, size, steps
 
-    count, size, steps = records.batch(4096).reduce((zero, zero, zero), as_written(add))
-    return {"files": len(files), "records": int(count), "record_bytes": int(size), "steps": int(steps),
-            "file_bytes": sum(tf.io.gfile.stat(f).length for f in files)}
+    return records.batch(4096).reduce((zero, zero, zero), as_written(add))
 
 
 def padded_tensors(config: LoaderConfig) -> list[str]:

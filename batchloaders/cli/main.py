@@ -15,7 +15,8 @@ A config is data: no command imports the plugins a config's ``plugins:`` list na
 given ``--trust-plugins`` (or the file itself with ``--plugins``), so that validating a pull
 request's configs in CI runs none of its code. Untrusted, ``validate`` checks everything but
 the items of plugin types and prints a ``note:`` line per such item (exit 0; 1 with
-``--strict-plugins``); the commands that need the types (describe, bench, preview) fail naming them.
+``--strict-plugins``); the commands that need the types (describe, bench, preview) fail naming them; the data
+tools (check-data, verify, index) read the config's dataset only, which needs none.
 A closed output pipe (``describe CONFIG | head -1``) ends the command quietly with status 141.
 
 ``batchloaders describe CONFIG`` prints what a config compiles to (tensors,
@@ -33,7 +34,8 @@ problem, path first, and exiting 1 when there is any:
 * ``batchloaders manifest DIR``: writes or updates ``DIR/__manifest__.json`` with every
   file's record count, size and SHA-256, inferring the features when none are declared.
 * ``batchloaders index DIR|CONFIG``: writes ``<data file>.index`` (each record's byte offset)
-  beside every uncompressed data file and records it in the manifest's ``files``.
+  beside every uncompressed data file and records it in the manifest's ``files`` (a DIR's manifest
+  first, as ``manifest`` writes it, when there is none).
 
 ``batchloaders serve --dispatcher`` / ``serve --worker ADDRESS`` start TensorFlow's tf.data service
 servers (for configs with a ``service`` block), print the address they listen on and serve until
@@ -382,7 +384,8 @@ def _add_verify(commands) -> None:
                     "inside a record or at a record boundary, cut or unfinished GZIP/ZLIB streams, appended "
                     "bytes, record counts, sizes and SHA-256 that differ from the manifest's files entries, "
                     "records that disagree with the manifest's features, and files the manifest does not list "
-                    "or lists but are missing. Exits 1 if any file has problems.")
+                    "or lists but are missing. Imports none of a CONFIG's plugins. Exits 1 if any file has "
+                    "problems.")
     verify.add_argument("target", metavar="CONFIG|DIR",
                         help="a loader config, or a dataset directory holding __manifest__.json")
     verify.set_defaults(run=_tool("verify", "verify",
@@ -422,11 +425,12 @@ def _add_index(commands) -> None:
         description="Walk the frames of every data file (each length's checksum checked; progress on stderr), "
                     "write '<data file>.index' beside it (the byte offset of every record) and record each "
                     "index's name, size and SHA-256 in the manifest's files entries (a file the manifest does "
-                    "not list gets its full entry, as the manifest command writes it). Uncompressed TFRecord "
-                    "files only. Writes nothing when a file is damaged or disagrees with the manifest. Exits 1 "
-                    "on any problem.")
+                    "not list gets its full entry, as the manifest command writes it; a DIR without a manifest "
+                    "gets one first). Uncompressed TFRecord files only. Writes nothing when a file is damaged or "
+                    "disagrees with the manifest. Imports none of a CONFIG's plugins. Exits 1 on any problem.")
     index.add_argument("target", metavar="DIR|CONFIG",
-                       help="a dataset directory holding __manifest__.json, or a loader config")
+                       help="a dataset directory (its __manifest__.json written first when there is none), or a "
+                            "loader config")
     index.set_defaults(run=_tool("index", "write_index",
                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
 

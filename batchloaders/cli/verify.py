@@ -1,7 +1,8 @@
 """``batchloaders verify CONFIG|DIR``: re-read every data file whole and report what does not add up.
 
 A DIR means the dataset directory's ``__manifest__.json`` and its data files;
-a CONFIG means its dataset's manifest and data files. Each file is read
+a CONFIG means its dataset's manifest and data files (the config's plugins
+are not imported: reading the data needs none of their types). Each file is read
 whole (progress on stderr) and checked for:
 
 * damaged frames or checksums, found by TensorFlow's reader: the record and
@@ -58,7 +59,7 @@ def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
         manifest = load_manifest(os.path.join(target, MANIFEST_NAME))
         files, unreadable = _walk(target, os.stat(target))
         return manifest, files, [f"{shown(target)}: {problem}" for problem in unreadable]
-    dataset = load_dataset(target)
+    dataset = load_dataset(target)  # its plugins are not imported: reading the data needs none of their types
     return dataset.manifest, list(dataset.files), []
 
 

@@ -1,7 +1,9 @@
 """``batchloaders index DIR|CONFIG``: write the record index of every data file and record it in the manifest.
 
 A DIR means ``DIR/__manifest__.json`` and the data files it lists (when it lists
-none: those a ``dir`` dataset finds there by default); a CONFIG means its dataset's files and manifest. For
+none: those a ``dir`` dataset finds there by default; when there is no manifest, it is written
+first, as ``batchloaders manifest DIR`` writes it); a CONFIG means its dataset's files and manifest
+(the config's plugins are not imported). For
 each data file the frames are walked (each length's checksum checked, progress on
 stderr) and ``<data file>.index`` is written beside it (format:
 :mod:`batchloaders.read.record_index`). Each file's ``files`` entry in the manifest
@@ -9,7 +11,8 @@ gets ``"index": {"name", "size_bytes", "sha256"}``; a file the manifest does not
 list yet is read whole and gets its full entry first, as ``batchloaders manifest``
 writes it. Nothing is written when a file is damaged, compressed, or disagrees with
 its entry. Indexes and the manifest are written to temporary files, then renamed;
-the temporary files of a run that was killed are removed by the next run::
+the temporary files of a run that was killed (indexes beside the data files, the
+manifest beside it) are removed by the next run, which says so::
 
     $ batchloaders index data/mnist
     indexed data/mnist/part-0.tfrecords: 30,000 records, index 240,024 bytes
@@ -32,6 +35,7 @@ from batchloaders.cli.check_data import load_dataset
 from batchloaders.cli.progress import Progress
 from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing, data_files,
                                              remove_leftovers, replace_file, write_valid)
+from batchloaders.cli.write_manifest import write as write_manifest
 from batchloaders.read.record_index import FrameError, encode, index_path, scan_offsets, sha256_of
 from batchloaders.read.records import count, shown
 
@@ -53,18 +57,21 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> in
     return EXIT_OK
 
 
-def _target(target: str) -> tuple[str, list[str]]:
-    """The manifest path and the data files a DIR or CONFIG names; Refused for data that cannot be indexed."""
+def _target(target: str, err: TextIO) -> tuple[str, list[str]]:
+    """The manifest path and the data files a DIR or CONFIG names (a DIR's manifest written first when there is
+    none); Refused for data that cannot be indexed."""
     if os.path.isdir(target):
         manifest_path = os.path.join(target, MANIFEST_NAME)
-        if not os.path.isfile(manifest_path):
-            raise Refused(f"no {MANIFEST_NAME} in {shown(target)}: write it first with `batchloaders manifest "
-                          f"{target}`")
+        if not os.path.lexists(manifest_path):
+            print(f"batchloaders index: no {MANIFEST_NAME} in {shown(target)}: writing it first, as `batchloaders "
+                  f"manifest {shown(target)}` does", file=err)
+            for line in write_manifest(target, err):
+                print(f"batchloaders index: {line}", file=err)
         manifest = load_manifest(manifest_path)
         # The files the manifest lists (it may have been written with --pattern), else those found by default.
         files = list(manifest.files) if manifest.files else data_files(target)
     else:
-        dataset = load_dataset(target)
+        dataset = load_dataset(target)  # its plugins are not imported: reading the data needs none of their types
         manifest, files = dataset.manifest, list(dataset.files)
     if manifest.compression is not None:
         raise Refused(f"{shown(manifest.path)} says compression {manifest.compression!r}: a compressed file cannot "
@@ -83,7 +90,7 @@ def _target(target: str) -> tuple[str, list[str]]:
 def write(target: str, err: TextIO) -> list[str]:
     """Write the indexes and the manifest; return the summary lines."""
     started = time.time()
-    manifest_path, files = _target(target)
+    manifest_path, files = _target(target, err)
     base = os.path.dirname(os.path.abspath(manifest_path))
     data = _existing(manifest_path)
     entries = list(data.get("files") or [])
@@ -97,6 +104,8 @@ def write(target: str, err: TextIO) -> list[str]:
     for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in files}):
         for name in remove_leftovers(directory, started, INDEX_TEMP):
             print(f"batchloaders index: removed {name}, the temporary index of a run stopped while writing", file=err)
+    for name in remove_leftovers(base, started):
+        print(f"batchloaders index: removed {name}, the temporary manifest of a run stopped while writing", file=err)
     lines = []
     for path, blob, records in indexes:
         replace_file(index_path(path), blob, TEMP_PREFIX)

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from batchloaders.errors import ManifestError, Problem
+from batchloaders.config.datasets import within
 from batchloaders.config.manifest import INDEX_SUFFIX
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header
 from batchloaders.spec.model import Manifest
@@ -107,7 +108,8 @@ def encode(index: RecordIndex) -> bytes:
 def decode(blob: bytes) -> RecordIndex:
     """An index file's bytes read back; ValueError saying what is wrong when they are not an index of this format."""
     if len(blob) < INDEX_HEADER_BYTES or blob[:6] != MAGIC[:6]:
-        raise ValueError(f"it is not a record index (its first bytes are {blob[:8]!r}, expected {MAGIC!r})")
+        # Its bytes are not quoted: the file may be anything a link or a hand edit put there.
+        raise ValueError(f"it is not a record index: it does not begin with {MAGIC!r}, as a record index does")
     if blob[:8] != MAGIC:
         raise ValueError(f"it is a record index of format version {blob[7]}: this version reads version {VERSION} "
                          "(write it again with `batchloaders index`)")
@@ -165,8 +167,12 @@ def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None,
         return None, "the manifest lists no entry for this data file"
     if entry.index is None:
         return None, "the manifest records no index for this data file"
+    real, base = os.path.realpath(index_path(data_path)), os.path.dirname(os.path.abspath(manifest.path))
+    if not within(real, base):  # a link out of the dataset: what it leads to is not the dataset's to read
+        return None, (f"the index file is a symlink to {real}, outside the dataset directory {base}: expected the "
+                      "index file `batchloaders index` writes beside its data file")
     try:
-        with open(index_path(data_path), "rb") as f:
+        with open(real, "rb") as f:
             blob = f.read()
     except FileNotFoundError:
         return None, "the index file is missing"

@@ -43,6 +43,9 @@ def entry_problem(entry: str, base_dir: str) -> str | None:
     if not entry.endswith(".py"):
         return (f"found {entry!r}: expected a .py file path relative to the config's directory (a config "
                 "imports no module by name; import a module with --plugins or in your own program)")
+    if "\0" in entry:  # no file system takes it (os.path raises ValueError)
+        return (f"found {entry!r}, which holds a NUL character, so it is no file's path: expected a .py file path "
+                "relative to the config's directory")
     base = os.path.realpath(base_dir)
     path = os.path.realpath(os.path.join(base, entry))
     if os.path.commonpath([base, path]) != base:  # (a symbolic link is judged by where it leads)
@@ -84,6 +87,8 @@ def _load(entries, base_dir: str, near: str, scoped: bool) -> tuple[list[str], l
 def _import(entry: str, base_dir: str, scoped: bool) -> str:
     """Import ``entry`` (once per file); returns its scope, the resolved path of its file."""
     if entry.endswith(".py"):
+        if "\0" in entry:  # no file system takes it (os.path.realpath raises ValueError)
+            raise FileNotFoundError("it holds a NUL character, so it is no file's path")
         path = os.path.realpath(os.path.join(base_dir, entry))
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no file {path}")
