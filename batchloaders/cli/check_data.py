@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, ConfigError, PluginsNotChecked
 from batchloaders.config import datasets
+from batchloaders.config.accounting import missing_files
 from batchloaders.config.config import load_config
 from batchloaders.config.document import load_file
 from batchloaders.spec.model import Dataset, Manifest
@@ -39,12 +40,14 @@ from batchloaders.read.records import (ReadError, RecordProblems, check_record, 
 DEFAULT_RECORDS = 8
 
 
-def load_dataset(path: str, *, trust_plugins: bool = True) -> Dataset:
+def load_dataset(path: str, *, trust_plugins: bool = False) -> Dataset:
     """The dataset (manifest and data files) of the loader config at ``path``; raise its problems.
 
     A config whose only problems are the data disagreeing with the manifest's
     ``files`` (a listed file's size changed) still gives its dataset: reading
-    the data is how those problems are looked into.
+    the data is how those problems are looked into. ``trust_plugins``: import the config's own plugins
+    (runs their code); reading the data needs none of their types, so only a user's explicit
+    ``--trust-plugins`` passes True.
     """
     try:
         return load_config(path, trust_plugins=trust_plugins).dataset
@@ -98,8 +101,9 @@ def check_file(path: str, manifest: Manifest, records: int = DEFAULT_RECORDS) ->
 
 
 def check_files(files: Sequence[str], manifest: Manifest, records: int = DEFAULT_RECORDS,
-                out: TextIO | None = None) -> int:
-    """Check each file, print a line per problem (or OK) and a summary; return the exit status."""
+                out: TextIO | None = None, missing: Sequence[tuple] = ()) -> int:
+    """Check each file, print a line per problem (or OK) and a summary; return the exit status. ``missing``:
+    the files the manifest lists that are not there (accounting.missing_files), each a file with a problem."""
     out = out or sys.stdout
     bad = 0
     for path in files:
@@ -114,7 +118,12 @@ def check_files(files: Sequence[str], manifest: Manifest, records: int = DEFAULT
         if not problems:
             print(f"OK {shown(path)} ({count(checked, 'record')} checked)", file=out)
         bad += bool(problems)
-    print(summary(bad, len(files)), file=out)
+    for _, path, entry in missing:
+        line = f" (line {entry.line})" if entry.line else ""
+        print(f"{shown(path)}: missing: the manifest {shown(manifest.path)} lists it{line} with "
+              f"{count(entry.num_records, 'record')}", file=out)
+    bad += len(missing)
+    print(summary(bad, len(files) + len(missing)), file=out)
     return 1 if bad else 0
 
 
@@ -122,4 +131,4 @@ def run(config: str, records: int = DEFAULT_RECORDS, out: TextIO | None = None, 
     """Check the first records of every data file of a loader config; raise BatchLoaderError if it is invalid.
     ``trust_plugins``: as :func:`batchloaders.load_config` takes it (the data check itself needs no plugin)."""
     dataset = load_dataset(config, trust_plugins=trust_plugins)
-    return check_files(dataset.files, dataset.manifest, records, out)
+    return check_files(dataset.files, dataset.manifest, records, out, missing_files(dataset))

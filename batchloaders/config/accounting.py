@@ -13,9 +13,10 @@ import os
 from typing import Callable
 
 from batchloaders.errors import Problem
-from batchloaders.config.datasets import url_scheme
+from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, url_scheme
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import Dataset, LoaderConfig, Manifest
+from batchloaders.config.manifest import is_sidecar
+from batchloaders.spec.model import DataFile, Dataset, LoaderConfig, Manifest
 
 
 def record_counts(manifest: Manifest, files) -> list[int] | None:
@@ -50,6 +51,50 @@ def size_problems(dataset: Dataset) -> list[Problem]:
                 "was written; run `batchloaders verify` on the dataset to see what changed, and "
                 "`batchloaders manifest` on its directory to record it anew"), entry.line))
     return problems
+
+
+def missing_files(dataset: Dataset) -> list[tuple[int, str, DataFile]]:
+    """The files a dir dataset's manifest lists, that its pattern would read, and that are not there.
+
+    Their records would be lost without a word, since a dir dataset's files are found by listing the
+    directory. A list dataset names its files itself (its manifest may list more): none.
+
+    Args:
+        dataset: a resolved dataset.
+
+    Returns:
+        (place in the manifest's ``files``, path, entry) of each missing file, in the manifest's order.
+    """
+    if dataset.type != "dir" or not dataset.manifest.files:
+        return []
+    root = os.path.dirname(dataset.manifest.path)
+    match = pattern_matcher(dataset.pattern or DEFAULT_PATTERN)
+    read = {os.path.normpath(os.path.abspath(path)) for path in dataset.files}
+    missing = []
+    for i, (path, entry) in enumerate(dataset.manifest.files.items()):
+        relative = os.path.relpath(path, root).replace(os.sep, "/")
+        if (path not in read and match(relative) and not is_sidecar(os.path.basename(path))
+                and not os.path.lexists(path)):
+            missing.append((i, path, entry))
+    return missing
+
+
+def missing_problems(dataset: Dataset) -> list[Problem]:
+    """The files a manifest lists with their counts that are missing (:func:`missing_files`), as problems.
+
+    Args:
+        dataset: a resolved dataset.
+
+    Returns:
+        One problem for each, at its ``files`` entry in the manifest (with its line), naming the file and its
+        records.
+    """
+    root = os.path.dirname(dataset.manifest.path)
+    return [Problem(dataset.manifest.path, f"$.files[{i}]", (
+        f"data file {path} is missing, but the manifest lists it with {entry.num_records:,} records, which would "
+        f"not be read: it was deleted or moved after the manifest was written; restore it, or run `batchloaders "
+        f"manifest` on {root} to record the files there are"), entry.line)
+        for i, path, entry in missing_files(dataset)]
 
 
 def units_per_record(args: dict, loader_type: str, manifest: Manifest) -> int | None:
@@ -135,3 +180,72 @@ def examples_in_run(config: LoaderConfig, shard: list[int], *,
     counts fix them and the epochs are finite (see :func:`records_per_epoch`)."""
     per_epoch = records_per_epoch(config, shard, share=share) if config.epochs is not None else None
     return None if per_epoch is None else config.epochs * per_epoch
+
+
+FRAME_BYTES = 16  # the TFRecord frame around every record: its length (8 bytes) and two checksums (4 each)
+UNKNOWN_SIZE = -1
+
+
+def _records_at_most(dataset: Dataset, shard, sizes) -> list[int] | None:
+    """The most records each of files ``shard`` holds: its count when the manifest lists it, else (``sizes``:
+    bytes of every file of the dataset, UNKNOWN_SIZE if not known) as many empty records as an uncompressed
+    file of its size holds; None when neither tells."""
+    out = []
+    for i in shard:
+        path = dataset.files[i]
+        entry = dataset.manifest.entry(path) if url_scheme(path) is None else None
+        if entry is not None:
+            out.append(entry.num_records)
+        elif sizes is not None and sizes[i] != UNKNOWN_SIZE and dataset.manifest.compression is None:
+            out.append(sizes[i] // FRAME_BYTES)
+        else:
+            return None
+    return out
+
+
+def most_examples(config: LoaderConfig, shard: list[int], sizes=None) -> int | None:
+    """At most how many examples one input pipeline gives over all its epochs.
+
+    The records (whatever ``on_corrupt`` skips), or the most windows of ``min_window`` each file's units can
+    give (:func:`max_windows`), the records counted by the manifest or bounded by the file's size.
+
+    Args:
+        config: a checked config reading one dataset.
+        shard: the places in ``config.dataset.files`` of the files the pipeline reads.
+        sizes: the bytes of every file of the dataset (UNKNOWN_SIZE where not known), or None.
+
+    Returns:
+        The bound, or None when nothing bounds the examples (a compressed or remote file the manifest does
+        not list, a feature list's varying steps) or the epochs are endless.
+    """
+    records = _records_at_most(config.dataset, shard, sizes)
+    if records is None or config.epochs is None:
+        return None
+    loader = kind(config.type)
+    if not loader.sequence:
+        return config.epochs * sum(records)
+    args = {"primary_features": [{"from_name": p.from_name} for p in config.primary_features]}
+    per_record = units_per_record(args, config.type, config.dataset.manifest)
+    if per_record is None:
+        return None
+    stride = config.stride if loader.concatenates_records else None
+    return config.epochs * sum(max_windows(n * per_record, config.min_window, stride) for n in records)
+
+
+def examples_bounded(dataset: Dataset, loader_type: str, from_names: list[str]) -> bool:
+    """Whether :func:`most_examples` bounds what a dataset gives, once its local files' sizes are read.
+
+    Args:
+        dataset: a resolved dataset.
+        loader_type: the config's ``type``.
+        from_names: the manifest features its primary features read.
+
+    Returns:
+        True when the manifest counts every file or the files are local and uncompressed, and (the
+        ``continuous_sequence`` loader) each record gives a fixed number of steps.
+    """
+    sizes = [0 if url_scheme(path) is None else UNKNOWN_SIZE for path in dataset.files]
+    if _records_at_most(dataset, range(len(dataset.files)), sizes) is None:
+        return False
+    args = {"primary_features": [{"from_name": name} for name in from_names]}
+    return not kind(loader_type).sequence or units_per_record(args, loader_type, dataset.manifest) is not None

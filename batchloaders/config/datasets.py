@@ -225,6 +225,7 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     and is a problem when it is a directory or a file the pattern matches, so
     that no data goes missing without a word (a list dataset names files anywhere).
     Record indexes (``*.index``) and their temporary files are never data files, whatever ``match`` says.
+    A matched file whose path is not UTF-8 is a problem (:func:`not_utf8`): TensorFlow cannot open it.
     Returns the files and a description of each path that cannot be read.
     """
     match = match or pattern_matcher(DEFAULT_PATTERN)
@@ -265,7 +266,9 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
                 seen_dirs.add(key)
                 stack.append(listing(path, rel))
         elif match("/".join(rel)) and not is_sidecar(rel[-1]):  # record indexes sit beside their data files
-            if what == "file":
+            if what == "file" and not_utf8(path):
+                problems.append(not_utf8(os.path.join(*rel)) or not_utf8(path))  # the name, else data_dir's
+            elif what == "file":
                 key = (st.st_dev, st.st_ino)
                 if key not in seen_files:
                     seen_files.add(key)
@@ -274,6 +277,26 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
                 problems.append(f"{shorten(os.path.join(*rel))} " + ("vanished during the walk" if what == "missing"
                                                                      else f"is {_article(what)}"))
     return files, problems
+
+
+def not_utf8(path: str) -> str | None:
+    """What is wrong with a path whose name is not UTF-8 (None when it is UTF-8).
+
+    Linux lists a name holding bytes that are not UTF-8 as a str with surrogates
+    ('part-\\udcff.tfrecord'); TensorFlow opens files by UTF-8 names only, so it cannot open one.
+
+    Args:
+        path: a path as ``os.listdir`` or ``os.path.join`` gives it.
+
+    Returns:
+        None, or the problem naming the path by its bytes and saying what to do.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return (f"{os.fsencode(path)!r} is named with bytes that are not UTF-8 (TensorFlow opens files by UTF-8 "
+                "names only): rename it")
+    return None
 
 
 def within(path: str, directory: str) -> bool:

@@ -3,7 +3,7 @@
 Configs and manifests are plain data: maps with string keys, lists, strings,
 numbers, booleans and null. Anything else a YAML or JSON parser would accept
 (tags such as ``!!set``, timestamps, recursive aliases, alias chains that
-expand to billions of nodes, nesting thousands deep, NaN in JSON, huge files,
+expand to billions of nodes, nesting thousands deep, NaN or infinity anywhere, huge files,
 more nodes than a config or manifest holds) is refused here with an error naming the file, line and column, before any
 other code walks the data.
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
+import numbers
 import os
 import re
 from typing import Any, Callable
@@ -116,6 +118,7 @@ class _PlainLoader(yaml.SafeLoader):
         self._bounds = bounds
         self._max_nodes = min(bounds.max_nodes, MAX_YAML_NODES)
         self.alias_targets: list[yaml.Node] = []
+        self.non_finite = False  # a .nan or .inf was read
 
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -176,7 +179,9 @@ class _PlainLoader(yaml.SafeLoader):
             raise _Refused(None, None, f"found the number {node.value[:40]!r}: expected a decimal number of at "
                                        "most 400 characters (base-60 forms such as 1:30 are refused; quote a "
                                        "string)", node.start_mark)
-        return super().construct_yaml_float(node)
+        value = super().construct_yaml_float(node)
+        self.non_finite = self.non_finite or not math.isfinite(value)  # (.nan, .inf: refused with their paths)
+        return value
 
 
 _PlainLoader.add_constructor("tag:yaml.org,2002:int", _PlainLoader.construct_yaml_int)
@@ -227,9 +232,40 @@ def _expansion(root: yaml.Node) -> tuple[int, int, int, yaml.Node | None]:
     return size[id(root)], len(size), depth[id(root)], None
 
 
+def _is_non_finite(value: Any) -> bool:
+    """Whether ``value`` is a number that is NaN or infinite (floats, and numpy's, are; integers never)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, (str, int, dict, list, tuple)) or value is None:  # (every value of a parsed document)
+        return False
+    return (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+            and not math.isfinite(value))
+
+
+def _non_finite_problems(data: Any, problem: Callable[[tuple, str], Problem]) -> list[Problem]:
+    """One problem for every NaN or infinity in ``data``, in document order.
+
+    No key takes one: a weight, a padding value, a step's number or a timeout of NaN passes every
+    comparison a bound makes and fails only once TensorFlow runs; an infinity cannot be written in
+    JSON at all, so a YAML config and its JSON form say the same.
+    """
+    found, stack = [], [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((item, path + (key,)) for key, item in reversed(list(value.items())))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, path + (i,)) for i, item in reversed(list(enumerate(value))))
+        elif _is_non_finite(value):
+            what = "NaN (not a number)" if math.isnan(value) else ("infinity" if value > 0 else "-infinity")
+            found.append(problem(path, f"found {what}: expected a finite number"))
+    return found
+
+
 def check_plain(data: Any, source: str, error_cls: type[BatchLoaderError]) -> None:
     """Refuse in-memory data (a dict config) that is not plain, finite and shallow."""
     stack = [(data, (), 0)]
+    non_finite = False
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, (dict, list, tuple)):
@@ -245,6 +281,10 @@ def check_plain(data: Any, source: str, error_cls: type[BatchLoaderError]) -> No
                     stack.append((item, path + (key,), depth + 1))
             else:
                 stack.extend((item, path + (i,), depth + 1) for i, item in enumerate(value))
+        elif not non_finite and _is_non_finite(value):
+            non_finite = True
+    if non_finite:
+        raise error_cls(_non_finite_problems(data, lambda path, message: Problem(source, json_path(path), message)))
 
 
 def parse_text(text: str, source: str, error_cls: type[BatchLoaderError], *, base_dir: str = ".",
@@ -387,6 +427,8 @@ def _parse_yaml(text: str, source: str, error_cls: type[BatchLoaderError], bound
     lines: dict[tuple, tuple[int, int]] = {}
     if node is not None:
         _yaml_lines(node, (), lines)
+    if loader.non_finite:
+        raise error_cls(_non_finite_problems(data, Document(data, source, ".", lines).problem))
     return data, lines
 
 

@@ -15,18 +15,23 @@ mixed stream is then drawn from them:
 
 The source of each draw is a stateless draw from the run's seed and the draw's number: the same seed
 gives the same mixed order in every process and after a restore. ``mixing.exhausted`` says what a
-source running out does (``choose_from_datasets`` skips an exhausted source, or stops at it).
+source running out does (``choose_from_datasets`` skips an exhausted source, or stops at it). Under
+``continue`` a source's draws stop at its examples as the manifests' counts or its files' sizes bound
+them (:func:`budgets`, :func:`_planned`): a source left running at a tiny weight is not found by drawing
+the spent ones again and again.
 Every example carries its source's index and name in ``extras`` (the ``mixture_source`` secondary
 feature reads them).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.config.accounting import examples_in_run, record_counts
+from batchloaders.config.accounting import examples_in_run, most_examples, record_counts
 from batchloaders.loaders import base
 from batchloaders.read import block_sizes, determinism, naming, origins, sharding
 from batchloaders.read.parsing import parse_batch
@@ -35,6 +40,10 @@ from batchloaders.transform.graphs import as_written
 from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
 
 DRAWS_PER_STEP = 1024  # sources drawn per vectorized call
+# Below this share of the weight held by the sources still running, their draws are made among them alone
+# (above it, the spent sources' draws are left out: as cheap, and the order of a mix without counts).
+KEPT_SHARE = 1 / 16
+UNLIMITED = 2**62  # a source the manifests' counts do not bound
 RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
 
 
@@ -98,17 +107,83 @@ def _labelled(parsed: dict, index: int, name: str, files_before: int) -> dict:
     return {"values": dict(parsed["values"]), "lengths": dict(parsed.get("lengths", {})), "extras": extras}
 
 
-def _choices(config: LoaderConfig) -> tf.data.Dataset:
-    """The source of every draw, from the run's seed and the draw's number (never ending)."""
+def budgets(config: LoaderConfig, input_context=None, readers=None) -> list[int | None] | None:
+    """How many elements each source gives this input pipeline at most, under ``exhausted: continue``.
+
+    By the manifests' counts (exactly, for examples and records, where they fix them), or by the sizes of the
+    files a manifest lists no count for (accounting.most_examples).
+
+    Args:
+        config: a checked mixture config.
+        input_context: this input pipeline's tf.distribute.InputContext, or None.
+        readers: each source's integrity.Reader (its files' sizes), or None.
+
+    Returns:
+        One bound a source (None where nothing bounds it), or None when no source runs out before the run
+        ends (endless epochs) or the first one to run out ends it.
+    """
+    if config.mixing.exhausted != "continue" or config.epochs is None:
+        return None
+    exact = examples_per_source(config, input_context)
+    if exact is not None:
+        return list(exact)
+    return [most_examples(sub, list(sharding.plan(sub, input_context).files),
+                          readers[i].table.sizes if readers is not None else None)
+            for i, sub in enumerate(source_configs(config))]
+
+
+def _choices(config: LoaderConfig, limits: list[int | None] | None = None) -> tf.data.Dataset:
+    """The source of every draw, from the run's seed and the draw's number: never ending, or with ``limits``
+    (:func:`budgets`) drawn among the sources still running (:func:`_planned`)."""
     seed = determinism.seed(config.seed, determinism.MIXING)
     if seed is None:  # built outside input_fn without a seed: a fresh order
         seed = tf.random.uniform([], maxval=determinism.MAX_SEED, dtype=tf.int64)
-    logits = tf.math.log(tf.constant([shares(config)], tf.float64))
+    fractions = shares(config)
+    share = tf.constant(fractions, tf.float64)
+    # A share below float64's normal range (5e-324 of 2) is still drawn: its logit from the weight itself,
+    # worked out here, since TensorFlow reads such a number as 0.
+    total = sum(s.weight for s in config.sources)
+    logits = tf.where([f >= sys.float_info.min for f in fractions], tf.math.log(share),
+                      tf.constant([math.log(s.weight) - math.log(total) for s in config.sources], tf.float64))
+    if limits is not None:
+        return _planned(logits, share, limits, seed)
 
     def draw(step):
-        picked = tf.random.stateless_categorical(logits, DRAWS_PER_STEP, seed=tf.stack([seed, step]), dtype=tf.int64)
+        picked = tf.random.stateless_categorical(logits[None], DRAWS_PER_STEP, seed=tf.stack([seed, step]),
+                                                 dtype=tf.int64)
         return tf.reshape(picked, [-1])
     return tf.data.Dataset.counter().map(as_written(draw)).unbatch()
+
+
+def _planned(logits, share, limits: list[int | None], seed) -> tf.data.Dataset:
+    """The draws of ``exhausted: continue`` with each source's ``limits`` (:func:`budgets`): a source's draws
+    past its limit and one more (which finds its end) are not made, so no weight, however small, leaves the
+    sources still running to be found by drawing the spent ones again and again.
+
+    While the sources still running hold at least KEPT_SHARE of the weight, the draws are those of the endless
+    stream with the spent sources' left out (the order a mix without limits gives); below, they are drawn among
+    the running sources alone, their weights renormalized. A source without a limit (None) is never spent: it
+    is found spent by drawing it. The draws end when every source is spent, and the mix with them: a restored
+    choose_from_datasets counts the sources it had found spent before the save as running still, and would
+    otherwise draw on for ever once the last one runs out."""
+    count = len(limits)
+    left0 = tf.constant([UNLIMITED if n is None else n + 1 for n in limits], tf.int64)
+
+    def step(left, number):
+        running = left > 0
+        kept = tf.reduce_sum(tf.where(running, share, tf.zeros_like(share)))
+        every = (kept >= KEPT_SHARE) | ~tf.reduce_any(running)  # (nothing running: the step is not used)
+        drawn = tf.where(every | running, logits, tf.constant(-np.inf, tf.float64))
+        picked = tf.random.stateless_categorical(drawn[None], DRAWS_PER_STEP, seed=tf.stack([seed, number]),
+                                                 dtype=tf.int64)[0]
+        hits = tf.one_hot(picked, count, dtype=tf.int64)
+        nth = tf.reduce_sum(tf.cumsum(hits, axis=0) * hits, axis=1)  # 1 for a source's first draw in this step
+        made = tf.boolean_mask(picked, nth <= tf.gather(left, picked))
+        return tf.maximum(left - tf.reduce_sum(hits, axis=0), 0), (made, tf.reduce_any(running))
+
+    return (tf.data.Dataset.counter().scan(left0, as_written(step))
+            .take_while(as_written(lambda made, running: running))
+            .map(as_written(lambda made, running: made)).unbatch())
 
 
 def _trimmed(block: dict) -> dict:
@@ -130,7 +205,8 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
     if finish is not None and config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, config, input_context, block, readers,
                                                                       finish),
-                                                    _choices(config), stop_on_empty_dataset=stop), None
+                                                    _choices(config, budgets(config, input_context, readers)),
+                                                    stop_on_empty_dataset=stop), None
     if config.mixing.batches == "mixed" and parses_alike(loader, config):
         return _drawn_records(loader, config, input_context, block, readers, stop=stop, drop=drop)
     streams, files_before = [], 0
@@ -141,8 +217,10 @@ def source(loader, config: LoaderConfig, input_context, block: int, readers,
                                     deterministic=True))
         files_before += len(spec.dataset.files)
     if config.mixing.batches == "per_source":
-        return tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop), _same
-    examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(config),
+        return tf.data.Dataset.choose_from_datasets(streams, _choices(config, budgets(config, input_context, readers)),
+                                                    stop_on_empty_dataset=stop), _same
+    examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams],
+                                                    _choices(config, budgets(config, input_context, readers)),
                                                     stop_on_empty_dataset=stop)
     return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
 
@@ -177,7 +255,8 @@ def _drawn_records(loader, config: LoaderConfig, input_context, block: int, read
         streams.append(blocks.map(as_written(numbered)).unbatch())
         files_before += len(spec.dataset.files)
         owners.extend([spec.index] * len(spec.dataset.files))
-    drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(config), stop_on_empty_dataset=stop)
+    drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(config, budgets(config, input_context, readers)),
+                                                 stop_on_empty_dataset=stop)
     return drawn.batch(block, drop_remainder=drop), _record_parser(config, origins.data_files(config), tuple(owners))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from batchloaders.config import datasets
-from batchloaders.config.accounting import record_counts
+from batchloaders.config.accounting import examples_bounded, record_counts
 from batchloaders.config.document import Document
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import fixed_window, primary_info
@@ -95,6 +95,8 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
     given = args.get("mixing") if ctx.valid(("args", "mixing")) and isinstance(args.get("mixing"), dict) else {}
     # (an unknown key is reported by the schema check and does not mark the block invalid)
     ctx.mixing = Mixing(**{f.name: given[f.name] for f in dataclasses.fields(Mixing) if f.name in given})
+    if all("weight" in e for e in entries) and len(ctx.sources) == len(entries):
+        _check_unbounded_weights(ctx)
     if ctx.mixing.exhausted == "repeat" and ctx.value("epochs") is not None and ctx.sources:
         unknown = [s.name for s in ctx.sources if record_counts(s.dataset.manifest, s.dataset.files) is None]
         if unknown:
@@ -102,6 +104,34 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
                 f"found repeat, but the manifest(s) of {', '.join(map(repr, unknown))} list no record counts: repeat "
                 "ends the run when the source that lasts longest at its weight runs out, which the counts tell; "
                 "expected counts in every manifest (`batchloaders manifest DIR`), or exhausted continue or stop"))
+
+
+# Under exhausted: continue, a source whose examples nothing bounds (loaders/mixture.py: budgets) is found
+# spent only by drawing it: a source left running at a weight this many times smaller costs that many draws
+# per example.
+MAX_WEIGHT_RATIO = 1000
+
+
+def _check_unbounded_weights(ctx: SectionContext) -> None:
+    """Given weights, with exhausted continue and finite epochs: a source must weigh at least 1/MAX_WEIGHT_RATIO
+    of every other source whose examples neither the manifest's counts nor its files' sizes bound."""
+    if ctx.mixing.exhausted != "continue" or ctx.value("epochs") is None:
+        return
+    unbounded = [s for s in ctx.sources
+                 if not examples_bounded(s.dataset, ctx.loader_type, [p.from_name for p in s.primary_features])]
+    for source in ctx.sources:
+        others = [u for u in unbounded if u is not source]
+        heaviest = max(others, key=lambda u: u.weight, default=None)
+        if heaviest is None or source.weight * MAX_WEIGHT_RATIO >= heaviest.weight:
+            continue
+        ctx.check(("args", "sources", source.index, "weight"), (
+            f"found {source.weight:g} for source {source.name!r}, less than 1/{MAX_WEIGHT_RATIO:,} of the weight of "
+            f"source {heaviest.name!r} ({heaviest.weight:g}), whose examples nothing counts (its manifest lists no "
+            "counts for its compressed or remote files, or its windows are cut from feature lists): with exhausted "
+            "continue, once that source has run out it would still be drawn, about "
+            f"{heaviest.weight / source.weight:,.0f} times for each example of this one; expected a weight of at "
+            f"least {heaviest.weight / MAX_WEIGHT_RATIO:g}, record counts in that manifest (`batchloaders manifest "
+            "DIR`), or exhausted stop or repeat"))
 
 
 _WHY_NOT = {
