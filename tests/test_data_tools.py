@@ -213,40 +213,37 @@ def _example_files():
 EXAMPLE_FEATURES = [
     {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"},
     {"name": "name", "dtype": "string", "shape": [], "var_len": False, "deserialize_type": "string"},
+    {"name": "tokens", "dtype": "int64", "shape": [None], "var_len": False, "deserialize_type": "int"},
     {"name": "x", "dtype": "float32", "shape": [2], "var_len": False, "deserialize_type": "float"}]
-TOKENS_LEFT_OUT = (
-    "batchloaders manifest: feature 'tokens' left out: its number of values per record varies (1 value in "
-    "d/part-0.tfrecords: record 0; 2 values in d/part-0.tfrecords: record 1; 3 values in d/part-0.tfrecords: "
-    "record 2): a manifest describes fixed shapes only; a value that varies in length belongs in a feature list "
-    "of a SequenceExample")
 
 EXAMPLE_GUESSES = [
     "guessed: allow_var_len false (tf.train.Example records: none of the 6 records looked at holds feature lists)",
     "guessed: id: int64 [] (an int64_list of 1 value in every record looked at)",
     "guessed: name: string [] (a bytes_list of 1 value in every record looked at)",
+    "guessed: tokens: int64 [null] (an int64_list of 1 to 3 values in the records looked at: a variable length)",
     "guessed: x: float32 [2] (a float_list of 2 values in every record looked at)"]
 
 INFER_CASES = {
     # name: (files, compression written, allow_var_len, features, summary and guessed lines, stderr)
     "Examples": (_example_files(), None, False, EXAMPLE_FEATURES, [
         "features inferred from 6 records of 3 files (tf.train.Example, compression null): id (int64 []), "
-        "name (string []), x (float32 [2])", "guessed: compression null (told from the files' bytes)",
-        *EXAMPLE_GUESSES], [TOKENS_LEFT_OUT]),
+        "name (string []), tokens (int64 [null]), x (float32 [2])",
+        "guessed: compression null (told from the files' bytes)", *EXAMPLE_GUESSES], []),
     "SequenceExamples": (
         {"part-0.tfrecords": [seq_record(0, r) for r in range(3)], "part-1.tfrecords": [seq_record(1, 0)]}, None,
-        True, [{"name": "frames", "dtype": "float32", "shape": [1], "var_len": True, "deserialize_type": "float"},
+        True, [{"name": "frames", "dtype": "float32", "shape": [], "var_len": True, "deserialize_type": "float"},
                {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"}], [
             "features inferred from 4 records of 2 files (tf.train.SequenceExample, compression null): "
-            "frames (float32 [1], feature list), id (int64 [])",
+            "frames (float32 [], feature list), id (int64 [])",
             "guessed: compression null (told from the files' bytes)",
             "guessed: allow_var_len true (tf.train.SequenceExample records: some records looked at hold feature "
             "lists)",
-            "guessed: frames: float32 [1] per step (a float_list of 1 value in every step looked at)",
+            "guessed: frames: float32 [] per step (a float_list of 1 value in every step looked at)",
             "guessed: id: int64 [] (an int64_list of 1 value in every record looked at)"], []),
     "GZIP Examples": (_example_files(), "gzip", False, EXAMPLE_FEATURES, [
         "features inferred from 6 records of 3 files (tf.train.Example, compression 'gzip'): "
-        "id (int64 []), name (string []), x (float32 [2])", "guessed: compression 'gzip' (told from the files' "
-        "bytes)", *EXAMPLE_GUESSES], [TOKENS_LEFT_OUT]),
+        "id (int64 []), name (string []), tokens (int64 [null]), x (float32 [2])", "guessed: compression 'gzip' "
+        "(told from the files' bytes)", *EXAMPLE_GUESSES], []),
 }
 
 
@@ -299,12 +296,11 @@ REFUSE_CASES = {
 def test_manifest_refuses(tmp_path, monkeypatch, capsys, case):
     damage, err = REFUSE_CASES[case]
     monkeypatch.chdir(tmp_path)
-    if err is None:  # every record holds a feature of varying length only
+    if err is None:  # every record holds one feature, stored in a different list type in each
         write_records(tmp_path / "d" / "part-0.tfrecords",
-                      [example(tokens=("int", list(range(r)))) for r in range(1, 3)])
-        err = ["batchloaders manifest: feature 'tokens' left out: its number of values per record varies (1 value "
-               f"in {P0}: record 0; 2 values in {P0}: record 1): a manifest describes fixed shapes only; a value "
-               "that varies in length belongs in a feature list of a SequenceExample",
+                      [example(tokens=(kind, [1])) for kind in ("int", "float")])
+        err = ["batchloaders manifest: feature 'tokens' left out: stored in different list types: int64_list in "
+               f"{P0}: record 0; float_list in {P0}: record 1",
                "batchloaders manifest: error: no feature could be inferred from the 2 records looked at (the first "
                "64 of each file); declare the features in d/__manifest__.json"]
     else:
@@ -427,7 +423,9 @@ def test_verify_and_manifest_refuse_what_is_not_a_dataset(tmp_path, monkeypatch,
     assert cli(capsys, "verify", "empty") == (1, [], ["batchloaders verify: error: empty/__manifest__.json: $: "
                                                       "file not found"])
     assert cli(capsys, "manifest", "empty") == (1, [], ["batchloaders manifest: error: no data file under empty "
-                                                        "(files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz})"])
+                                                        "(files matching **/*{.tfrecords,.tfrecord,.tfrec,"
+                                                        "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]}"
+                                                        "{,.gz,.zz})"])
 
 
 SECRET = b"root:*:20000:0:99999:7:::\n"  # what /etc/shadow begins with: a file no tool may quote

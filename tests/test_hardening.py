@@ -277,6 +277,10 @@ EXPECTED_MAXIMA = {
     "secondary_const.schema.json#/properties/shape/items": limits.MAX_DIM,
     # Processing steps: counts and sizes are int32 like every shape; an axis is bounded by TensorFlow's
     # largest rank (254); an id by its int64 dtype.
+    "step_decode_image.schema.json#/properties/channels": None,  # an enum: 1, 3 or 4
+    "step_decode_image.schema.json#/properties/size/items": limits.MAX_DIM,
+    "step_decode_image.schema.json#/properties/resize/items": limits.MAX_DIM,
+    "step_decode_image.schema.json#/properties/crop/items": limits.MAX_DIM,
     "step_frame_stack.schema.json#/properties/left": limits.MAX_COUNT,
     "step_frame_stack.schema.json#/properties/right": limits.MAX_COUNT,
     "step_lookup.schema.json#/properties/oov_id": limits.INT64_MAX,
@@ -320,8 +324,12 @@ def test_every_schema_number_has_the_documented_maximum():
             assert schema["definitions"]["context"]["maxItems"] == 2
             assert schema["properties"]["tensors"]["maxItems"] == 1024
             continue
+        if name == "step_decode_image.schema.json":  # size, resize and crop: [height, width], exactly two
+            assert json.dumps(load_schema(name)).count('"minItems": 2, "maxItems": 2') == 3
+            continue
         text = json.dumps(load_schema(name))
-        assert text.count('"maxItems": 32') == text.count('"items": {"type": "integer"'), name
+        shapes = text.count('"items": {"type": "integer"') + text.count('"items": {"type": ["integer", "null"]')
+        assert text.count('"maxItems": 32') == shapes, name
 
 
 @pytest.fixture

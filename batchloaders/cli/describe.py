@@ -8,7 +8,7 @@ takes and why, and the output signature (each batch's tensors, batch axis first)
     $ batchloaders describe configs/chars_independent.yaml
     config: configs/chars_independent.yaml
     loader: independent
-    data files: 4 (dir dataset of the files matching **/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}; manifest .../demo_data/chars/__manifest__.json)
+    data files: 4 (dir dataset of the files matching **/*{.tfrecords,.tfrecord,.tfrec,-[0-9]...}{,.gz,.zz}; manifest .../demo_data/chars/__manifest__.json)
     ...
     tensor context: int32 [16] (model input)
     tensor next_char: int32 [] (model target)
@@ -60,6 +60,9 @@ def parse_call(config: LoaderConfig) -> str:
     if config.dataset.manifest.allow_var_len:
         return ("tf.io.parse_sequence_example call, because the manifest allows variable-length feature lists "
                 "(records are SequenceExamples)")
+    if any(f.var_len for f in config.selected.values()):
+        return ("tf.io.parse_example call, because the manifest has no feature lists (records are Examples); "
+                "variable-length features are read as ragged value lists and padded to the longest of the call")
     return "tf.io.parse_example call, because the manifest has fixed-length features only (records are Examples)"
 
 

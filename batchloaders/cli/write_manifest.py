@@ -1,7 +1,7 @@
 """``batchloaders manifest DIR``: write or update ``DIR/__manifest__.json`` from the data files under DIR.
 
 Every data file (those ``--pattern`` matches, by default the ``*.tfrecords``,
-``*.tfrecord`` and ``*.tfrec`` files a ``dir`` dataset finds) is read
+``*.tfrecord``, ``*.tfrec`` and ``*-00000-of-00002`` shards a ``dir`` dataset finds) is read
 whole, with a progress line on stderr, and listed in ``files`` with its
 name (relative to DIR, '/' between directories), ``num_records``,
 ``size_bytes`` and ``sha256``. A damaged file (see :mod:`batchloaders.cli.verify`)
@@ -45,7 +45,7 @@ import time
 from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
-from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, pattern_matcher, shorten
+from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, files_there, pattern_matcher, shorten
 from batchloaders.spec.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
@@ -124,7 +124,9 @@ def data_files(directory: str, pattern: str | None = None) -> list[str]:
     if unreadable:
         raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
     if not files:
-        raise Refused(f"no data file under {directory} (files matching {pattern or DEFAULT_PATTERN})")
+        there = files_there(directory)
+        raise Refused(f"no data file under {directory} (files matching {pattern or DEFAULT_PATTERN})"
+                      + (f": {there}" if there else ""))
     return files
 
 
@@ -178,7 +180,7 @@ def _samples(files: Sequence[str], compression: str | None) -> Iterator[tuple[st
 
 
 def _feature_text(feature: dict) -> str:
-    shape = "[" + ", ".join(map(str, feature["shape"])) + "]"
+    shape = "[" + ", ".join("null" if dim is None else str(dim) for dim in feature["shape"]) + "]"
     raw = "raw " if feature["deserialize_type"] == "raw" else ""
     return f"{feature['name']} ({raw}{feature['dtype']} {shape}{', feature list' if feature['var_len'] else ''})"
 

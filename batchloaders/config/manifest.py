@@ -60,9 +60,10 @@ def manifest_from_document(doc: Document) -> Manifest:
                             "(false for a context feature, true for a feature list)")
             var_len = False
         elif var_len and not allow_var_len:
-            problem(at + ("var_len",), "found var_len true, but allow_var_len is false: records are Examples "
-                                       "with fixed-length features only; set allow_var_len to true "
-                                       "(SequenceExample records) or var_len to false")
+            problem(at + ("var_len",), "found var_len true, but allow_var_len is false: records are Examples, "
+                                       "which hold no feature lists; set allow_var_len to true (SequenceExample "
+                                       "records), or var_len to false (with a shape that begins with null for a "
+                                       "value list that varies in length)")
         if dtype_kind == "string" and dtype != "string":
             problem(at + ("dtype",), f"found dtype {dtype!r} for deserialize_type 'string': expected 'string' "
                                      "(use deserialize_type 'raw' to decode bytes into numbers)")
@@ -74,10 +75,11 @@ def manifest_from_document(doc: Document) -> Manifest:
                                      "cannot produce: expected another numeric dtype (e.g. uint8, int32, int64, "
                                      "float32) or bool")
         args = f.get("deserialize_args") or {}
+        shape, ragged = _shape(f["shape"], bool(var_len), at, problem)
         feature = ManifestFeature(
-            name=name, dtype=dtype, shape=tuple(f["shape"]), var_len=bool(var_len),
+            name=name, dtype=dtype, shape=shape, var_len=bool(var_len) or ragged,
             deserialize_type=dtype_kind, endian=args.get("endian"),
-            raw_len=1 if var_len else int(args.get("len", 1)))
+            raw_len=1 if var_len or ragged else int(args.get("len", 1)), ragged=ragged)
         _check_record_size(feature, at, problem)
         features[name] = feature
     files = _files(doc, data.get("files") if valid(("files",)) else None, problem)
@@ -85,6 +87,26 @@ def manifest_from_document(doc: Document) -> Manifest:
         raise ManifestError(problems)
     return Manifest(path=doc.source, compression=data["compression"], allow_var_len=allow_var_len,
                     features=features, files=files)
+
+
+def _shape(shape: list, feature_list: bool, at: tuple, problem) -> tuple[tuple[int, ...], bool]:
+    """(the shape of one row, whether the first axis is variable): ``[null, 3]`` is rows of 3 values, any number of
+    them. Only a feature's own value list can vary so (a feature list's steps vary in number already)."""
+    ragged = bool(shape) and shape[0] is None
+    rest = shape[1:] if ragged else shape
+    for i, dim in enumerate(rest, start=int(ragged)):
+        if dim is None:
+            problem(at + ("shape", i), f"found null at axis {i} of shape {_shown(shape)}: expected an axis length "
+                                       "(1 or more); only the first axis may be null (a variable length)")
+    if ragged and feature_list:
+        problem(at + ("shape", 0), f"found shape {_shown(shape)} with var_len true: expected a step shape of "
+                                   "fixed lengths (a feature list varies in its number of steps already), or "
+                                   "var_len false for a feature whose value list varies in length")
+    return tuple(dim for dim in rest if dim is not None), ragged
+
+
+def _shown(shape: list) -> str:
+    return "[" + ", ".join("null" if dim is None else str(dim) for dim in shape) + "]"
 
 
 def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
@@ -124,7 +146,8 @@ def _check_record_size(feature: ManifestFeature, at: tuple, problem) -> None:
     count = elements(feature.record_shape)
     size = count * ITEM_BYTES[feature.dtype]
     where = at + (("deserialize_args", "len") if feature.raw_len > 1 else ("shape",))
-    unit = "one step of this feature list" if feature.var_len else "one record's value of this feature"
+    unit = ("one row of this feature" if feature.ragged else "one step of this feature list" if feature.var_len
+            else "one record's value of this feature")
     if count > MAX_RECORD_ELEMENTS:
         problem(where, f"found {count:,} elements in {unit} (shape {list(feature.record_shape)}): expected at "
                        f"most {MAX_RECORD_ELEMENTS:,}")

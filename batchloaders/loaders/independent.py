@@ -45,7 +45,8 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         read = ids.rebatch(batch_size, drop_remainder=drop).map(
             as_written(by_offset.read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
         return read, _decoder(config, reader)
-    if sources.reads_in_blocks(config) and not manifest.allow_var_len and keep is None:
+    fixed = not manifest.allow_var_len and not any(f.var_len for f in selected.values())
+    if sources.reads_in_blocks(config) and fixed and keep is None:
         # A parsed block holds [k, ...] tensors of one shape, so rebatch cuts them as it cuts records.
         def per_block(b):
             count = tf.size(b["serialized"])

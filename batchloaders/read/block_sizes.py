@@ -56,7 +56,8 @@ def _record_bytes(config: LoaderConfig) -> tuple[int, bool]:
     """A record's size (the manifest's estimate, for SequenceExamples at least the largest sampled first
     record), and whether it is known: a feature list counts as one step when no record could be sampled."""
     record = sum(elements(f.record_shape) * ITEM_BYTES[f.dtype] for f in config.dataset.manifest.features.values())
-    if not config.dataset.manifest.allow_var_len:
+    manifest = config.dataset.manifest
+    if not manifest.allow_var_len and not any(f.var_len for f in manifest.features.values()):
         return max(record, 1), True
     sampled = sampled_record_bytes(config)
     return max(record, sampled or 0, 1), sampled is not None

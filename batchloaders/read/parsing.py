@@ -26,6 +26,8 @@ def tf_dtype(name: str) -> tf.DType:
 def storage_spec(feature: ManifestFeature):
     """The tf.io feature spec that reads ``feature`` as stored (before decoding)."""
     stored = _STORED[feature.deserialize_type]
+    if feature.ragged:  # a value list of any length: [B, None] (one byte string per row for raw)
+        return tf.io.RaggedFeature(stored, row_splits_dtype=tf.int64)
     if feature.deserialize_type == "raw":
         if feature.var_len:  # one byte string per sequence step
             return tf.io.FixedLenSequenceFeature([], stored, allow_missing=False)
@@ -57,7 +59,8 @@ def check_raw_sizes(x: tf.Tensor, feature: ManifestFeature, names, mask=None) ->
     else:
         per_record = tf.maximum(tf.size(flat_wrong) // tf.maximum(tf.shape(x, out_type=tf.int32)[0], 1), 1)
         record = naming.at(names, at // per_record)
-    where = "a step of feature list" if feature.var_len else "feature"
+    where = ("a byte string of feature" if feature.ragged else "a step of feature list" if feature.var_len
+             else "feature")
     message = tf.strings.join([
         record, f": {where} {feature.name} holds ", tf.strings.as_string(tf.concat([flat_sizes, [0]], 0)[at]),
         f" bytes: the manifest says deserialize_type raw, dtype {feature.dtype}, shape {list(feature.shape)}, "
@@ -145,6 +148,61 @@ def decode(x: tf.Tensor, feature: ManifestFeature, lead: tf.Tensor, lengths=None
     return tf.cast(out, dtype)
 
 
+def check_rows(counts: tf.Tensor, feature: ManifestFeature, names) -> tf.Operation:
+    """The check that every record's value count of a variable-length feature is a whole number of rows.
+
+    Built as :func:`check_raw_sizes` is: the message at every call, no control flow.
+
+    Args:
+        counts: [B] int64, the number of values each record stores.
+        feature: the manifest feature, its ``shape`` one row's (``[3]`` for a manifest shape ``[null, 3]``).
+        names: [B] record names ('path: record N'), a naming.BlockNames, or None.
+
+    Returns:
+        An assertion that fails, naming the first such record, when a count is not a multiple of the row size.
+    """
+    size = math.prod(feature.shape)
+    wrong = tf.not_equal(counts % size, 0)
+    at = tf.argmax(tf.concat([tf.cast(wrong, tf.int32), [1]], 0), output_type=tf.int32)
+    record = tf.constant("a record") if names is None else naming.at(names, at)
+    message = tf.strings.join([
+        record, f": feature {feature.name} holds ", tf.strings.as_string(tf.concat([counts, [0]], 0)[at]),
+        f" values: the manifest says shape [null, {', '.join(map(str, feature.shape))}] "
+        f"({feature.deserialize_type}), rows of {size} values, so a multiple of {size}"])
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [message], summarize=1)
+
+
+def decode_ragged(x: tf.RaggedTensor, feature: ManifestFeature, names=None, manifest_path=""):
+    """A variable-length feature's value lists as the padded values and lengths a feature list gives.
+
+    Args:
+        x: [B, None] the value lists as parsed (one byte string per row for raw).
+        feature: the manifest feature (``ragged``), its ``shape`` one row's.
+        names: [B] record names for the checks' messages, a naming.BlockNames, or None.
+        manifest_path: as :func:`decode` takes it.
+
+    Returns:
+        ``(values, lengths)``: values [B, T, *shape] in the manifest's dtype, padded with the dtype's default
+        value to the longest record's T rows; lengths [B] int64, each record's rows.
+
+    Raises:
+        tf.errors.InvalidArgumentError: when run, for a record whose value count is not a whole number of rows
+            (:func:`check_rows`), a raw byte string of the wrong size, or a value the dtype cannot hold.
+    """
+    counts = x.row_lengths()
+    if feature.deserialize_type == "raw":
+        return decode(x.to_tensor(), feature, 2, counts, names=names, manifest_path=manifest_path), counts
+    size = math.prod(feature.shape)
+    dense = x.to_tensor()
+    if size > 1:
+        with tf.control_dependencies([check_rows(counts, feature, names)]):
+            dense = tf.identity(dense)
+    lead = tf.shape(dense, out_type=tf.int32)
+    # [B, T * size] -> [B, T, size]: explicit sizes, as -1 cannot be inferred for an empty batch
+    rows = tf.reshape(dense, tf.stack([lead[0], lead[1] // size, size]))
+    return decode(rows, feature, 2, counts // size, names=names, manifest_path=manifest_path), counts // size
+
+
 def _reshape(x: tf.Tensor, lead, shape: list[int]) -> tf.Tensor:
     """Reshape to lead + shape; a single leading axis needs no run-time shape arithmetic."""
     if isinstance(lead, int):
@@ -170,15 +228,20 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
         parsed = tf.io.parse_example(serialized, {n: storage_spec(f) for n, f in by_name.items()},
                                      example_names=naming.vector(names))
         for to_name, f in selected.items():
-            values[to_name] = decode(parsed[f.name], f, 1, names=names, manifest_path=path)
+            if f.ragged:
+                values[to_name], lengths[to_name] = decode_ragged(parsed[f.name], f, names, path)
+            else:
+                values[to_name] = decode(parsed[f.name], f, 1, names=names, manifest_path=path)
         return values, lengths
-    context = {n: storage_spec(f) for n, f in by_name.items() if not f.var_len}
-    sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len}
+    context = {n: storage_spec(f) for n, f in by_name.items() if f.ragged or not f.var_len}
+    sequence = {n: storage_spec(f) for n, f in by_name.items() if f.var_len and not f.ragged}
     ctx, seq, seq_len = tf.io.parse_sequence_example(serialized, context_features=context or None,
                                                      sequence_features=sequence or None,
                                                      example_names=naming.vector(names))
     for to_name, f in selected.items():
-        if f.var_len:
+        if f.ragged:
+            values[to_name], lengths[to_name] = decode_ragged(ctx[f.name], f, names, path)
+        elif f.var_len:
             x = seq[f.name]
             n = tf.cast(seq_len[f.name], tf.int64)
             values[to_name] = decode(x, f, 2, n, names=names, manifest_path=path)

@@ -325,7 +325,8 @@ STORED = {"int": "int64_list", "float": "float_list", "string": "bytes_list", "r
 
 
 def values_per_record(feature: ManifestFeature) -> int:
-    """Values one record (one step of a feature list) stores: byte strings for raw, else prod(shape)."""
+    """Values one record (one step of a feature list, one row of a variable-length feature) stores: byte
+    strings for raw, else prod(shape)."""
     if feature.deserialize_type == "raw":
         return 1 if feature.var_len else feature.raw_len
     return math.prod(feature.shape)
@@ -338,6 +339,8 @@ def raw_bytes(feature: ManifestFeature) -> int:
 
 def expectation(feature: ManifestFeature) -> str:
     """What the manifest says one record (one step) stores, e.g. 'float (float_list) of shape [4] (4 values)'."""
+    if feature.ragged:
+        return _ragged_expectation(feature)
     shape = list(feature.shape)
     n = values_per_record(feature)
     if feature.deserialize_type == "raw":
@@ -347,6 +350,17 @@ def expectation(feature: ManifestFeature) -> str:
     else:
         what = f"{feature.deserialize_type} ({STORED[feature.deserialize_type]}) of shape {shape} ({count(n, 'value')})"
     return f"a feature list whose every step holds {what}" if feature.var_len else what
+
+
+def _ragged_expectation(feature: ManifestFeature) -> str:
+    """What a variable-length feature stores, e.g. 'int (int64_list) of shape [null, 3] (a multiple of 3 values)'."""
+    shape = "[" + ", ".join(["null", *map(str, feature.shape)]) + "]"
+    if feature.deserialize_type == "raw":
+        return (f"raw {feature.dtype} of shape {shape} (a bytes_list of any number of byte strings of "
+                f"{count(raw_bytes(feature), 'byte')} each)")
+    n = values_per_record(feature)
+    values = "any number of values" if n == 1 else f"a multiple of {n:,} values"
+    return f"{feature.deserialize_type} ({STORED[feature.deserialize_type]}) of shape {shape} ({values})"
 
 
 def describe_stored(value) -> str:
@@ -368,9 +382,10 @@ def matches(feature: ManifestFeature, value) -> bool:
     kind = value.WhichOneof("kind")
     if kind != STORED[feature.deserialize_type]:
         # A feature with no list set holds no values, which is right only when none are expected.
-        return kind is None and values_per_record(feature) == 0
+        return kind is None and (feature.ragged or values_per_record(feature) == 0)
     values = getattr(value, kind).value
-    if len(values) != values_per_record(feature):
+    per_row = values_per_record(feature)
+    if len(values) != per_row and not (feature.ragged and len(values) % max(per_row, 1) == 0):
         return False
     if feature.deserialize_type == "raw":
         size = raw_bytes(feature)
@@ -404,7 +419,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
     if not manifest.allow_var_len and len(lists):
         return [f"holds feature lists ({_names(lists.keys())}), so it is a tf.train.SequenceExample, but "
                 f"{the_manifest} says allow_var_len false: records must be tf.train.Example"]
-    wanted = [f.name for f in manifest.features.values() if f.var_len]
+    wanted = [f.name for f in manifest.features.values() if f.var_len and not f.ragged]
     if wanted and not len(lists):
         return [f"holds no feature lists, so it is a tf.train.Example (or a SequenceExample without its feature "
                 f"lists), but {the_manifest} says allow_var_len true with feature lists {_names(wanted)}: records "
@@ -416,7 +431,7 @@ def check_record(serialized: bytes, manifest: Manifest, read_as: dict[str, tuple
         renamed = read_as is not None and read_as[name] != (name,)
         tensors = f" (read as {', '.join(repr(t) for t in read_as[name])})" if renamed else ""
         says = f"feature {name!r}{tensors}: {the_manifest} says {expectation(feature)}"
-        if feature.var_len:
+        if feature.var_len and not feature.ragged:
             if name not in lists:
                 problems.append(f"{says}, found " + (f"a context feature ({describe_stored(context[name])})"
                                                       if name in context else

@@ -28,6 +28,8 @@ class ManifestFeature:
     deserialize_type: str
     endian: str | None = None  # raw only
     raw_len: int = 1  # raw only: number of byte strings per record (ignored when var_len)
+    # var_len read from one feature's value list (manifest shape [null, ...], rows of ``shape``), not a feature list
+    ragged: bool = False
 
     @property
     def record_shape(self) -> tuple[int, ...]:

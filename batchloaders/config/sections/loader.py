@@ -91,7 +91,9 @@ def check_loader_args(ctx: SectionContext) -> None:
 def _check_multi_load(ctx: SectionContext) -> None:
     if not ctx.args.get("multi_load", False):
         return
-    why = [w for w, bad in (("records are variable length (allow_var_len is true)", ctx.manifest.allow_var_len),
+    varying = ctx.manifest.allow_var_len or any(f.var_len for f in ctx.manifest.features.values())
+    why = [w for w, bad in (("records are variable length (allow_var_len is true, or a feature's shape begins "
+                             "with null)", varying),
                             ("secondary_features are given", bool(ctx.secondary)),
                             ("processing_steps are given", bool(ctx.steps)),
                             ("padding is enabled", ctx.padding)) if bad]
@@ -103,18 +105,24 @@ def _check_multi_load(ctx: SectionContext) -> None:
 
 def _check_steps_per_record(ctx: SectionContext) -> None:
     """Example records are concatenated along their first axis, which the manifest fixes: every
-    selected feature needs the same length there."""
+    selected feature needs the same length there, and fixed ones cannot go with variable-length ones."""
     first = None
-    for i, p in enumerate(ctx.args["primary_features"]):
-        feature = ctx.manifest.features.get(p["from_name"])
+    selected = [(i, ctx.manifest.features.get(p["from_name"])) for i, p in enumerate(ctx.args["primary_features"])]
+    varying = next((f.name for _, f in selected if f is not None and f.var_len), None)
+    for i, feature in selected:
         steps = feature.steps_per_record if feature is not None else None
-        if steps is None:
+        if steps is not None and varying is not None:
+            ctx.check(("args", "primary_features", i, "from_name"),
+                      f"feature {feature.name!r} has {steps} steps per record along its first axis but {varying!r} "
+                      "a variable number (its shape begins with null): the continuous_sequence loader concatenates "
+                      "records along that axis, so every selected feature needs the same length per record")
+        if steps is None or varying is not None:
             continue  # unknown or scalar features are reported elsewhere
         if first is None:
-            first = (p["from_name"], steps)
+            first = (feature.name, steps)
         elif steps != first[1]:
             ctx.check(("args", "primary_features", i, "from_name"),
-                      f"feature {p['from_name']!r} has {steps} steps per record along its first axis but "
+                      f"feature {feature.name!r} has {steps} steps per record along its first axis but "
                       f"{first[0]!r} has {first[1]}: the continuous_sequence loader concatenates records along "
                       "that axis, so every selected feature needs the same length per record")
 

@@ -70,9 +70,9 @@ def _check_windows(ctx: SectionContext) -> None:
              if (f := ctx.manifest.features.get(p["from_name"])) is not None and f.steps_per_record is None]
     if lists:
         ctx.check(AT, f"found global for a continuous_sequence loader whose feature(s) {', '.join(map(repr, lists))} "
-                      "have no fixed number of steps per record (feature lists): a window's records are found from "
-                      "the steps per record, which the index does not hold; expected shuffle_scope buffer, or "
-                      "features of a fixed shape")
+                      "have no fixed number of steps per record (feature lists, or shapes that begin with null): a "
+                      "window's records are found from the steps per record, which the index does not hold; expected "
+                      "shuffle_scope buffer, or features of a fixed shape")
 
 
 def _check_files(ctx: SectionContext, needs: str) -> None:
