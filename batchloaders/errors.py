@@ -89,6 +89,9 @@ _DATA_ERROR = re.compile(rf"^(?P<file>.*?): (?P<where>{MARKER} at byte \d+[^:]*|
 # A config item's own check (building.py): 'source: $.json.path: text', or '<a processing step>: text'.
 _PLACED = re.compile(r"^(?P<file>[^\n]*?): (?P<path>\$(?:\.\w+|\[\d+\]|\['(?:[^'\\]|\\.)*'\])*): (?P<text>.*)$|"
                      r"^(?P<file2><a processing step>): (?P<text2>.*)$", re.S)
+# The name scope of every op of a decode_image step (transform/steps/decode_image.py), in the node names
+# TensorFlow's errors carry.
+IMAGE_SCOPE = "batchloaders_decode_image"
 SEARCH_SECONDS = 60.0  # how long a search for a record TensorFlow did not name may read, in all
 _NOT_A_PROTO = "Could not parse example input"
 # parse_sequence_example checks a feature list's values over the whole batch and names no record.
@@ -138,6 +141,9 @@ def data_error_from(error: BaseException, locators=None) -> "DataError | None":
             f"the data gave more batches than the record counts the manifest's files list allow "
             f"({found.group('expected')}): a listed count is too small, or a file changed after the manifest was "
             "written (`batchloaders verify CONFIG` names it)")))
+    # An op of a decode_image step failed on the bytes it was given: TensorFlow names no record.
+    if IMAGE_SCOPE in message and type(error).__name__ == "InvalidArgumentError":
+        return _searched_images(" ".join(message.split("\n")[0].split()), locators)
     found = _ASSERTION.search(message)
     if found:
         data = _DATA_ERROR.match(found.group("text").replace("\\'", "'"))
@@ -206,6 +212,26 @@ def _searched(feature: str | None, tf_text: str, locators) -> "DataError":
     return DataError(Problem("<a data file>", "record", (
         f"a record disagrees with the manifest ({said}); TensorFlow does not say which: "
         "`batchloaders verify CONFIG` names it")))
+
+
+def _searched_images(tf_text: str, locators) -> "DataError":
+    """An image a decode_image step could not decode (TensorFlow names no record): the first record, in file
+    order, whose image the steps cannot decode, of the pipelines with such steps (newest first), within one
+    time bound in all."""
+    import time
+
+    deadline = time.monotonic() + SEARCH_SECONDS
+    for locator in locators:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        found = locator.find(None, left, images=True) if getattr(locator, "images", None) else None
+        if found is not None:
+            return DataError(Problem(found[0], f"record {found[1]}", found[2]))
+    said = _TF_NOISE.sub("", tf_text).strip()
+    return DataError(Problem("<a data file>", "record", (
+        f"an image does not decode ({said}); TensorFlow does not say which, and reading the data files again "
+        f"(for {SEARCH_SECONDS:g} s at most) did not find it")))
 
 
 # TensorFlow's prefix naming its own function and iterator, which tells a user nothing.

@@ -142,7 +142,7 @@ BAD_CONFIGS = [
     (secondary({"to_name": "c", "type": "konst", "args": {}}), "$.args.secondary_features[0].type",
      "unknown secondary feature type 'konst' (did you mean 'const'?); expected one of: boundaries, chunk_count, chunk_index, const, length, "),
     (config(args__processing_steps=[{"tensor": "image", "type": "slise"}]), "$.args.processing_steps[0].type",
-     "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: cast, clip, frame_stack, "),
+     "unknown processing step type 'slise' (did you mean 'slice'?); expected one of: cast, clip, decode_image, frame_stack, "),
     (secondary({"to_name": "n", "type": "length", "args": {"tensor": "image", "dtype": "int16"}}),
      "$.args.secondary_features[0].args.dtype", "unknown dtype 'int16' (did you mean 'int64'?); expected one of: int32, int64"),
     # per-type arguments
@@ -375,7 +375,7 @@ def resolve(ref, base):
 
 def test_all_schema_files_are_listed():
     assert schema_names() == SCHEMA_FILES
-    assert len(SCHEMA_FILES) == 37  # + secondary_mixture_source.schema.json
+    assert len(SCHEMA_FILES) == 38  # + step_decode_image.schema.json
     assert (SCHEMAS_DIR / "__init__.py").exists()
 
 

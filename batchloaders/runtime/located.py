@@ -31,6 +31,7 @@ from batchloaders import errors
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.read.records import ReadError, check_record, read_records
 from batchloaders.runtime.resume import mismatch
+from batchloaders.transform.steps import decode_image
 
 
 class Locator:
@@ -43,6 +44,7 @@ class Locator:
         self.read_as: dict[str, tuple[str, ...]] = {}
         for primary in config.primary_features:
             self.read_as[primary.from_name] = self.read_as.get(primary.from_name, ()) + (primary.to_name,)
+        self.images = decode_image.decoded_features(config)  # stored name -> its decode_image steps
 
     def knows(self, path: str) -> bool:
         return path in self.files
@@ -58,16 +60,18 @@ class Locator:
             return None
         return self._problems(serialized.numpy())
 
-    def find(self, feature: str | None = None, seconds: float = errors.SEARCH_SECONDS
+    def find(self, feature: str | None = None, seconds: float = errors.SEARCH_SECONDS, images: bool = False
              ) -> tuple[str, int, str] | None:
         """(file, record, problem) of the first record that disagrees, reading the files in order; None
-        when none does or the search runs out of time. ``feature``: the stored name an error named."""
+        when none does or the search runs out of time. ``feature``: the stored name an error named;
+        ``images``: the first record whose image a decode_image step cannot decode, instead."""
         read_as = ({feature: self.read_as[feature]} if feature in self.read_as else None)
         deadline = time.monotonic() + seconds
         for path in self.files:
             try:
                 for index, _, serialized in read_records(path, self.manifest.compression):
-                    problem = self._problems(serialized, read_as)
+                    problem = (decode_image.record_problems(serialized, self.images) if images
+                               else self._problems(serialized, read_as))
                     if problem:
                         return path, index, problem
                     if time.monotonic() > deadline:

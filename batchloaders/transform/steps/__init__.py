@@ -6,6 +6,7 @@ from batchloaders.transform.registry import BUILTIN
 with registering(BUILTIN):
     from batchloaders.transform.steps import cast as _cast  # noqa: F401
     from batchloaders.transform.steps import clip as _clip  # noqa: F401
+    from batchloaders.transform.steps import decode_image as _decode_image  # noqa: F401
     from batchloaders.transform.steps import frame_stack as _frame_stack  # noqa: F401
     from batchloaders.transform.steps import lookup as _lookup  # noqa: F401
     from batchloaders.transform.steps import normalize as _normalize  # noqa: F401
