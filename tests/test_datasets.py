@@ -24,7 +24,8 @@ FEATURES = [feature("id", "int64", [], "int")]
 LIST_EXPECTED = "expected every entry to name an existing regular file"
 TEXT_EXPECTED = "expected a text file with one data file path per line"
 # (a str.format template: braces doubled)
-WALK_EXPECTED = ("expected every entry the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches to be "
+WALK_EXPECTED = ("expected every entry the pattern '**/*{{.tfrecords,.tfrecord,.tfrec,"
+                 "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]}}{{,.gz,.zz}}' matches to be "
                  "a regular file and every directory to be listable, both within data_dir")
 
 
@@ -156,7 +157,11 @@ def test_dir_dataset_pattern_chooses_the_files(tmp_path, name, pattern, expected
 
 
 @pytest.mark.parametrize("pattern, message", [
-    ("valid/*.tfrecords", "the pattern 'valid/*.tfrecords' matches no file under {d}: expected at least one data file"),
+    ("valid/*.tfrecords", "the pattern 'valid/*.tfrecords' matches no file under {d}: expected at least one data file; "
+                          "found 12 other files, the first 10: 'a.tfrecords', 'b.tfrecord', 'c.tfrec', "
+                          "'d.tfrecords.gz', 'e.tfrecord.zz', 'f.tfrecords.bak', 'notes.txt', 'test/deep/j.tfrecords', "
+                          "'test/i.tfrecords', 'train/g.tfrecords'; pattern: \"**/{{*.gz,*.tfrecord,*.tfrecords}}\" "
+                          "matches 8 of them"),
     ("{train,test/*", "found '{{train,test/*': found '{{' without '}}': expected {{alternative,alternative}}"),
     ("train}/*", "found 'train}}/*': found '}}' without '{{': expected {{alternative,alternative}}"),
     ("[abc.tfrecords", "found '[abc.tfrecords': found '[' without ']': expected a character class such as [0-9]"),
@@ -182,8 +187,10 @@ def test_without_a_pattern_no_data_file_names_the_default(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert_problem(info.value, config, "data_dir", (
-        f"the pattern '**/*.{{tfrecords,tfrecord,tfrec}}{{,.gz,.zz}}' matches no file under {tmp_path / 'data'}: "
-        "expected at least one data file (give args.pattern when the files are named otherwise)"))
+        "the pattern '**/*{.tfrecords,.tfrecord,.tfrec,-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]}"
+        f"{{,.gz,.zz}}' matches no file under {tmp_path / 'data'}: expected at least one data file (give "
+        "args.pattern when the files are named otherwise); found 1 other file: 'part-0.rec'; pattern: \"part-*.rec\" "
+        "matches it"))
 
 
 @pytest.mark.parametrize("name, tree, expected", ORDER, ids=[row[0] for row in ORDER])

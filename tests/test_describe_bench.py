@@ -70,8 +70,9 @@ def test_describe_independent_padded(padded):
     lines = result.stdout.splitlines()
     got = values(result.stdout)
     assert got["loader"] == "independent"
-    assert got["data files"].startswith("2 (dir dataset of the files matching **/*.{tfrecords,tfrecord,tfrec}"
-                                        "{,.gz,.zz}; manifest ")
+    assert got["data files"].startswith("2 (dir dataset of the files matching **/*{.tfrecords,.tfrecord,.tfrec,"
+                                        "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]}{,.gz,.zz}; "
+                                        "manifest ")
     assert "  tensor tokens: int64 [?] (model input)" in lines
     assert "  tensor label: int64 [] (model target)" in lines
     assert "  pad tokens: axis 0 to the batch maximum, with 0" in lines

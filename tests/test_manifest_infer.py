@@ -67,11 +67,14 @@ def manifest(tmp_path, directory: str = "noext") -> dict:
 
 def test_without_a_pattern_the_error_names_what_was_looked_for(tmp_path, monkeypatch, capsys):
     mnist_like(tmp_path, monkeypatch)
+    for f, name in enumerate(NAMES):  # shards of one digit each side: not what the default takes
+        os.rename(tmp_path / "noext" / name, tmp_path / "noext" / f"train-{f}-of-3")
+    there = ("found 4 other files: 'README.txt', 'train-0-of-3', 'train-1-of-3', 'train-2-of-3'; --pattern "
+             "'train-*-of-*' matches 3 of them")
     assert cli(capsys, "manifest", "noext") == (1, [], [
-        "batchloaders manifest: error: no data file under noext (files matching "
-        "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz})"])
+        f"batchloaders manifest: error: no data file under noext (files matching {DEFAULT_PATTERN}): {there}"])
     assert cli(capsys, "manifest", "noext", "--pattern", "val-*") == (1, [], [
-        "batchloaders manifest: error: no data file under noext (files matching val-*)"])
+        f"batchloaders manifest: error: no data file under noext (files matching val-*): {there}"])
     assert not (tmp_path / "noext" / "__manifest__.json").exists()
 
 
@@ -141,14 +144,14 @@ def test_the_pattern_lists_exactly_the_files_it_matches(tmp_path, monkeypatch, c
     assert manifest(tmp_path)["files"] == [entry(tmp_path / "noext", "sub/train-00009-of-00010", 1)] + entries
 
 
-def test_scalars_are_shape_empty_and_feature_list_steps_keep_their_count(tmp_path, monkeypatch, capsys):
+def test_scalars_are_shape_empty_in_records_and_in_feature_list_steps(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_records(tmp_path / "d" / "part-0.tfrecords", [sequence_example(
         {"id": ("int", [r]), "w": ("float", [r + 0.5]), "tag": ("string", [b"t%d" % r]), "xy": ("float", [r, r])},
         {"frames": ("float", [[s] for s in range(r + 1)])}) for r in range(3)])
     assert cli(capsys, "manifest", "d")[0] == 0
     assert manifest(tmp_path, "d")["features"] == [
-        {"name": "frames", "dtype": "float32", "shape": [1], "var_len": True, "deserialize_type": "float"},
+        {"name": "frames", "dtype": "float32", "shape": [], "var_len": True, "deserialize_type": "float"},
         {"name": "id", "dtype": "int64", "shape": [], "var_len": False, "deserialize_type": "int"},
         {"name": "tag", "dtype": "string", "shape": [], "var_len": False, "deserialize_type": "string"},
         {"name": "w", "dtype": "float32", "shape": [], "var_len": False, "deserialize_type": "float"},
@@ -249,5 +252,5 @@ def test_help_says_which_files_are_found_by_default(capsys):
     with pytest.raises(SystemExit):
         main(["manifest", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert DEFAULT_PATTERN in text and "*.tfrecords, *.tfrecord or *.tfrec" in text
+    assert "train-00000-of-01024" in text and "*.tfrecords, *.tfrecord or *.tfrec" in text
     assert "[--pattern GLOB] [--raw NAME=DTYPE[SHAPE]]" in text

@@ -30,7 +30,8 @@ from test_record_index import FEATURES, SIZES, cli, dataset, record, records, sh
 NOT_UTF8 = os.fsdecode(b"part-\xff.tfrecords")  # how Linux lists a name holding the byte 0xff
 RENAME = ("b'part-\\xff.tfrecords' is named with bytes that are not UTF-8 (TensorFlow opens files by UTF-8 names "
           "only): rename it")
-WALK = ("expected every entry the pattern '**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}' matches to be a regular file "
+WALK = ("expected every entry the pattern '**/*{.tfrecords,.tfrecord,.tfrec,"
+        "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]}{,.gz,.zz}' matches to be a regular file "
         "and every directory to be listable, both within data_dir")
 
 

@@ -7,7 +7,8 @@ its deserialize_type stores (int64_list, float_list, bytes_list), with the
 number of values the manifest's shape gives (byte strings of the right size
 for raw), as a context feature or a feature list as var_len says, in
 Examples or SequenceExamples as allow_var_len says. Before any record, the
-file's first bytes must be TFRecord, compressed as the manifest says. An
+file's first bytes must be TFRecord, compressed as the manifest says. A data file
+the manifest's ``files`` does not list (added after it was written) is a problem. An
 empty file is fine here; ``batchloaders verify`` reads files whole. A problem
 is one line (wrapped here)::
 
@@ -79,6 +80,15 @@ def summary(bad: int, total: int) -> str:
     return f"{bad} of {total} files have problems"
 
 
+def unlisted(path: str, manifest: Manifest) -> list[str]:
+    """The problem of a data file that the manifest's ``files`` does not list (its records would be read
+    uncounted), as a list of one line; empty when it is listed or the manifest has no ``files``."""
+    if not manifest.files or manifest.entry(path) is not None:
+        return []
+    return [f"not listed in the files of the manifest {shown(manifest.path)}: it was added after the manifest was "
+            "written (run `batchloaders manifest` on the dataset directory)"]
+
+
 def check_file(path: str, manifest: Manifest, records: int = DEFAULT_RECORDS) -> tuple[int, list[str]]:
     """(records checked, problems) of the first ``records`` records of one data file."""
     found = sniff(path, os.path.dirname(manifest.path))
@@ -113,6 +123,7 @@ def check_files(files: Sequence[str], manifest: Manifest, records: int = DEFAULT
             checked, problems = 0, [f"cannot be read ({error.strerror or error})"]
         except tf.errors.OpError as error:  # a remote file TensorFlow's file systems cannot open
             checked, problems = 0, [f"cannot be read ({tf_message(error)})"]
+        problems += unlisted(path, manifest)
         for line in problems:
             print(f"{shown(path)}: {line}", file=out)
         if not problems:

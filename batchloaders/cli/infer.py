@@ -4,8 +4,11 @@ Every feature found becomes ``{"name", "dtype", "shape", "var_len",
 "deserialize_type"}``: an int64_list is ``int``/``int64``, a float_list
 ``float``/``float32``, a bytes_list ``string``/``string``; a context feature
 (or an Example's feature) holding ``count`` values in every record has the
-shape ``[count]``, or ``[]`` when ``count`` is 1 (a scalar); a feature list
-holding ``count`` values in every step has the step shape ``[count]``. Records
+shape ``[count]``, or ``[]`` when ``count`` is 1 (a scalar), and one whose
+value count varies from record to record the shape ``[null]`` (a
+variable-length feature, as seqio and TFDS store token lists); a feature list
+holding ``count`` values in every step has the step shape ``[count]``, or ``[]``
+when ``count`` is 1 (a scalar per step). Records
 with feature lists make the dataset one of SequenceExamples (``allow_var_len`` true).
 
 Nothing in a record tells raw tensor bytes from text: a bytes feature whose
@@ -13,25 +16,28 @@ every value has one length N, not all of them printable text, gets a note
 (:func:`raw_hint`) naming the dtypes and shapes of N bytes; ``--raw
 NAME=DTYPE[SHAPE]`` (:func:`parse_raw`, :func:`raw_feature`) declares it.
 
-A manifest describes fixed shapes only, and every feature it declares must be
-in every record: a feature whose value count varies, whose list type
-changes, or which some records lack cannot be described, and is left out
-with the reason.
+Every feature a manifest declares must be in every record, and a feature
+list's steps have one shape: a feature whose list type changes, which some
+records lack, or a feature list whose steps hold different numbers of values
+cannot be described, and is left out with the reason.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import shlex
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from batchloaders.errors import DataError, Problem
 from batchloaders.spec.limits import ITEM_BYTES
+from batchloaders.spec.model import ManifestFeature
 from batchloaders.read.records import count, shown
+from batchloaders.transform.steps.decode_image import image_format, image_shape
 
 SAMPLE_RECORDS = 64  # records of each file looked at
 KINDS = {"int64_list": ("int", "int64"), "float_list": ("float", "float32"), "bytes_list": ("string", "string")}
@@ -59,6 +65,7 @@ class Seen:
     counts: dict = dataclasses.field(default_factory=dict)  # values per record (per step for lists) -> place
     lengths: dict = dataclasses.field(default_factory=dict)  # bytes of a bytes_list value -> place
     binary: str | None = None  # the first place of a bytes value that is not printable text
+    formats: dict = dataclasses.field(default_factory=dict)  # image format of a bytes value (None: not one) -> place
     records: int = 0  # records holding it
     missing: str | None = None  # the first record looked at that lacks it
 
@@ -118,12 +125,19 @@ def infer(samples: Iterable[tuple[str, int, bytes]]) -> Inferred:
         if why:
             left_out.append(f"{subject} left out: {why}")
             continue
-        (kind,), (values,) = item.kinds, item.counts
+        (kind,) = item.kinds
         deserialize_type, dtype = KINDS[kind]
-        steps = "list" in item.where
-        features.append({"name": name, "dtype": dtype, "shape": [] if values == 1 and not steps else [values],
-                         "var_len": steps, "deserialize_type": deserialize_type})
+        features.append({"name": name, "dtype": dtype, "shape": _shape(item), "var_len": "list" in item.where,
+                         "deserialize_type": deserialize_type})
     return Inferred(allow_var_len=with_lists, features=features, left_out=left_out, records=total, seen=seen)
+
+
+def _shape(item: Seen) -> list:
+    """The manifest shape of a feature that can be described: ``[null]`` when its value count varies."""
+    if len(item.counts) > 1:
+        return [None]
+    (values,) = item.counts
+    return [] if values == 1 else [values]  # one value a record, or a step: a scalar
 
 
 def _note_values(item: Seen, value, place: str) -> None:
@@ -135,6 +149,7 @@ def _note_values(item: Seen, value, place: str) -> None:
     if kind == "bytes_list":
         for data in values:
             _first_seen(item.lengths, len(data), place)
+            _first_seen(item.formats, image_format(data) if image_shape(data) else None, place)
             if item.binary is None and not _text(data):
                 item.binary = place
 
@@ -164,13 +179,11 @@ def _why_not(item: Seen, total: int) -> str | None:
         return f"stored in different list types: {found}"
     if set(item.counts) == {0}:
         return f"holds no values (in {item.counts[0]}), so its shape cannot be told"
-    if len(item.counts) > 1:
-        unit = "step" if steps else "record"
+    if len(item.counts) > 1 and steps:
         found = "; ".join(f"{count(n, 'value')} in {place}" for n, place in sorted(item.counts.items())[:3])
         more = f" and {len(item.counts) - 3} more counts" if len(item.counts) > 3 else ""
-        return (f"its number of values per {unit} varies ({found}{more}): a manifest describes fixed shapes only"
-                + ("" if steps else "; a value that varies in length belongs in a feature list of a "
-                                    "SequenceExample"))
+        return (f"its number of values per step varies ({found}{more}): every step of a feature list has one "
+                "shape")
     return None
 
 
@@ -184,10 +197,14 @@ def raw_size(item: Seen) -> int | None:
 
 
 def raw_hint(name: str, item: Seen) -> str | None:
-    """The note that a bytes feature is probably a raw tensor, or None when its values do not suggest one.
+    """The note that a bytes feature holds encoded images, or is probably a raw tensor; None when its values
+    suggest neither.
 
     Values of one length that are all printable text (words, codes, ids) are taken for text.
     """
+    if item.formats and None not in item.formats:
+        return (f"{name}: every value is an encoded image ({_either(sorted(item.formats))}): the decode_image step "
+                "turns it into pixels (`batchloaders init` writes one)")
     size = raw_size(item)
     if size is None or item.binary is None:
         return None
@@ -253,8 +270,8 @@ def raw_feature(raw: Raw, inferred: Inferred) -> dict:
     why = _why_not(item, inferred.records)
     if why:
         raise ValueError(f"feature {name!r} cannot be declared: {why}")
-    (kind,), (values,) = item.kinds, item.counts
-    steps = "list" in item.where
+    (kind,), values = item.kinds, max(item.counts)
+    steps, ragged = "list" in item.where, len(item.counts) > 1  # (a feature list's count varies: refused above)
     if kind != "bytes_list":
         raise ValueError(f"feature {name!r} is stored in an {kind}: expected a bytes_list, where raw tensors are")
     if steps and values != 1:
@@ -266,9 +283,10 @@ def raw_feature(raw: Raw, inferred: Inferred) -> dict:
                          "the raw tensor")
     (size,) = item.lengths
     args = {"endian": "little"}
-    if not steps and values > 1:  # the record's byte strings stack on a first axis
+    if not steps and values > 1 and not ragged:  # the record's byte strings stack on a first axis
         args["len"] = values
-    return {"name": name, "dtype": raw.dtype, "shape": _raw_shape(raw, size), "var_len": steps,
+    # A varying number of byte strings: a variable-length feature, one row per byte string.
+    return {"name": name, "dtype": raw.dtype, "shape": [None] * ragged + _raw_shape(raw, size), "var_len": steps,
             "deserialize_type": "raw", "deserialize_args": args}
 
 
@@ -292,8 +310,77 @@ def _raw_shape(raw: Raw, size: int) -> list[int]:
 def guess_text(feature: dict, item: Seen) -> str:
     """What an inferred feature's dtype and shape rest on: 'id: int64 [] (an int64_list of 1 value in every
     record looked at)'."""
-    (kind,), (values,) = item.kinds, item.counts
+    (kind,) = item.kinds
     unit = "step" if feature["var_len"] else "record"
     article = "an" if kind[0] in "aeiou" else "a"
-    return (f"{feature['name']}: {feature['dtype']} {feature['shape']}{' per step' if feature['var_len'] else ''} "
+    shape = json.dumps(feature["shape"])
+    if len(item.counts) > 1:  # a variable-length feature
+        fewest, most = min(item.counts), max(item.counts)
+        return (f"{feature['name']}: {feature['dtype']} {shape} ({article} {kind} of {fewest:,} to "
+                f"{count(most, 'value')} in the records looked at: a variable length)")
+    (values,) = item.counts
+    return (f"{feature['name']}: {feature['dtype']} {shape}{' per step' if feature['var_len'] else ''} "
             f"({article} {kind} of {count(values, 'value')} in every {unit} looked at)")
+
+
+# Feature names taken for targets (any case); ``targets`` is seqio's and T5's name for the tokens to predict.
+TARGET_NAMES = ("label", "labels", "target", "targets", "y")
+# Characters a tensor name keeps: Keras refuses '/' in a layer or input name, and TensorFlow's name scopes (a
+# Keras layer's, such as an output layer named as its target) take only these.
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def tensor_names(names: Iterable[str]) -> dict[str, str]:
+    """The tensor name of each stored feature name: the name itself when Keras and TensorFlow accept it, else
+    its other characters replaced by ``_`` (``image/encoded`` -> ``image_encoded``), ``_2``, ``_3``... appended
+    when that name is taken.
+
+    Args:
+        names: the manifest's feature names.
+
+    Returns:
+        Stored name -> tensor name, each tensor name different.
+    """
+    names = list(names)
+    taken = {name for name in names if not _NAME_CHARS.search(name)}
+    out = {}
+    for name in names:
+        if name in taken and name not in out.values():
+            out[name] = name
+            continue
+        base = _NAME_CHARS.sub("_", name)
+        chosen, n = base, 2
+        while chosen in taken:
+            chosen, n = f"{base}_{n}", n + 1
+        taken.add(chosen)
+        out[name] = chosen
+    return out
+
+
+def suggested_targets(features: Mapping[str, ManifestFeature]) -> tuple[list[str], str]:
+    """The features a model would predict, as the data suggests them, and why (or why there is none).
+
+    Features named like a label (TARGET_NAMES, or ending so after a ``/``: the TF models scripts' ImageNet and
+    COCO records hold ``image/class/label``) are targets. Else, in SequenceExamples, integer feature lists of
+    one value per step beside float feature lists are labels per step (phones beside audio frames, tags
+    beside sensor readings); integer feature lists alone are more likely the input (tokens, characters).
+
+    Args:
+        features: the manifest's features by name.
+
+    Returns:
+        (target names in the manifest's order, the reason as a phrase for a comment).
+    """
+    named = [name for name in features if name.lower().rsplit("/", 1)[-1] in TARGET_NAMES]
+    if named:
+        return named, (f"the feature{'s' * (len(named) > 1)} named like a label ({', '.join(TARGET_NAMES)}, or "
+                       "ending so after a /, as image/class/label)")
+    lists = [f for f in features.values() if f.var_len and not f.ragged]
+    floats = [f.name for f in lists if f.deserialize_type == "float"]
+    labels = [f.name for f in lists if f.deserialize_type == "int" and f.record_shape in ((), (1,))]
+    if floats and labels:
+        return labels, (f"{', '.join(labels)} {'holds' if len(labels) == 1 else 'hold'} one integer per step beside "
+                        f"the float feature list{'s' * (len(floats) > 1)} {', '.join(floats)}: a label per step")
+    return [], (f"no feature is named like a label ({', '.join(TARGET_NAMES)})"
+                + (", and no feature list holds one integer per step beside float feature lists (a label per step)"
+                   if lists else ""))

@@ -3,9 +3,12 @@
 The spec requires the reading, shuffling and batching sizes and names no defaults; this command chooses
 them from the data, and says in a comment above each key what it does and why it has that value:
 
-* the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest [--pattern]``
-  writes it, when there is none), each a model input unless ``--inputs``/``--targets`` say otherwise or it
-  is named like a label (``label``, ``labels``, ``target``, ``y``: a target);
+* the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest [--pattern]
+  [--raw]`` writes it, when there is none or ``--raw`` is given), each a model input unless
+  ``--inputs``/``--targets`` say otherwise or the data suggests a target
+  (:func:`batchloaders.cli.infer.suggested_targets`: a feature named like a label, or the integer feature
+  lists of one value per step beside float ones); each the tensor of its stored name, the characters Keras
+  refuses in a name made ``_`` (:func:`batchloaders.cli.infer.tensor_names`);
 * the read buffer from the files' sizes, the shuffle buffer from the size of a record (or a window)
   as the first records of every file show it and a stated memory budget, the windows of a sequence
   loader from the record counts (and steps per record) of the shortest file;
@@ -18,6 +21,7 @@ the data or the manifest stops it, 2 for a name the manifest does not declare.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import textwrap
@@ -33,7 +37,9 @@ from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import write_manifest
+from batchloaders.cli.infer import suggested_targets, tensor_names
 from batchloaders.read.records import ReadError, count, read_records
+from batchloaders.transform.steps.decode_image import image_format, image_shape
 
 MEMORY_BUDGET = 256 * 2**20  # bytes the shuffle buffer may hold
 MAX_READ_BUFFER = 2**20  # past 1 MiB a larger read buffer gains nothing on a local disk
@@ -44,7 +50,7 @@ SEED = 1
 STEP_WINDOW = 64  # continuous_sequence: steps per window
 RECORD_WINDOW = (2, 4)  # discrete_sequence: records per window, fewest and most
 SAMPLE_RECORDS = 64  # records of each file measured
-TARGET_NAMES = ("label", "labels", "target", "y")
+IMAGE_RECORDS = 256  # records looked at for the sizes of encoded images, the first SAMPLE_RECORDS of each file
 MAX_BUFFER_ELEMENTS = 2**24  # the schema's bound
 
 
@@ -66,12 +72,16 @@ class Measured:
 
 def run(directory: str, *, pattern: str | None = None, loader: str = "independent",
         inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None, output: str | None = None,
-        force: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Write the config for DATA_DIR to ``output`` (or print it to ``out``); return the exit status."""
+        force: bool = False, out: TextIO | None = None, err: TextIO | None = None, raws: Sequence[str] = ()) -> int:
+    """Write the config for DATA_DIR to ``output`` (or print it to ``out``); return the exit status.
+
+    ``raws``: ``--raw NAME=DTYPE[SHAPE]`` declarations, as ``batchloaders manifest`` takes them: the manifest is
+    then written (or updated) with them first.
+    """
     out, err = out or sys.stdout, err or sys.stderr
     try:
         text = config_text(directory, pattern=pattern, loader=loader, inputs=inputs, targets=targets,
-                           output=output, err=err)
+                           output=output, err=err, raws=raws)
         if output is not None:
             with open(output, "w" if force else "x", encoding="utf-8") as f:
                 f.write(text)
@@ -90,9 +100,9 @@ def run(directory: str, *, pattern: str | None = None, loader: str = "independen
 
 
 def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Sequence[str] | None,
-                targets: Sequence[str] | None, output: str | None, err: TextIO) -> str:
+                targets: Sequence[str] | None, output: str | None, err: TextIO, raws: Sequence[str] = ()) -> str:
     """The commented YAML config, checked as ``validate`` checks it."""
-    ensure_manifest(directory, pattern, err)
+    ensure_manifest(directory, pattern, err, raws)
     dataset = resolve({"type": "dir", "args": {"data_dir": os.path.abspath(directory),
                                                **({"pattern": pattern} if pattern else {})}},
                       Document({}, "<command line>", os.getcwd(), {}))
@@ -106,11 +116,13 @@ def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Seq
     return text
 
 
-def ensure_manifest(directory: str, pattern: str | None, err: TextIO) -> None:
-    """Write DATA_DIR's manifest as ``batchloaders manifest [--pattern GLOB]`` does when there is none."""
-    if os.path.lexists(os.path.join(directory, MANIFEST_NAME)):
+def ensure_manifest(directory: str, pattern: str | None, err: TextIO, raws: Sequence[str] = ()) -> None:
+    """Write DATA_DIR's manifest as ``batchloaders manifest [--pattern GLOB] [--raw SPEC ...]`` does when there is
+    none, or when ``raws`` declare raw tensors (in the manifest there, as ``manifest --raw`` does)."""
+    specs = write_manifest.raw_specs(raws)  # a malformed --raw is a usage error before any file is read
+    if os.path.lexists(os.path.join(directory, MANIFEST_NAME)) and not specs:
         return
-    for line in write_manifest.write(directory, err, pattern=pattern):
+    for line in write_manifest.write(directory, err, pattern=pattern, raws=specs):
         print(f"batchloaders init: {line}", file=err)
 
 
@@ -129,7 +141,8 @@ def model_roles(dataset: Dataset, inputs: Sequence[str] | None,
         raise UnknownName(Problem("<command line>", "--targets", f"found {', '.join(map(repr, both))} in both "
                                   "--inputs and --targets: expected each feature in one of them"))
     if targets is None:
-        targets = [n for n in declared if n.lower() in TARGET_NAMES and n not in (inputs or ())]
+        suggested, _ = suggested_targets(dataset.manifest.features)
+        targets = [n for n in suggested if n not in (inputs or ())]
     if inputs is None:
         inputs = [n for n in declared if n not in targets] or list(targets)
         targets = [n for n in targets if n not in inputs]
@@ -170,7 +183,12 @@ def _parsed(record, chosen: list[ManifestFeature]) -> tuple[int, int]:
     """(bytes once parsed, steps along the first axis of the first feature) of one record."""
     total, steps = 0, None
     for feature in chosen:
-        if feature.var_len:
+        if feature.ragged:  # rows of one value list
+            values = [record.context.feature[feature.name]]
+            which = values[0].WhichOneof("kind")
+            stored = len(getattr(values[0], which).value) if which else 0
+            feature_steps = stored if feature.deserialize_type == "raw" else stored // max(math.prod(feature.shape), 1)
+        elif feature.var_len:
             values = list(record.feature_lists.feature_list[feature.name].feature)
             feature_steps = len(values)
         else:
@@ -182,6 +200,12 @@ def _parsed(record, chosen: list[ManifestFeature]) -> tuple[int, int]:
             total += sum(map(len, items)) if which == "bytes_list" else len(items) * _itemsize(feature.dtype)
         steps = feature_steps if steps is None else steps
     return total, steps or 0
+
+
+def _per_step(feature: ManifestFeature) -> str:
+    if feature.ragged:
+        return ", a variable length"
+    return " per step, a feature list" if feature.var_len else ""
 
 
 def _itemsize(dtype: str) -> int:
@@ -245,7 +269,7 @@ def _comment(text: str, indent: int) -> list[str]:
 
 def _key(lines: list[str], indent: int, key: str, value: str, why: str) -> None:
     lines.extend(_comment(why, indent))
-    lines.append(f"{' ' * indent}{key}: {value}")
+    lines.append(f"{' ' * indent}{key}:" + (f" {value}" if value else ""))  # no value: a block follows
 
 
 def _flow(names: Sequence[str]) -> str:
@@ -263,18 +287,33 @@ def render(dataset: Dataset, loader: str, roles: tuple[list[str], list[str]], ch
               + f" described by {data_dir}/{MANIFEST_NAME}. Every value can be changed: `batchloaders validate` "
               "checks the result, `batchloaders describe` shows what it compiles to.")
     lines = _comment(header, 0)
-    lines.append(f"name: {_quoted(os.path.basename(os.path.dirname(manifest.path)))}")
+    names = tensor_names(manifest.features)
+    _key(lines, 0, "name", _quoted(os.path.basename(os.path.dirname(manifest.path))),
+         "a label for this config in messages: the data directory's name")
     _key(lines, 0, "type", loader, f"{loader}: {_loader_text(loader)}")
-    lines.append("model:")
-    _key(lines, 2, "inputs", _flow(inputs), "the tensors the model takes (every feature read is an input or a "
-                                            "target; --inputs chooses them)")
-    _key(lines, 2, "targets", _flow(targets), "what the model predicts (features named label, labels, target "
-                                              "or y by default; --targets chooses them)")
-    lines.append("args:")
+    _key(lines, 0, "model", "", "the model's tensors by role: fit() gets (inputs, targets) dicts by these names")
+    _key(lines, 2, "inputs", _flow([names[n] for n in inputs]), "the tensors the model takes (every feature read "
+                                                                "is an input or a target; --inputs chooses them)")
+    _key(lines, 2, "targets", _flow([names[n] for n in targets]), _targets_why(manifest, inputs, targets))
+    _key(lines, 0, "args", "", "the loader's arguments")
     lines.extend(_dataset_lines(data_dir, pattern))
     lines.extend(_sizes_lines(dataset, loader, measured, window))
-    lines.extend(_feature_lines(chosen, loader, window))
+    lines.extend(_feature_lines(chosen, loader, window, names))
+    lines.extend(_image_lines(found_images(dataset, chosen), names))
     return "\n".join(lines) + "\n"
+
+
+def _targets_why(manifest, inputs: list[str], targets: list[str]) -> str:
+    """The comment above ``targets``: why these, or why none."""
+    suggested, reason = suggested_targets(manifest.features)
+    if targets and targets == [n for n in suggested if n not in inputs]:
+        return f"what the model predicts: {reason}; --targets chooses others"
+    if targets:
+        return "what the model predicts, as --targets chose"
+    if suggested:
+        return "no target: --inputs takes every feature named as one; --targets NAME chooses one"
+    return (f"no target: {reason}; --targets NAME chooses one (without targets each batch is the inputs alone, "
+            "as predict() takes them)")
 
 
 def _loader_text(loader: str) -> str:
@@ -287,7 +326,10 @@ def _loader_text(loader: str) -> str:
 
 
 def _dataset_lines(data_dir: str, pattern: str | None) -> list[str]:
-    lines = ["  dataset:", "    type: dir", "    args:"]
+    lines: list[str] = []
+    _key(lines, 2, "dataset", "", "where the data is: its files and the manifest describing their features")
+    _key(lines, 4, "type", "dir", "dir: the files below one directory, its manifest at the top")
+    _key(lines, 4, "args", "", "the dir dataset's arguments")
     _key(lines, 6, "data_dir", _quoted(data_dir), "the directory of the data and its manifest, relative to "
                                                   "this file")
     if pattern:
@@ -329,19 +371,86 @@ def _sizes_lines(dataset: Dataset, loader: str, measured: Measured, window) -> l
     return lines
 
 
-def _feature_lines(chosen: list[ManifestFeature], loader: str, window) -> list[str]:
-    lines = _comment("the features read from the records, each the tensor of the same name "
-                     "(dtype and shape per record as the manifest says)", 2)
+def _feature_lines(chosen: list[ManifestFeature], loader: str, window, names: dict[str, str]) -> list[str]:
+    renamed = any(names[f.name] != f.name for f in chosen)
+    lines = _comment("the features read from the records (from_name, as stored), each the tensor to_name "
+                     + ("(the stored name, its characters a Keras name cannot hold, such as /, made _) "
+                        if renamed else "(the same name) ")
+                     + "with the dtype and shape per record the manifest says", 2)
     lines.append("  primary_features:")
     for feature in chosen:
-        shape = "[" + ", ".join(map(str, feature.record_shape)) + "]"
-        lines.append(f"    - {{from_name: {_quoted(feature.name)}, to_name: {_quoted(feature.name)}}}  "
-                     f"# {feature.dtype} {shape}{' per step, a feature list' if feature.var_len else ''}")
-    varying = [f.name for f in chosen if f.var_len]
+        shape = "[" + ", ".join(["null"] * feature.ragged + list(map(str, feature.record_shape))) + "]"
+        lines.append(f"    - {{from_name: {_quoted(feature.name)}, to_name: {_quoted(names[feature.name])}}}  "
+                     f"# {feature.dtype} {shape}{_per_step(feature)}")
+    varying = [names[f.name] for f in chosen if f.var_len]
     if varying or (window is not None and window[0] != window[1]):
         why = (f"{', '.join(varying)} {'vary' if len(varying) > 1 else 'varies'} in length"
                if varying else f"windows of {window[0]} to {window[1]} {kind(loader).window_unit} vary in length")
         _key(lines, 2, "padding", "true", f"{why}: every tensor is padded with zeros (the empty string for "
                                           "strings) to the longest in its batch; a list of {tensor, value} "
                                           "chooses another value per tensor")
+    return lines
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """What the records looked at show of a feature holding one encoded image per record."""
+
+    name: str  # the stored feature name
+    formats: tuple[str, ...]  # 'JPEG', 'PNG', ... as found
+    shape: tuple[int, int, int]  # (height, width, channels) of the first record's image
+    first: str  # 'path: record N' of that record, the path relative to the data directory
+    other: tuple[int, int, str] | None  # (height, width, place) of the first image of another size
+    records: int  # records looked at
+
+
+def found_images(dataset: Dataset, chosen: list[ManifestFeature]) -> list[Images]:
+    """The chosen features whose every value, in the first IMAGE_RECORDS records (SAMPLE_RECORDS of each file
+    in turn), is one encoded image (by the bytes' first ones), with their sizes as the images' headers give them."""
+    candidates = [f.name for f in chosen if f.deserialize_type == "string" and not f.var_len and not f.record_shape]
+    shapes: dict[str, list] = {name: [] for name in candidates}
+    top = os.path.dirname(dataset.manifest.path)
+    for path in dataset.files:
+        if not candidates or len(shapes[candidates[0]]) >= IMAGE_RECORDS:
+            break
+        for index, _, serialized in read_records(path, dataset.manifest.compression, limit=SAMPLE_RECORDS):
+            context = tf.train.SequenceExample.FromString(serialized).context.feature
+            for name in candidates:
+                data = context[name].bytes_list.value[0] if len(context[name].bytes_list.value) == 1 else b""
+                place = f"{os.path.relpath(path, top).replace(os.sep, '/')}: record {index}"
+                shapes[name].append((image_format(data), image_shape(data), place))
+    found = []
+    for name, seen in shapes.items():
+        if not seen or any(shape is None for _, shape, _ in seen):
+            continue
+        (height, width, channels), first = seen[0][1], seen[0][2]
+        other = next(((h, w, place) for _, (h, w, _), place in seen if (h, w) != (height, width)), None)
+        found.append(Images(name, tuple(sorted({kind for kind, _, _ in seen})), (height, width, channels), first,
+                            other, len(seen)))
+    return found
+
+
+def _image_lines(images: list[Images], names: dict[str, str]) -> list[str]:
+    """The processing_steps decoding each feature of encoded images (none: no lines)."""
+    if not images:
+        return []
+    lines = _comment("steps run on each batch in order, each replacing its tensor", 2)
+    lines.append("  processing_steps:")
+    for image in images:
+        height, width, stored = image.shape
+        channels = {1: 1, 2: 1, 3: 3, 4: 4}.get(stored, 3)
+        kinds = " and ".join(image.formats)
+        why = (f"{image.name} holds {kinds} images, {height} x {width} pixels with {count(stored, 'channel')} in "
+               f"{image.first}: decode_image gives float32 pixels [{height}, {width}, {channels}] scaled to [0, 1] "
+               "(dtype uint8 keeps 0 to 255 in a quarter of the memory)")
+        if image.other is None:
+            size = f"size: [{height}, {width}]"
+            why += f"; every image of the {count(image.records, 'record')} looked at has that size"
+        else:
+            size = f"resize: [{height}, {width}]"
+            why += (f"; sizes differ ({image.other[0]} x {image.other[1]} in {image.other[2]}), so every image is "
+                    "resized to the first's (bilinear; crop keeps the central part instead)")
+        lines.extend(_comment(why, 4))
+        lines.append(f"    - {{tensor: {_quoted(names[image.name])}, type: decode_image, args: {{channels: {channels}, "
+                     f"{size}, dtype: float32}}}}")
     return lines

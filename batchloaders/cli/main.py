@@ -9,7 +9,8 @@ importing TensorFlow, so it runs fast in CI and pre-commit hooks::
 
 Every file is checked; a last line counts the invalid ones. Exit status: 0 when every
 file is valid, 1 when any is not, 2 on a usage error. ``validate --data`` then runs
-check-data on every valid config (this imports TensorFlow).
+check-data on every valid config (this imports TensorFlow). A config whose data files are
+not all listed in its manifest's ``files`` gets a ``warning:`` line (``--strict``: a problem).
 
 A config is data: no command imports the plugins a config's ``plugins:`` list names unless
 given ``--trust-plugins`` (or the file itself with ``--plugins``), so that validating a pull
@@ -27,7 +28,7 @@ Commands that read data files (this package), each printing one line per
 problem, path first, and exiting 1 when there is any:
 
 * ``batchloaders check-data CONFIG [--records N]``: the first N records (default 8) of
-  every data file against every feature of the manifest, in seconds;
+  every data file against every feature of the manifest, in seconds, and unlisted files;
 * ``batchloaders verify CONFIG|DIR``: every data file read whole: damaged frames, cut
   files and streams, appended bytes, counts, sizes and checksums against the manifest's
   ``files``, every record against the features, unlisted and missing files;
@@ -57,9 +58,11 @@ from batchloaders import __version__
 from batchloaders.errors import BatchLoaderError, PluginsNotChecked
 from batchloaders.config import type_schemas
 from batchloaders.config.config import load_config
+from batchloaders.config.datasets import quote_entries, unlisted_files
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.service_rules import address_problem
 from batchloaders.runtime.quiet import import_tensorflow, install, uninstall
+from batchloaders.spec.model import Dataset
 from batchloaders.transform import builtin_types, plugins
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -98,34 +101,75 @@ def validate_file(path: str, *, trust_plugins: bool = False) -> list[str]:
     return _checked(path, trust_plugins)[0]
 
 
-def _checked(path: str, trust_plugins: bool = False) -> tuple[list[str], str, list[str]]:
+def _checked(path: str, trust_plugins: bool = False) -> tuple[list[str], str, list[str], list[str]]:
     """(problems as printable lines, what was assumed, the items of plugin types left unchecked as printable
-    lines) of one manifest or config."""
+    lines, warnings as printable lines) of one manifest or config."""
     try:
         if is_manifest(path):
             load_manifest(path)
         else:
             config = load_config(path, trust_plugins=trust_plugins)
+            warnings = [line for dataset in [s.dataset for s in config.sources] or [config.dataset]
+                        for line in unlisted_warnings(path, dataset)]  # a mixture's sources: each dataset
             if config.model_assumed:
                 return [], (f" (no model block: every feature is taken as a model input, none as a target: "
-                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's names)"), []
+                            f"{', '.join(config.inputs)}; build_input_fn(config, model=...) takes the model's "
+                            "names)"), [], warnings
+            return [], "", [], warnings
     except PluginsNotChecked as notice:  # valid but for what its plugins' types would say
-        return [], "", [str(problem) for problem in notice.problems]
+        return [], "", [str(problem) for problem in notice.problems], []
     except BatchLoaderError as error:
-        return [str(problem) for problem in error.problems], "", []
+        return [str(problem) for problem in error.problems], "", [], []
     except Exception as error:  # a bug of ours: report it against this file and go on to the next
         return [f"{path}: $: internal error while checking this file ({type(error).__name__}: {error}); "
-                "please report it"], "", []
-    return [], "", []
+                "please report it"], "", [], []
+    return [], "", [], []
+
+
+def unlisted_warnings(path: str, dataset: Dataset) -> list[str]:
+    """The line (a list of one, or empty) naming the data files of a config's ``dir`` dataset that the manifest's
+    ``files`` does not list (:func:`batchloaders.config.datasets.unlisted_files`).
+
+    Args:
+        path: the config, as the line names it.
+        dataset: its resolved dataset.
+
+    Returns:
+        "c.yaml: $.args.dataset: data file 'part-2.tfrecords' matches the pattern but is not listed in the files
+        of the manifest d/__manifest__.json: ...", naming the first few files by their path relative to data_dir.
+    """
+    unlisted = unlisted_files(dataset)
+    if not unlisted:
+        return []
+    root = os.path.dirname(dataset.manifest.path)
+    names = [repr(os.path.relpath(file, root).replace(os.sep, "/")) for file in unlisted]
+    one = len(names) == 1
+    return [f"{path}: {dataset.json_path}: data file{'' if one else 's'} {quote_entries(names)} "
+            f"match{'es' if one else ''} the pattern but {'is' if one else 'are'} not listed in the files of the "
+            f"manifest {os.path.relpath(dataset.manifest.path)}: {'its' if one else 'their'} records are read but "
+            "not counted or checked against it (added after the manifest was written? `batchloaders manifest "
+            f"{os.path.relpath(root)}` lists {'it' if one else 'them'})"]
+
+
+def _notices(lines: list[str], kind: str, strict: bool, out: TextIO) -> list[str]:
+    """``lines`` as problems when ``strict``; else each printed as a ``kind:`` line (the file stays valid) and none
+    returned."""
+    if strict:
+        return lines
+    for line in lines:  # a notice, not a failure: CI stays green
+        print(f"{kind}: {line}", file=out)
+    return []
 
 
 def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = False, trust_plugins: bool = False,
-             strict_plugins: bool = False) -> int:
+             strict_plugins: bool = False, strict: bool = False) -> int:
     """Check every file (directories non-recursively), print one line per problem, return the exit code.
 
     ``data``: then run check-data on every valid config (this imports TensorFlow). ``trust_plugins``:
     import the plugins each config lists (runs their code); else an item of a plugin type is left
-    unchecked, with a ``note:`` line, and makes the file invalid only with ``strict_plugins``.
+    unchecked, with a ``note:`` line, and makes the file invalid only with ``strict_plugins``. A config
+    whose data files are not all listed in its manifest's ``files`` gets a ``warning:`` line, and is
+    invalid only with ``strict``.
     """
     out = out or sys.stdout
     try:
@@ -139,12 +183,8 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
     # problems too, under the path it resolved, which may name a manifest given as well in another way.
     shown: dict[tuple[str, str], str] = {}  # (real path, rest of the line) -> the path shown
     for path in files:  # every file is checked, whatever the ones before it held
-        lines, assumed, notes = _checked(path, trust_plugins)
-        if notes and strict_plugins:
-            lines = notes
-        elif notes:  # a notice, not a failure: CI stays green without running a pull request's code
-            for note in notes:
-                print(f"note: {note}", file=out)
+        lines, assumed, notes, warnings = _checked(path, trust_plugins)
+        lines = lines + _notices(notes, "note", strict_plugins, out) + _notices(warnings, "warning", strict, out)
         fresh, seen_under = [], None
         for line in lines:
             file, _, rest = line.partition(": $")
@@ -183,7 +223,8 @@ def validate(paths: Sequence[str], out: TextIO | None = None, *, data: bool = Fa
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    return validate(args.paths, data=args.data, trust_plugins=args.trust_plugins, strict_plugins=args.strict_plugins)
+    return validate(args.paths, data=args.data, trust_plugins=args.trust_plugins, strict_plugins=args.strict_plugins,
+                    strict=args.strict)
 
 
 def _plugin_entries(values: Sequence[str] | None) -> list[str]:
@@ -290,6 +331,9 @@ def _add_validate(commands, parents: list[argparse.ArgumentParser]) -> None:
     check.add_argument("--strict-plugins", action="store_true",
                        help="count an item of a plugin type left unchecked (no --trust-plugins) as a problem: "
                             "exit 1 instead of a note")
+    check.add_argument("--strict", action="store_true",
+                       help="count warnings as problems (exit 1): a config's data files that its manifest's files "
+                            "do not list (added after the manifest was written)")
     check.set_defaults(run=_with_plugins(_run_validate))
 
 
@@ -366,7 +410,8 @@ def _add_check_data(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "them against every feature of the manifest: present, stored in the right list type, with "
                     "the number of values (raw: bytes) the shape gives, as context features or feature lists "
                     "as var_len says, Examples or SequenceExamples as allow_var_len says; and each file's "
-                    "first bytes: TFRecord, compressed as the manifest says. Prints one line per problem and "
+                    "first bytes: TFRecord, compressed as the manifest says; and that the manifest's files lists "
+                    "every data file (when it has files). Prints one line per problem and "
                     "'OK PATH' per good file; exits 1 if any file has problems.")
     data.add_argument("config", metavar="CONFIG", help="a loader config (.yaml, .yml, .json)")
     data.add_argument("--records", type=_positive(int), default=8, metavar="N",
@@ -404,12 +449,15 @@ def _add_manifest(commands) -> None:
                     "other problem.")
     manifest.add_argument("directory", metavar="DIR",
                           help="a dataset directory of TFRecord files (named *.tfrecords, *.tfrecord or *.tfrec, "
-                               "maybe with .gz or .zz after, in DIR or below, unless --pattern says otherwise)")
+                               "or shards such as train-00000-of-01024 and mnist-train.tfrecord-00000-of-00002 "
+                               "(five digits each), maybe with .gz or .zz after, in DIR or below, unless --pattern "
+                               "says otherwise)")
     manifest.add_argument("--pattern", metavar="GLOB",
                           help="the data files, a glob relative to DIR as a dir dataset's args.pattern in a config "
                                "(* and ? within a name, **/ any directories, [abc], {a,b}), e.g. 'train-*'; the "
-                               "manifest lists exactly the files it matches; default "
-                               "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}")
+                               "manifest lists exactly the files it matches; default: the TFRecord and shard names "
+                               "above, the glob **/*{.tfrecords,.tfrecord,.tfrec,-NNNNN-of-NNNNN}{,.gz,.zz} with "
+                               "each N a digit")
     manifest.add_argument("--raw", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
                           help="declare the bytes feature NAME a raw tensor of DTYPE and SHAPE (little-endian), "
                                "e.g. image=uint8[28,28] (no [SHAPE]: flat), once the records agree; in an existing "
@@ -442,22 +490,31 @@ def _add_init(commands) -> None:
                     "from DATA_DIR/__manifest__.json (written first, as the manifest command writes it, when there "
                     "is none), the read and shuffle buffers from the files' and records' sizes, the windows of a "
                     "sequence loader from the record counts, padding when a tensor varies in length; a comment "
-                    "on each key says what it does and why it has that value. The config is checked as validate "
-                    "checks it. Exits 1 when the data stops it, 2 for a feature the manifest does not declare.")
+                    "on each key says what it does and why it has that value. Tensors are named as their "
+                    "features, with characters a Keras name cannot hold (such as /) made _. The config is checked "
+                    "as validate checks it. Exits 1 when the data stops it, 2 for a feature the manifest does not "
+                    "declare or a wrong --raw.")
     init.add_argument("directory", metavar="DATA_DIR", help="a dataset directory")
     init.add_argument("--pattern", metavar="GLOB",
-                      help="which files below DATA_DIR are data files (default: the usual TFRecord names)")
+                      help="which files below DATA_DIR are data files (default: the usual TFRecord names and "
+                           "shard names, as the manifest command finds them)")
     init.add_argument("--loader", choices=["independent", "continuous_sequence", "discrete_sequence"],
                       default="independent", help="the loader type (default independent: a record is an example)")
     init.add_argument("--inputs", nargs="+", metavar="NAME",
                       help="the features the model takes (default: every feature not a target)")
     init.add_argument("--targets", nargs="+", metavar="NAME",
-                      help="the features the model predicts (default: those named label, labels, target or y)")
+                      help="the features the model predicts (default: those named label, labels, target, targets "
+                           "or y; in SequenceExamples without one, the integer feature lists of one value per step "
+                           "beside float feature lists)")
+    init.add_argument("--raw", action="append", default=[], metavar="NAME=DTYPE[SHAPE]",
+                      help="declare the bytes feature NAME a raw tensor of DTYPE and SHAPE, as the manifest "
+                           "command's --raw does (the manifest is written or updated with it first); repeat it for "
+                           "more features")
     init.add_argument("-o", "--output", metavar="CONFIG", help="write the config to CONFIG (default: print it)")
     init.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
     init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(
         args.directory, pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets,
-        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr)))
+        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr, raws=args.raw)))
 
 
 def _add_serve(commands) -> None:

@@ -42,7 +42,7 @@ import tensorflow as tf
 from batchloaders.config.datasets import _walk, url_scheme
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.spec.model import DataFile, Manifest
-from batchloaders.cli.check_data import load_dataset, summary
+from batchloaders.cli.check_data import load_dataset, summary, unlisted
 from batchloaders.cli.progress import Progress
 from batchloaders.read.record_index import check_index, index_path
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
@@ -136,9 +136,7 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
                 problems += entry_problems(scan, entry)
             if indexed and scan is not None:
                 problems += index_problems(path, scan, manifest)
-            elif entry is None and manifest.files:
-                problems.append(f"not listed in the files of the manifest {where}: it was added after the "
-                                "manifest was written (run `batchloaders manifest` on the dataset directory)")
+            problems += unlisted(path, manifest)
             for line in problems:
                 progress.print(f"{shown(path)}: {line}", out)
             if not problems:

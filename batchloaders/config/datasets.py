@@ -11,10 +11,13 @@ Errors quote file contents briefly (:func:`quote_entries`): a list file of
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
+import shlex
 import stat
-from typing import Iterator
+from collections import Counter
+from typing import Callable, Iterator
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
@@ -22,9 +25,16 @@ from batchloaders.spec.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_EN
 from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
 from batchloaders.spec.model import Dataset
 
-# Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, and
-# their compressed forms (whether they are compressed is the manifest's compression, not the name).
-DEFAULT_PATTERN = "**/*.{tfrecords,tfrecord,tfrec}{,.gz,.zz}"
+# Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, the shards
+# TFDS, Beam and the TF models scripts write (NAME-SPLIT.tfrecord-00000-of-00002, train-00000-of-01024), and their
+# compressed forms (whether they are compressed is the manifest's compression, not the name). Five digits each
+# side, as those tools write them: a record index (.index), a JSON file or a temporary file never matches.
+SHARD = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
+DEFAULT_PATTERN = "**/*{.tfrecords,.tfrecord,.tfrec," + SHARD + "}{,.gz,.zz}"
+MAX_LISTED = 10  # files a pattern matching nothing lists of those that are there
+# Names of a dataset's notes and metadata, never TFRecord data: a suggested pattern leaves them out.
+_NOT_DATA = re.compile(r"(?i)(?:readme|license|licence|changelog|checkpoint)(?:\..*)?|.*\.(?:json|txt|md|rst|yaml|"
+                       r"yml|py|ipynb|sh|html|csv|tsv|log|cfg|ini|toml|index|lock|tmp)")
 MAX_ALTERNATIVES = 1024  # {a,b} groups multiply: a pattern must not spell millions of globs
 MAX_QUOTED = 5  # entries an error quotes before "... and N more"
 MAX_QUOTE_CHARS = 120  # an entry longer than this is quoted shortened
@@ -136,10 +146,85 @@ def _resolve_dir(args: dict, base: str, fail) -> Dataset:
                          f"every entry the pattern {pattern!r} matches to be a regular file and every directory "
                          "to be listable, both within data_dir")
     if not files:
+        there = files_there(data_dir, lambda suggested: f"pattern: {json.dumps(suggested)}")
         fail("pattern" if "pattern" in args else "data_dir",
              f"the pattern {pattern!r} matches no file under {data_dir}: expected at least one data file"
-             + ("" if "pattern" in args else " (give args.pattern when the files are named otherwise)"))
+             + ("" if "pattern" in args else " (give args.pattern when the files are named otherwise)")
+             + (f"; {there}" if there else ""))
     return Dataset("dir", load_manifest(manifest_path), tuple(files), pattern=pattern)
+
+
+def command_option(pattern: str) -> str:
+    """``--pattern 'train-*'``: ``pattern`` as the commands take it."""
+    return f"--pattern {shlex.quote(pattern)}"
+
+
+def files_there(data_dir: str, option: Callable[[str], str] = command_option) -> str:
+    """What the error of a pattern matching no file under ``data_dir`` adds: the files there, and a pattern for them.
+
+    Args:
+        data_dir: the directory the pattern was matched under.
+        option: how the suggested pattern is written for the command that prints it (``--pattern 'x-*'``).
+
+    Returns:
+        '' when the directory holds no file (its manifest aside); else "found 3 other files: 'a-0.bin',
+        'a-1.bin', 'notes.txt'; --pattern 'a-*.bin' matches 2 of them", the first MAX_LISTED files named.
+    """
+    try:
+        found, _ = _walk(data_dir, os.stat(data_dir), lambda relative: True)
+    except OSError:
+        return ""
+    names = [os.path.relpath(path, data_dir).replace(os.sep, "/") for path in found]
+    names = [name for name in names if name != MANIFEST_NAME and not name.startswith(".") and "/." not in name]
+    if not names:
+        return ""
+    shown = ", ".join(shorten(name) for name in names[:MAX_LISTED])
+    text = (f"found {len(names):,} other file{'s' * (len(names) > 1)}"
+            + (f", the first {MAX_LISTED}" if len(names) > MAX_LISTED else "") + f": {shown}")
+    suggested = suggest_pattern(names)
+    if suggested is not None:
+        matched = sum(map(pattern_matcher(suggested), names))
+        text += f"; {option(suggested)} matches " + ("it" if len(names) == 1 else "them all" if matched == len(names)
+                                                     else f"{matched:,} of them")
+    return text
+
+
+def suggest_pattern(names: list[str]) -> str | None:
+    """A pattern for the data files among ``names`` (paths relative to data_dir): their names with each run of
+    digits a ``*``, notes and metadata (README, *.json, *.txt, ...) left out; None when only those are there."""
+    candidates = [name for name in names if not _NOT_DATA.fullmatch(name.rsplit("/", 1)[-1])]
+    if not candidates:
+        return None
+    shapes = Counter(re.sub(r"\*+", "*", re.sub(r"[0-9]+", "*", re.sub(r"[][{}*?,]", "?", name.rsplit("/", 1)[-1])))
+                     for name in candidates)
+    if len(shapes) > 3:  # names of many shapes: by their extensions, the most common first
+        extensions = Counter(os.path.splitext(shape)[1] for shape in shapes.elements())
+        if "" not in extensions:
+            shapes = Counter({"*" + extension: n for extension, n in extensions.items()})
+    common = sorted(shape for shape, _ in sorted(shapes.items(), key=lambda item: (-item[1], item[0]))[:3])
+    body = common[0] if len(common) == 1 else "{" + ",".join(common) + "}"
+    try:
+        pattern_matcher(body)
+    except ValueError:
+        return None
+    return body if all("/" not in name for name in candidates) else "**/" + body
+
+
+def unlisted_files(dataset: Dataset) -> list[str]:
+    """The data files of a ``dir`` dataset that its pattern matches but its manifest's ``files`` does not list.
+
+    Their records are read, but not counted or checked against the manifest: files added after the manifest
+    was written. A list dataset names its files itself: none.
+
+    Args:
+        dataset: a resolved dataset.
+
+    Returns:
+        The paths, in the order the dataset reads them; empty when the manifest has no ``files``.
+    """
+    if dataset.type != "dir" or not dataset.manifest.files:
+        return []
+    return [path for path in dataset.files if dataset.manifest.entry(path) is None]
 
 
 def pattern_matcher(pattern: str):
