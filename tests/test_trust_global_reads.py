@@ -161,3 +161,49 @@ def test_a_data_file_removed_after_the_build_is_a_data_error_naming_it(tmp_path)
     with pytest.raises(DataError, match=rf"{path}: record \d+: the file cannot be read \(No such file or directory\)"):
         for _ in batches:
             pass
+
+
+def test_a_dataset_of_more_files_than_the_reader_keeps_open(tmp_path):
+    """Past ``kept_open()`` files, each call opens what it reads and closes it: every record is read once, and
+    the reader never holds more descriptors than its bound."""
+    from batchloaders.read import offset_reader
+
+    d = str(tmp_path / "many")
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("note", "string", [], "string")])
+    for f in range(12):
+        write_records(os.path.join(d, f"part-{f:02d}.tfrecords"), [record(f, r) for r in range(5)])
+    with pytest.raises(SystemExit):
+        main(["index", d])
+    kept, offset_reader.KEPT_OPEN = offset_reader.KEPT_OPEN, 3
+    try:
+        reader = offset_reader.OffsetReader(load_config(config(d)))
+        joined, lengths, problem = reader.frames(np.arange(60)[::-1])
+        assert problem == b"" and len(reader._fds) == 3
+        ids = [int(i) for b in build_input_fn(config(d, epochs=1, target_batch_size=7))() for i in np.asarray(b["id"])]
+    finally:
+        offset_reader.KEPT_OPEN = kept
+    assert sorted(ids) == [1000 * f + r for f in range(12) for r in range(5)]
+
+
+EXITING_HANDLER = """
+import atexit, sys
+import batchloaders
+
+fn = batchloaders.build_input_fn(sys.argv[1])
+next(iter(fn()))
+
+def at_exit():
+    print("read at exit:", sum(int(b["id"].shape[0]) for b in fn()), flush=True)
+atexit.register(at_exit)
+"""
+
+
+def test_a_program_may_read_in_its_own_exit_handler(data, tmp_path):
+    """A handler registered after importing batchloaders runs before the reader's gate closes: it reads a whole
+    epoch, and the program still exits."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config(data, epochs=1)))
+    done = subprocess.run([sys.executable, "-c", EXITING_HANDLER, str(path)], capture_output=True, text=True,
+                          env=environment(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == f"read at exit: {FILES * RECORDS}\n"

@@ -164,7 +164,7 @@ def test_only_the_given_model_changes(tmp_path):
     model, other = functional(), functional()
     input_fn = batchloaders.build_input_fn(config(root), model=model)
     batchloaders.build_input_fn(config(root), model=model)  # a second pipeline for it (validation, say)
-    assert model.fit.__func__ is vars(model)["fit"].__func__ and model.fit.__self__ is model
+    assert model.fit is vars(model)["fit"] and model.fit.__wrapped__.__self__ is model  # the instance's own
     assert type(model).fit is keras.Model.fit and "fit" not in vars(other)
     with pytest.raises(tf.errors.InvalidArgumentError) as caught:  # not given: TensorFlow's own error
         other.fit(input_fn(), epochs=1, verbose=0, shuffle=False)
@@ -217,3 +217,29 @@ def test_the_tutorial_prints_no_tensorflow_line_run_as_written(tmp_path):
         ran.append((language, done.stdout.splitlines()[-1] if done.stdout else ""))
     assert [language for language, _ in ran] == ["python", "sh", "python"]
     assert re.fullmatch(r"accuracy 0\.9\d*|accuracy 1\.0", ran[-1][1]), ran
+
+
+def test_another_pipelines_error_inside_fit_stays_tensorflows(tmp_path):
+    """Only errors naming a data file of our pipelines are converted: a parse error of the user's own dataset
+    inside the wrapped fit is TensorFlow's, not blamed on our files."""
+    model = functional()
+    batchloaders.build_input_fn(config(dataset(tmp_path)), model=model)
+    theirs = tf.data.Dataset.from_tensors(tf.constant(["not a proto"])).map(
+        lambda s: tf.io.parse_example(s, {"x": tf.io.FixedLenFeature([], tf.float32)}))
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        model.predict(theirs.map(lambda d: {"x": tf.stack([d["x"], d["x"]], -1)}), verbose=0)
+    assert not isinstance(raised.value, DataError)
+
+
+def test_a_method_the_user_set_on_the_instance_is_kept(tmp_path):
+    model = functional()
+    calls = []
+    original = model.evaluate
+
+    def evaluate(*args, **kwargs):
+        calls.append("mine")
+        return original(*args, **kwargs)
+    object.__setattr__(model, "evaluate", evaluate)
+    input_fn = batchloaders.build_input_fn(config(dataset(tmp_path)), model=model)
+    model.evaluate(input_fn(), verbose=0)
+    assert calls == ["mine"] and getattr(model.evaluate, "_batchloaders_locating", False)

@@ -5,10 +5,15 @@ such a call is running, or about to start, when the interpreter finalizes, the t
 interpreter lock is ended inside TensorFlow's C++ frames (the process aborts) or never comes back (the
 iterator's destructor waits for it for ever, and the program hangs at exit).
 
-So the gate closes at exit, before finalization (an ``atexit`` handler, registered when the first reader is
-made): calls made after that return at once without doing their work (nothing will read their result), and
-the exit waits until no call has run for :data:`QUIET` seconds. By then tf.data's buffers are full of those
-quick results and its threads are idle, so nothing asks for the lock while the interpreter finalizes.
+So the gate closes at exit, before finalization (an ``atexit`` handler, registered when this module is
+imported, that is when ``batchloaders`` is): calls made after that return at once without doing their work,
+and the exit waits until no call has run for :data:`QUIET` seconds. By then tf.data's buffers are full of
+those quick results and its threads are idle, so nothing asks for the lock while the interpreter finalizes.
+Handlers run newest first: one the program registered after importing batchloaders still reads records at
+exit; one registered before gets a DataError saying the program is exiting.
+
+The wait is bounded (:data:`LONGEST_WAIT`): a thread of the program that goes on taking batches while the
+program exits keeps the calls coming, and the exit goes on after that bound with the calls still running.
 """
 from __future__ import annotations
 
@@ -68,3 +73,6 @@ def close(quiet: float = QUIET, longest: float = LONGEST_WAIT) -> None:
         if idle:
             return
         time.sleep(quiet / 5)  # (releases the lock tf.data's threads wait for)
+
+
+watch()  # at import: before any handler a program registers once it has imported batchloaders

@@ -16,8 +16,11 @@ manifest's and catches it.
 """
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import threading
+import warnings
 
 import google_crc32c
 import numpy as np
@@ -31,6 +34,13 @@ from batchloaders.spec.model import LoaderConfig
 _MASK_DELTA = 0xA282EAD8
 _U32 = np.uint64(0xFFFFFFFF)
 EXITING = "the program is exiting: the record was not read"
+KEPT_OPEN = 128  # files a reader keeps open between calls; the others are opened for each call that reads them
+
+
+def kept_open() -> int:
+    """How many files a reader keeps open: KEPT_OPEN, or an eighth of this process's limit if that is less."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return KEPT_OPEN if soft == resource.RLIM_INFINITY else max(1, min(KEPT_OPEN, soft // 8))
 
 
 def masked(crcs) -> np.ndarray:
@@ -58,22 +68,31 @@ class OffsetReader:
         self.offsets = np.concatenate([ix.offsets for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.lengths = np.concatenate([ix.lengths for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.sizes = [ix.data_size for ix in indexes]
-        self._fds: dict[int, int] = {}
+        if google_crc32c.implementation != "c":  # (installed without its compiled part: 1,000 times slower)
+            warnings.warn("google-crc32c runs without its C extension here: the global shuffle checks each record's "
+                          "checksum in pure Python, about 1 ms per 3 KB record; reinstall it with a wheel for this "
+                          "platform (pip install --force-reinstall google-crc32c)", RuntimeWarning, stacklevel=2)
+        self._fds: dict[int, int] = {}  # the files kept open, by their place in ``paths``
+        self._keep = kept_open()
         self._lock = threading.Lock()
-        exit_gate.watch()
 
     @property
     def num_records(self) -> int:
         return int(self.starts[-1])
 
-    def _fd(self, file: int) -> int:
+    def _open(self, file: int) -> tuple[int, bool]:
+        """(a descriptor of data file ``file``, whether the caller closes it after its call). The first files read
+        stay open; past ``kept_open()`` a file is opened for each call, so a dataset of many files never holds
+        more descriptors than that (and no descriptor is closed while another call reads it)."""
         found = self._fds.get(file)
-        if found is None:
-            with self._lock:
-                found = self._fds.get(file)
-                if found is None:
-                    found = self._fds[file] = os.open(self.paths[file], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        return found
+        if found is not None:
+            return found, False
+        fd = os.open(self.paths[file], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        with self._lock:
+            if file not in self._fds and len(self._fds) < self._keep:
+                self._fds[file] = fd
+                return fd, False
+        return fd, True
 
     def close(self) -> None:
         """Close the files opened so far (a later read opens them again)."""
@@ -99,19 +118,26 @@ class OffsetReader:
         lengths = self.lengths[ids]
         with exit_gate.passing() as allowed:
             if not allowed:
-                return b"", lengths, EXITING.encode()
+                files, records = self.locate(ids[:1])
+                return b"", lengths, self._problem(files[0], records[0], EXITING) if len(ids) else EXITING.encode()
             joined, problem = self._read(ids, lengths)
         return joined, lengths, problem
 
     def _read(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[bytes, bytes]:
         files, records = self.locate(ids)
         offsets, sizes = self.offsets[ids], lengths + FRAME_BYTES
+        opened: dict[int, tuple[int, bool]] = {}
         try:
-            fds = {file: self._fd(file) for file in np.unique(files).tolist()}
-            parts = [os.pread(fds[file], size, offset)
+            for file in np.unique(files).tolist():
+                opened[file] = self._open(file)
+            parts = [os.pread(opened[file][0], size, offset)
                      for file, offset, size in zip(files.tolist(), offsets.tolist(), sizes.tolist())]
-        except OSError:
-            return b"", self._unreadable(files, records, offsets, sizes)
+        except OSError as error:
+            return b"", self._unreadable(files, records, error)
+        finally:
+            for fd, closing in opened.values():
+                if closing:
+                    os.close(fd)
         short = np.flatnonzero(np.fromiter(map(len, parts), np.int64, len(parts)) != sizes)
         if short.size:  # the file ends before the record does
             k, file = int(short[0]), int(files[short[0]])
@@ -127,14 +153,21 @@ class OffsetReader:
             "record is damaged (run `batchloaders verify` to check every file against the manifest)")
         return b"", self._problem(file, records[bad], text)
 
-    def _unreadable(self, files, records, offsets, sizes) -> bytes:
-        """The problem of the first of these records whose file cannot be opened or read."""
+    def _unreadable(self, files, records, error: OSError) -> bytes:
+        """The problem of a call whose reads failed with ``error``: the first of its records whose file cannot be
+        opened or read, or, out of descriptors, what the process lacks (no data file is to blame)."""
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            return self._problem(files[0], records[0], (
+                f"the file cannot be opened: this process has too many files open ({error.strerror}); the reader "
+                f"keeps at most {self._keep} of them open: raise the limit (ulimit -n) or close other files"))
         for k in range(len(files)):
             try:
-                os.pread(self._fd(int(files[k])), int(sizes[k]), int(offsets[k]))
-            except OSError as error:
-                return self._problem(files[k], records[k], f"the file cannot be read ({error.strerror or error})")
-        return self._problem(files[0], records[0], "the file could not be read, then could")
+                fd, closing = self._open(int(files[k]))
+                if closing:
+                    os.close(fd)
+            except OSError as failed:
+                return self._problem(files[k], records[k], f"the file cannot be read ({failed.strerror or failed})")
+        return self._problem(files[0], records[0], f"the file cannot be read ({error.strerror or error})")
 
     @staticmethod
     def _check(parts: list[bytes], joined: bytes, lengths: np.ndarray) -> tuple[int | None, str]:

@@ -22,7 +22,6 @@ import functools
 import json
 import threading
 import time
-import types
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
@@ -115,10 +114,21 @@ def also_as(converted: errors.DataError, original: BaseException) -> errors.Data
     return error
 
 
+def _names_our_file(error: BaseException) -> bool:
+    """Whether ``error``'s message names a data file of a pipeline built in this process: only those are ours to
+    convert (another pipeline's parse error, e.g. the user's own validation data, stays TensorFlow's)."""
+    message = getattr(error, "message", None)
+    if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
+        message = error.object.decode("utf-8", "replace")
+    return isinstance(message, str) and any(path in message for locator in list(errors.LOCATORS)
+                                            for path in locator.files)
+
+
 def _converted(error: BaseException) -> BaseException | None:
-    """The located DataError (also of ``error``'s TensorFlow class) a data error stands for; None for any other."""
+    """The located DataError (also of ``error``'s TensorFlow class) a data error of our pipelines stands for;
+    None for any other."""
     if isinstance(error, (errors.BatchLoaderError, tf.errors.OutOfRangeError)) or not isinstance(
-            error, (tf.errors.OpError, UnicodeDecodeError)):
+            error, (tf.errors.OpError, UnicodeDecodeError)) or not _names_our_file(error):
         return None
     converted = errors.data_error_from(error)  # every pipeline's locators: validation data may be another's
     return None if converted is None else also_as(converted, error)
@@ -128,16 +138,17 @@ _MODEL_METHODS = ("fit", "evaluate", "predict")
 _LOCATING = "_batchloaders_locating"
 
 
-def _locating(name: str):
-    """Model method ``name`` of the model's class, its data errors raised as located DataErrors."""
-    def method(self, *args, **kwargs):
+def _locating(original):
+    """``original`` (a model's bound method), its data errors raised as located DataErrors."""
+    def method(*args, **kwargs):
         try:
-            return getattr(type(self), name)(self, *args, **kwargs)
+            return original(*args, **kwargs)
         except Exception as error:
             converted = _converted(error)
             if converted is None:
                 raise
             raise converted from error
+    method = functools.wraps(original)(method)
     setattr(method, _LOCATING, True)
     return method
 
@@ -146,17 +157,18 @@ def locate_model_errors(model) -> None:
     """Make ``model``'s own ``fit``, ``evaluate`` and ``predict`` raise the data errors of the pipelines built in
     this process as located DataErrors (each also an instance of the TensorFlow error it stands for).
 
-    Only this instance changes: each method becomes a bound method of its own, calling its class's. A saved,
-    cloned or copied model (Keras copies through its saving) comes without them.
+    Only this instance changes: each method is wrapped where the instance finds it (its class's, or one the
+    user set on the instance). A saved, cloned or copied model (Keras copies through its saving) comes
+    without the wrappers.
 
     Args:
         model: a Keras model (as checked by keras_align.describe_model).
     """
     for name in _MODEL_METHODS:
-        if getattr(vars(model).get(name), _LOCATING, False) or not callable(getattr(type(model), name, None)):
+        found = getattr(model, name, None)
+        if not callable(found) or getattr(found, _LOCATING, False):
             continue
-        method = functools.wraps(getattr(type(model), name))(_locating(name))
-        object.__setattr__(model, name, types.MethodType(method, model))  # past Keras's attribute tracking
+        object.__setattr__(model, name, _locating(found))  # past Keras's attribute tracking
 
 
 # The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
