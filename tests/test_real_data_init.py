@@ -119,7 +119,7 @@ def test_the_default_pattern_takes_shards_and_leaves_their_neighbours():
     left = ["__manifest__.json", "dataset_info.json", "features.json", "image.image.json", "label.labels.txt",
             "train-00000-of-00002.index", "a.tfrecords.index", "train-00000-of-00002.json", "train-0-of-2",
             "train-000000-of-000002", "train-00000-of-00002.bak", "train.record", "a.tfrecords.bak", "notes.txt",
-            "train-0000a-of-00002"]
+            "train-0000a-of-00002", "ckpt/step-1.data-00000-of-00001", "model.ckpt-100.data-00001-of-00002"]
     assert [name for name in taken if not match(name)] == []
     assert [name for name in left if match(name)] == []
 

@@ -31,6 +31,8 @@ from batchloaders.spec.model import Dataset
 # side, as those tools write them: a record index (.index), a JSON file or a temporary file never matches.
 SHARD = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
 DEFAULT_PATTERN = "**/*{.tfrecords,.tfrecord,.tfrec," + SHARD + "}{,.gz,.zz}"
+# TensorFlow's checkpoint shards (ckpt-1.data-00000-of-00001) end like data shards; the default leaves them out.
+CHECKPOINT_SHARD = re.compile(r"(?:.*/)?[^/]*\.data-[0-9]{5}-of-[0-9]{5}")
 MAX_LISTED = 10  # files a pattern matching nothing lists of those that are there
 # Names of a dataset's notes and metadata, never TFRecord data: a suggested pattern leaves them out.
 _NOT_DATA = re.compile(r"(?i)(?:readme|license|licence|changelog|checkpoint)(?:\..*)?|.*\.(?:json|txt|md|rst|yaml|"
@@ -246,6 +248,8 @@ def pattern_matcher(pattern: str):
         regex = re.compile("|".join(f"(?:{_glob_regex(p)})" for p in _braces(pattern)))
     except re.error as e:  # e.g. a character range backwards, [z-a]
         raise ValueError(f"{e.msg}: expected a glob such as '**/*.tfrecords'") from None
+    if pattern == DEFAULT_PATTERN:
+        return lambda relative: regex.fullmatch(relative) is not None and not CHECKPOINT_SHARD.fullmatch(relative)
     return lambda relative: regex.fullmatch(relative) is not None
 
 

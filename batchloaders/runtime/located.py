@@ -115,13 +115,14 @@ def also_as(converted: errors.DataError, original: BaseException) -> errors.Data
 
 
 def _names_our_file(error: BaseException) -> bool:
-    """Whether ``error``'s message names a data file of a pipeline built in this process: only those are ours to
-    convert (another pipeline's parse error, e.g. the user's own validation data, stays TensorFlow's)."""
+    """Whether ``error``'s message names a data file of a pipeline built in this process, or an op of our
+    decode_image step: only those are ours to convert (another pipeline's parse error, e.g. the user's own
+    validation data, stays TensorFlow's)."""
     message = getattr(error, "message", None)
     if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
         message = error.object.decode("utf-8", "replace")
-    return isinstance(message, str) and any(path in message for locator in list(errors.LOCATORS)
-                                            for path in locator.files)
+    return isinstance(message, str) and (errors.IMAGE_SCOPE in message or any(
+        path in message for locator in list(errors.LOCATORS) for path in locator.files))
 
 
 def _converted(error: BaseException) -> BaseException | None:
