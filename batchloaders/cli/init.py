@@ -36,7 +36,7 @@ from batchloaders.config.document import Document
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
-from batchloaders.cli import write_manifest
+from batchloaders.cli import tfds_info, write_manifest
 from batchloaders.cli.infer import suggested_targets, tensor_names
 from batchloaders.read.records import ReadError, count, read_records
 from batchloaders.transform.steps.decode_image import image_format, image_shape
@@ -72,14 +72,19 @@ class Measured:
 
 def run(directory: str, *, pattern: str | None = None, loader: str = "independent",
         inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None, output: str | None = None,
-        force: bool = False, out: TextIO | None = None, err: TextIO | None = None, raws: Sequence[str] = ()) -> int:
+        force: bool = False, out: TextIO | None = None, err: TextIO | None = None, raws: Sequence[str] = (),
+        split: str | None = None) -> int:
     """Write the config for DATA_DIR to ``output`` (or print it to ``out``); return the exit status.
 
     ``raws``: ``--raw NAME=DTYPE[SHAPE]`` declarations, as ``batchloaders manifest`` takes them: the manifest is
-    then written (or updated) with them first.
+    then written (or updated) with them first. ``split``: in a TFDS-prepared DATA_DIR, the split read (the
+    config's pattern matches its files).
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
+        if split is not None:
+            tfds = tfds_info.read_info(directory) if tfds_info.is_tfds_dir(directory) else None
+            pattern = write_manifest.split_files(directory, tfds, split, pattern)
         text = config_text(directory, pattern=pattern, loader=loader, inputs=inputs, targets=targets,
                            output=output, err=err, raws=raws)
         if output is not None:

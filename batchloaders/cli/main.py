@@ -437,6 +437,10 @@ def _add_verify(commands) -> None:
                                   lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
 
 
+SPLIT_HELP = ("in a data directory TFDS prepared (dataset_info.json and features.json beside NAME-SPLIT.tfrecord-"
+              "NNNNN-of-NNNNN shards, whose features are then TFDS's own), the split to read, e.g. train")
+
+
 def _add_manifest(commands) -> None:
     manifest = commands.add_parser(
         "manifest", help="write or update a dataset directory's __manifest__.json",
@@ -462,9 +466,11 @@ def _add_manifest(commands) -> None:
                           help="declare the bytes feature NAME a raw tensor of DTYPE and SHAPE (little-endian), "
                                "e.g. image=uint8[28,28] (no [SHAPE]: flat), once the records agree; in an existing "
                                "manifest too; repeat it for more features")
+    manifest.add_argument("--split", metavar="NAME", help=SPLIT_HELP + "; the manifest lists only its files")
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
                                     lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr,
-                                                                pattern=args.pattern, raws=args.raw)))
+                                                                pattern=args.pattern, raws=args.raw,
+                                                                split=args.split)))
 
 
 def _add_index(commands) -> None:
@@ -510,11 +516,13 @@ def _add_init(commands) -> None:
                       help="declare the bytes feature NAME a raw tensor of DTYPE and SHAPE, as the manifest "
                            "command's --raw does (the manifest is written or updated with it first); repeat it for "
                            "more features")
+    init.add_argument("--split", metavar="NAME", help=SPLIT_HELP + "; the config's pattern matches its files, and a "
+                                                                  "manifest written first lists only them")
     init.add_argument("-o", "--output", metavar="CONFIG", help="write the config to CONFIG (default: print it)")
     init.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
     init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(
         args.directory, pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets,
-        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr, raws=args.raw)))
+        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr, raws=args.raw, split=args.split)))
 
 
 def _add_serve(commands) -> None:

@@ -30,8 +30,12 @@ files of a run that was killed while writing are removed by the next run). The s
     guessed: image: string [] (a bytes_list of 1 value in every record looked at)
     guessed: label: int64 [] (an int64_list of 1 value in every record looked at)
 
-Exit status: 0 when the manifest was written, 2 for a wrong ``--pattern`` or
-``--raw``, 1 otherwise.
+In a data directory TFDS prepared, the features are TFDS's own description of
+them (``features.json``, read by :mod:`batchloaders.cli.tfds_info`), and
+``--split NAME`` lists the files of that split only.
+
+Exit status: 0 when the manifest was written, 2 for a wrong ``--pattern``,
+``--raw`` or ``--split``, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ from batchloaders.spec.model import COMPRESSIONS
 from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
                                     raw_hint)
 from batchloaders.cli.progress import Progress
+from batchloaders.cli import tfds_info
 from batchloaders.read.records import (ReadError, compression_name, count, read_records, scan_file, shown,
                                         sniff)
 
@@ -77,12 +82,13 @@ class Usage(Refused):
 
 
 def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *, pattern: str | None = None,
-        raws: Sequence[str] = ()) -> int:
+        raws: Sequence[str] = (), split: str | None = None) -> int:
     """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status:
-    0 when written, 2 for a ``--pattern`` or ``--raw`` that is wrong, 1 for any other problem."""
+    0 when written, 2 for a ``--pattern``, ``--raw`` or ``--split`` that is wrong, 1 for any other problem.
+    ``split``: a TFDS-prepared DIR's split whose files the manifest lists (see :mod:`batchloaders.cli.tfds_info`)."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        lines = write(directory, err, pattern=pattern, raws=raw_specs(raws))
+        lines = write(directory, err, pattern=pattern, raws=raw_specs(raws), split=split)
     except (Refused, BatchLoaderError) as error:
         for line in str(error).splitlines():
             print(f"batchloaders manifest: error: {line}", file=err)
@@ -196,9 +202,16 @@ class _Features:
     guessed: list[str] = dataclasses.field(default_factory=list)  # "guessed: ..." lines, without the prefix
 
 
-def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequence[Raw] = ()) -> list[str]:
-    """Write the manifest; return the summary lines. Left-out features are reported on ``err``."""
+def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequence[Raw] = (),
+          split: str | None = None) -> list[str]:
+    """Write the manifest; return the summary lines. Left-out features are reported on ``err``.
+
+    In a TFDS-prepared directory the features are TFDS's own (``features.json``), and ``split`` chooses the
+    files of one split (Usage when the directory is not one, a ``pattern`` is given too, or no split has the name).
+    """
     started = time.time()
+    tfds = tfds_info.read_info(directory) if tfds_info.is_tfds_dir(directory) else None
+    pattern = split_files(directory, tfds, split, pattern)
     files = data_files(directory, pattern)
     for name in remove_leftovers(directory, started):
         print(f"batchloaders manifest: removed {name}, the temporary manifest of a run stopped while writing",
@@ -210,6 +223,9 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     declared = existing.get("features")
     if isinstance(declared, list) and declared:
         described = _kept(existing, _samples(files, compression), raws)
+    elif tfds is not None:
+        described = _from_tfds(tfds, directory, _samples(files, compression), raws, err)
+        described.notes += _count_notes(tfds, entries)
     else:
         described = _inferred(_samples(files, compression), raws, err, files=files, compression=compression,
                               manifest_path=manifest_path)
@@ -226,6 +242,76 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
             f"wrote {shown(manifest_path)}: {count(len(files), 'file')}, {count(records, 'record')}, "
             f"{count(size, 'byte')}",
             *described.notes, *(f"guessed: {line}" for line in described.guessed)]
+
+
+def split_files(directory: str, tfds: tfds_info.TfdsInfo | None, split: str | None,
+                pattern: str | None) -> str | None:
+    """The pattern of the files to list: ``pattern``, or the glob of a TFDS ``split``'s files.
+
+    Args:
+        directory: the dataset directory.
+        tfds: TFDS's description of it, None when it holds none.
+        split: the split named by ``--split``, or None.
+        pattern: the glob named by ``--pattern``, or None.
+
+    Returns:
+        The pattern (None: the default one).
+
+    Raises:
+        Usage: ``split`` with ``pattern``, in a directory without TFDS's files, or naming no split there.
+    """
+    if split is None:
+        return pattern
+    if pattern is not None:
+        raise Usage(f"--split {split!r} and --pattern {shorten(pattern)} both choose the data files: expected one "
+                    "of them")
+    if tfds is None:
+        raise Usage(f"--split {split!r}: {directory} holds no {tfds_info.INFO_NAME} and {tfds_info.FEATURES_NAME} "
+                    "as TFDS writes them: expected a data directory TFDS prepared (--pattern chooses the files of "
+                    "other directories)")
+    try:
+        return tfds_info.split_pattern(tfds, split, directory)
+    except ManifestError as error:
+        raise Usage(str(error)) from None
+
+
+def _from_tfds(tfds: tfds_info.TfdsInfo, directory: str, samples: Iterator, raws: Sequence[Raw],
+               err: TextIO) -> _Features:
+    """The features TFDS's features.json describes; those of TFDS types without a manifest form inferred from
+    the records (said on ``err``), those ``raws`` names declared raw."""
+    where = shown(os.path.join(directory, tfds_info.FEATURES_NAME))
+    features = list(tfds.features)
+    guessed = []
+    inferred = infer(samples) if tfds.unknown or raws else None
+    for unknown in tfds.unknown:
+        print(f"batchloaders manifest: {unknown.message(where)}", file=err)
+        found = [f for f in inferred.features if f["name"] == unknown.name or f["name"].startswith(unknown.name + "/")]
+        for line in inferred.left_out:  # "feature 'name' left out: why"
+            if line.startswith((f"feature {unknown.name!r} ", f"feature {unknown.name + '/'!r}"[:-1])):
+                print(f"batchloaders manifest: {line}", file=err)
+        features += found
+        guessed += [guess_text(feature, inferred.seen[feature["name"]]) for feature in found]
+    declared = {raw.name: _raw_feature(raw, inferred) for raw in raws}
+    features = [declared.get(feature["name"], feature) for feature in features]
+    for feature in features:
+        if feature["name"] in declared:
+            guessed += _endian_guess(feature)
+    summary = (f"features from {where} (TFDS dataset {tfds.name}, tf.train.Example): "
+               + ", ".join(map(_feature_text, features)))
+    return _Features(features, False, summary, notes=list(tfds.notes), guessed=guessed)
+
+
+def _count_notes(tfds: tfds_info.TfdsInfo, entries: list[dict]) -> list[str]:
+    """A line for each split whose files hold other record counts than dataset_info.json's shardLengths say."""
+    lines = []
+    for split in tfds.splits.values():
+        matches = pattern_matcher(split.pattern)
+        counted = tuple(e["num_records"] for e in sorted(entries, key=lambda e: e["name"]) if matches(e["name"]))
+        if counted and split.shard_lengths and counted != split.shard_lengths:
+            lines.append(f"split {split.name}: the files hold {', '.join(map(str, counted))} records, "
+                         f"{tfds_info.INFO_NAME} says {', '.join(map(str, split.shard_lengths))}: the manifest "
+                         "has the records counted")
+    return lines
 
 
 def write_valid(manifest_path: str, data: dict, base_dir: str, refused: str) -> None:
