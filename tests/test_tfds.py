@@ -146,7 +146,8 @@ def test_init_of_a_split_decodes_the_images_and_fits(images, tmp_path):
     assert data["args"]["processing_steps"] == [
         {"tensor": "image", "type": "decode_image", "args": {"channels": 3, "size": [8, 8], "dtype": "float32"}}]
     assert manifest_of(images)["features"][1]["class_names"] == CLASSES
-    assert [f["name"] for f in manifest_of(images)["files"]] == [
+    assert [f["name"] for f in manifest_of(images)["files"]] == [  # every split's: one manifest serves each
+        "tiny_images-test.tfrecord-00000-of-00002", "tiny_images-test.tfrecord-00001-of-00002",
         "tiny_images-train.tfrecord-00000-of-00002", "tiny_images-train.tfrecord-00001-of-00002"]
 
     # uint8 pixels, for exact values; every record of the train split once, none of test
@@ -245,3 +246,12 @@ def test_features_json_not_as_tfds_writes_it_is_located(images, capsys, tmp_path
                              "TFDS's (")
     assert err[0].endswith("): expected the JSON TFDS 4 writes")
     assert not os.path.exists(os.path.join(images, "__manifest__.json"))
+
+
+def test_init_of_a_tfds_directory_needs_a_split(images, tmp_path):
+    """Without --split the default pattern would take test and train files into one config."""
+    err = io.StringIO()
+    assert init.run(str(images), output=str(tmp_path / "c.yaml"), out=io.StringIO(), err=err) == 2
+    assert err.getvalue() == (f"batchloaders init: error: {images} holds the splits train, test that TFDS prepared, "
+                              "which one config must not mix: expected --split NAME\n")
+    assert not (tmp_path / "c.yaml").exists()

@@ -243,3 +243,16 @@ def test_a_method_the_user_set_on_the_instance_is_kept(tmp_path):
     input_fn = batchloaders.build_input_fn(config(dataset(tmp_path)), model=model)
     model.evaluate(input_fn(), verbose=0)
     assert calls == ["mine"] and getattr(model.evaluate, "_batchloaders_locating", False)
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_a_data_error_inside_fit_written_on_one_line_is_a_located_data_error(tmp_path, kind):
+    """``model.fit(build_input_fn(config, model=model)())`` looks ``fit`` up before build_input_fn wraps it: the
+    step function Keras makes inside fit is wrapped too."""
+    data, cut, where, message = _cut_file(tmp_path)
+    root = dataset(tmp_path, data, cut)
+    model = MODELS[kind]()
+    with pytest.raises(DataError) as caught:
+        model.fit(batchloaders.build_input_fn(config(root), model=model)(), epochs=1, verbose=0, shuffle=False)
+    assert [(p.file, p.path, p.message) for p in caught.value.problems] == [
+        (str(root / "part-0.tfrecords"), where, message)]

@@ -82,9 +82,8 @@ def run(directory: str, *, pattern: str | None = None, loader: str = "independen
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        if split is not None:
-            tfds = tfds_info.read_info(directory) if tfds_info.is_tfds_dir(directory) else None
-            pattern = write_manifest.split_files(directory, tfds, split, pattern)
+        if split is not None or (pattern is None and tfds_info.is_tfds_dir(directory)):
+            pattern, raws = _split(directory, split, pattern, raws, err)
         text = config_text(directory, pattern=pattern, loader=loader, inputs=inputs, targets=targets,
                            output=output, err=err, raws=raws)
         if output is not None:
@@ -119,6 +118,20 @@ def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Seq
     text = render(dataset, loader, roles, chosen, measured, data_dir=data_dir, pattern=pattern)
     config_from_text(text, output or "<init>", base_dir=base)  # a config that validate refuses is our bug
     return text
+
+
+def _split(directory: str, split: str | None, pattern: str | None, raws: Sequence[str],
+           err: TextIO) -> tuple[str | None, Sequence[str]]:
+    """(the config's pattern, the --raw declarations left to apply) for ``--split``: the manifest lists every
+    split's files (one manifest serves the config of each split), the config's pattern only the split's.
+    A TFDS directory without ``--split`` is refused: its default pattern would mix the splits (test into train)."""
+    tfds = tfds_info.read_info(directory) if tfds_info.is_tfds_dir(directory) else None
+    if split is None:
+        raise write_manifest.Usage(f"{directory} holds the splits {', '.join(tfds.splits) or '(none listed)'} that "
+                                   "TFDS prepared, which one config must not mix: expected --split NAME")
+    chosen = write_manifest.split_files(directory, tfds, split, pattern)
+    ensure_manifest(directory, None, err, raws)
+    return chosen, ()
 
 
 def ensure_manifest(directory: str, pattern: str | None, err: TextIO, raws: Sequence[str] = ()) -> None:

@@ -179,7 +179,7 @@ def _walk(node, parts: list[str], at: str, walk: _Walk, outer: tuple = (), seque
     name = "/".join(parts)
     if short == "FeaturesDict":
         for key, child in (node.get("featuresDict", {}).get("features") or {}).items():
-            _walk(child, parts + [key], f"{at}.featuresDict.features.{key}", walk, outer)
+            _walk(child, parts + [key], f"{at}.featuresDict.features.{key}", walk, outer, sequence)
         return
     if short == "Sequence":
         length = int(node["sequence"].get("length", -1))

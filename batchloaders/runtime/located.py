@@ -139,8 +139,9 @@ _MODEL_METHODS = ("fit", "evaluate", "predict")
 _LOCATING = "_batchloaders_locating"
 
 
-def _locating(original):
-    """``original`` (a model's bound method), its data errors raised as located DataErrors."""
+def _locating(original, *, wraps: bool = True):
+    """``original`` (a model's bound method, or the step function Keras made), its data errors raised as
+    located DataErrors."""
     def method(*args, **kwargs):
         try:
             return original(*args, **kwargs)
@@ -149,9 +150,31 @@ def _locating(original):
             if converted is None:
                 raise
             raise converted from error
-    method = functools.wraps(original)(method)
+    if wraps:
+        method = functools.wraps(original)(method)
     setattr(method, _LOCATING, True)
     return method
+
+
+# Keras makes the function each step of fit/evaluate/predict calls, and keeps it on the model under this name.
+_STEP_FUNCTIONS = {"make_train_function": "train_function", "make_test_function": "test_function",
+                   "make_predict_function": "predict_function"}
+
+
+def _making(model, original, attribute: str):
+    """``original`` (a model's make_*_function), the step function it keeps on the model wrapped by _locating:
+    ``model.fit(build_input_fn(config, model=model)())`` looks ``fit`` up before the wrapping, and still reaches
+    the step function made inside it."""
+    def make(*args, **kwargs):
+        made = original(*args, **kwargs)
+        current = getattr(model, attribute, None)
+        if current is None or getattr(current, _LOCATING, False):
+            return made
+        wrapped = _locating(current, wraps=False)
+        object.__setattr__(model, attribute, wrapped)  # past Keras's attribute tracking
+        return wrapped if made is current else made
+    setattr(make, _LOCATING, True)
+    return make
 
 
 def locate_model_errors(model) -> None:
@@ -170,6 +193,10 @@ def locate_model_errors(model) -> None:
         if not callable(found) or getattr(found, _LOCATING, False):
             continue
         object.__setattr__(model, name, _locating(found))  # past Keras's attribute tracking
+    for maker, attribute in _STEP_FUNCTIONS.items():
+        found = getattr(model, maker, None)
+        if callable(found) and not getattr(found, _LOCATING, False):
+            object.__setattr__(model, maker, _making(model, found, attribute))
 
 
 # The key beside tf.data's own "_STATE" under which a checkpoint of our iterator keeps the pipeline's identity.
