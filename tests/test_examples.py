@@ -170,6 +170,30 @@ def test_sentences_packed_rows_hold_whole_windows_of_text(corpus):
     assert real / total > 0.95
 
 
+def test_sentences_encoder_decoder_rows_pair_each_prefix_with_its_own_continuation(corpus):
+    from batchloaders.demo_data import corpus as groups, split_sentences
+
+    texts = [b"".join(split_sentences(g)) for g in groups()]
+    windows = 0
+    for features, targets in build_input_fn(os.path.join(ROOT, "configs", "sentences_encoder_decoder.yaml"))().take(3):
+        f = {k: v.numpy() for k, v in features.items()}
+        nxt = targets["decoder_target_tokens"].numpy()
+        assert f["inputs"].shape == (8, 1024) and nxt.shape == (8, 64)
+        for row in range(8):
+            enc, dec = f["inputs_segment_ids"][row], f["decoder_segment_ids"][row]
+            assert enc.max() <= dec.max()  # every window has decoder characters (a short one no prefix)
+            for s in range(1, dec.max() + 1):
+                prefix, read, predicted = f["inputs"][row][enc == s], f["decoder_input_tokens"][row][dec == s], nxt[row][dec == s]
+                assert (len(read) == 24 if len(prefix) else 0 < len(read) <= 24) and (predicted[:-1] == read[1:]).all()
+                np.testing.assert_array_equal(f["decoder_positions"][row][dec == s], np.arange(len(read)))
+                np.testing.assert_array_equal(f["inputs_positions"][row][enc == s], np.arange(len(prefix)))
+                # The prefix and the decoder's characters of segment s are one window of text.
+                window = bytes(int(c) for c in list(prefix) + [read[0]] + list(predicted))
+                assert any(window in t for t in texts)
+                windows += 1
+    assert windows >= 3 * 8 * 2
+
+
 def test_sentences_chunked_chunks_are_text_after_their_left_context(corpus):
     from batchloaders.demo_data import corpus as groups, split_sentences
 

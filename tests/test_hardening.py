@@ -297,6 +297,7 @@ EXPECTED_MAXIMA = {
     "bucketing.schema.json#/properties/batch_sizes/items": limits.MAX_BATCH_SIZE,
     "bucketing.schema.json#/properties/max_tokens": limits.MAX_COUNT,
     "packing.schema.json#/properties/length": 2**20,  # one row of a batch; rows x length is bounded per batch
+    "packing.schema.json#/properties/groups/items/properties/length": 2**20,  # as packing.length, per group
     "chunking.schema.json#/definitions/steps": limits.MAX_COUNT,  # size, step, min_size (block and per tensor)
     "chunking.schema.json#/definitions/context/items": limits.MAX_COUNT,
     "chunking.schema.json#/properties/shuffle_buffer": limits.MAX_SHUFFLE_BUFFER,

@@ -244,10 +244,11 @@ def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dat
     def measure(element):
         block = transform_block(element)
         rows = packing.pack_block(block["values"], block["lengths"], config)
-        real_steps = tf.math.count_nonzero(rows[spec.segment_ids], dtype=tf.int64)
+        real_steps = {g.segment_ids: tf.math.count_nonzero(rows[g.segment_ids], dtype=tf.int64)
+                      for g in spec.packed_groups}
         step = {name: tf.reduce_prod(tf.shape(rows[name], out_type=tf.int64)[2:]) for name in spec.tensors}
         return {"rows": tf.shape(rows[spec.segment_ids], out_type=tf.int64)[0],
-                "real": {name: real_steps * step[name] for name in spec.tensors},
+                "real": {name: real_steps[spec.group_of(name).segment_ids] * step[name] for name in spec.tensors},
                 "padded": {name: tf.size(rows[name], out_type=tf.int64) for name in spec.tensors}}
 
     return elements.map(as_written(measure), num_parallel_calls=AUTOTUNE)

@@ -261,17 +261,19 @@ def padding_dataset(config: LoaderConfig) -> tf.data.Dataset:
 def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
     """Real and padded elements per packed tensor of the rows shown: padding is where segment_ids is 0
     (exactly, not a guess from values); None when the model does not take segment_ids."""
-    ids = config.packing.segment_ids
-    if ids not in config.outputs:
+    spec = config.packing
+    if any(g.segment_ids not in config.outputs for g in spec.packed_groups):
         return None
     counts = []
     for element in raw:
         tensors = {name: tensor for _, name, tensor in split(config, element)}
-        segments = tensors[ids].numpy()
-        padding = int((segments == 0).sum())
         sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
-        counts.append({"padded": sizes,  # each packed step holds size / (rows x length) elements
-                       "real": {name: size - padding * (size // segments.size) for name, size in sizes.items()}})
+        real = {}
+        for name, size in sizes.items():
+            segments = tensors[spec.group_of(name).segment_ids].numpy()
+            # each packed step holds size / (rows x length) elements
+            real[name] = size - int((segments == 0).sum()) * (size // segments.size)
+        counts.append({"padded": sizes, "real": real})
     return counts
 
 
@@ -295,7 +297,8 @@ def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int)
     """One line per output tensor: its padding fraction over the batches ``counts`` measured."""
     names = measured(config)
     if names and counts is None:
-        return [f"padding fraction: not measured (packing marks padding in {config.packing.segment_ids!r}, which "
+        ids = [g.segment_ids for g in config.packing.packed_groups if g.segment_ids not in config.outputs]
+        return [f"padding fraction: not measured (packing marks padding in {', '.join(map(repr, ids))}, which "
                 "the model does not take)"]
     how = "" if not names else (", the padding where segment_ids is 0" if config.packing is not None else
                                 ", the real steps from each segment's length counter" if config.segmenting is not None

@@ -13,8 +13,16 @@ most ``length`` steps, each packed as its own segment; without it such an exampl
 run with an error naming its length. Rows are then batched ``target_batch_size`` at a time.
 Rows are filled within one block (at least 1,024 examples): the last rows of a block may be
 emptier than a stream-wide packer would leave them.
+
+With ``groups`` (an encoder-decoder's ``inputs`` and ``targets``, of different lengths per example)
+each group has rows of its own length and its own segment ids and positions, and an example goes
+whole into the row where every group's tensors fit: the k-th example of a row is segment k in every
+group. That placement loops once per example (largest share of a row first, best fit by the room
+left over all groups); there is no splitting.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -22,7 +30,7 @@ from batchloaders.spec.values import default_value
 from batchloaders.regroup import blocks
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.spec.model import LoaderConfig, PackGroup
 
 
 def _pieces(lengths, capacity: int, split: bool):
@@ -92,39 +100,53 @@ def _best_fit(sizes, capacity: int):
     return rows, offsets, tf.cast(count, tf.int64)
 
 
-def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
-    """One block of examples -> {name: [rows, length, ...]} with the segment_ids and positions tensors."""
+class _Placed(NamedTuple):
+    """Where the pieces of a block went: ``source`` example and ``start`` step of each piece (block order);
+    ``piece``, the pieces in row order (each row's in the order they were placed); ``row``, the row of each
+    of those; ``count``, the rows."""
+
+    source: tf.Tensor
+    start: tf.Tensor
+    piece: tf.Tensor
+    row: tf.Tensor
+    count: tf.Tensor
+
+
+def _length_checks(values: dict, lengths: dict, config: LoaderConfig, group: PackGroup):
+    """The group's length per example, and the checks that its tensors agree (and fit a row, without split)."""
     spec = config.packing
-    capacity = spec.length
 
     def length_of(name):  # a fixed first axis has no lengths: every example is that long
         if name in lengths:
             return tf.cast(lengths[name], tf.int64)
         return tf.fill(tf.shape(values[name], out_type=tf.int64)[:1], tf.shape(values[name], out_type=tf.int64)[1])
 
-    length = length_of(spec.tensors[0])
+    where = spec.json_path if not spec.groups else f"{spec.json_path}.groups[{spec.groups.index(group)}]"
+    length = length_of(group.tensors[0])
     checks = [tf.debugging.Assert(tf.reduce_all(tf.equal(length_of(n), length)), [tf.strings.format(
-        f"{config.source}: {spec.json_path}.tensors: tensors {', '.join(spec.tensors)} are packed together and need "
-        "the same length per example: found one whose lengths differ", [])]) for n in spec.tensors[1:]]
+        f"{config.source}: {where}.tensors: tensors {', '.join(group.tensors)} are packed together and need "
+        "the same length per example: found one whose lengths differ" + (
+            "" if spec.groups else " (packing groups give tensors of other lengths rows of their own)"), [])])
+        for n in group.tensors[1:]]
     if not spec.allow_split:
         longest = tf.reduce_max(tf.concat([length, [0]], 0))
-        checks.append(tf.debugging.Assert(longest <= capacity, [tf.strings.format(
-            f"{config.source}: {spec.json_path}.length: found an example of {{}} steps, longer than a row of "
-            f"{capacity}: expected length at least the longest example, or allow_split true", longest)]))
-    with tf.control_dependencies(checks):  # (identity: no placement before the checks, whatever _pieces makes)
-        source, start, sizes = _pieces(tf.identity(length), capacity, spec.allow_split)  # in block order
-    order = tf.argsort(sizes, direction="DESCENDING", stable=True)  # longest first: best fit decreasing
-    rows, offsets, count = _best_fit(tf.gather(sizes, order), capacity)
-    # In placement order within each row, the pieces lie end to end from the row's start (each is
-    # placed where the row's fill ends), so a row is its pieces concatenated, then padded.
-    placed = tf.argsort(rows, stable=True)
-    row_sorted = tf.gather(rows, placed)
-    piece = tf.gather(order, placed)  # each piece's place in block order, in row order
-    size = tf.gather(sizes, piece)
-    # Segment numbers 1, 2, ... in that order (0 stays padding).
+        checks.append(tf.debugging.Assert(longest <= group.length, [tf.strings.format(
+            f"{config.source}: {where}.length: found an example of {{}} steps"
+            + (f" in {group.tensors[0]}" if spec.groups else "") + f", longer than a row of {group.length}: "
+            "expected length at least the longest example"
+            + ("" if spec.groups else ", or allow_split true"), longest)]))
+    return length, checks
+
+
+def _fill(values: dict, config: LoaderConfig, group: PackGroup, sizes, placed: _Placed) -> dict:
+    """The group's tensors as [rows, length, ...], with its segment ids and positions."""
+    capacity = group.length
+    rows, count = placed.row, placed.count
+    size = tf.gather(sizes, placed.piece)
+    # Segment numbers 1, 2, ... in placement order (0 stays padding).
     segment_in_row = tf.range(tf.size(rows)) - tf.gather(
-        tf.math.unsorted_segment_min(tf.range(tf.size(rows)), row_sorted, tf.size(rows)), row_sorted)
-    row_lengths = tf.math.unsorted_segment_sum(size, row_sorted, tf.cast(count, tf.int32))
+        tf.math.unsorted_segment_min(tf.range(tf.size(rows)), rows, tf.size(rows)), rows)
+    row_lengths = tf.math.unsorted_segment_sum(size, rows, tf.cast(count, tf.int32))
     shape = [count, capacity]
 
     def rows_of(flat, pad):
@@ -134,22 +156,93 @@ def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
     steps = tf.RaggedTensor.from_row_lengths(tf.range(tf.reduce_sum(size)), size, validate=False)
     step = steps.flat_values - tf.repeat(tf.cumsum(size, exclusive=True), size)  # within its piece
     out = {}
-    for name in spec.tensors:
+    for name in group.tensors:
         v = values[name]
         # The block seen as [examples x steps, ...], cut at every piece's first and last step: pieces
         # are its odd parts (in block order, they do not overlap), gathered in row order with one
         # copy per piece (a gather step by step cost more CPU on speech frames: docs/decisions/performance.md).
         flat = tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))
-        first = source * tf.shape(v, out_type=tf.int64)[1] + start
+        first = placed.source * tf.shape(v, out_type=tf.int64)[1] + placed.start
         cuts = tf.concat([[0], tf.reshape(tf.stack([first, first + sizes], 1), [-1]),
                           tf.shape(flat, out_type=tf.int64)[:1]], 0)
         parts = tf.RaggedTensor.from_row_splits(flat, cuts, validate=False)
-        picked = tf.gather(parts, 2 * piece + 1).flat_values
+        picked = tf.gather(parts, 2 * placed.piece + 1).flat_values
         pad_spec = config.pad_specs.get(name)
         pad = pad_spec.value if pad_spec is not None and pad_spec.value is not None else default_value(v.dtype.name)
         out[name] = rows_of(picked, pad)
-    out[spec.segment_ids] = rows_of(tf.repeat(segment_in_row + 1, size), 0)
-    out[spec.positions] = rows_of(tf.cast(step, tf.int32), 0)
+    out[group.segment_ids] = rows_of(tf.repeat(segment_in_row + 1, size), 0)
+    out[group.positions] = rows_of(tf.cast(step, tf.int32), 0)
+    return out
+
+
+def _in_rows(order, rows, count, source, start) -> _Placed:
+    """The placement (``rows`` of the pieces ``order`` lists, in placement order) in row order."""
+    placed = tf.argsort(rows, stable=True)  # within a row, placement order
+    return _Placed(source, start, tf.gather(order, placed), tf.gather(rows, placed), count)
+
+
+def pack_block(values: dict, lengths: dict, config: LoaderConfig) -> dict:
+    """One block of examples -> {name: [rows, length, ...]} with the segment_ids and positions tensors."""
+    spec = config.packing
+    if spec.groups:
+        return _pack_groups(values, lengths, config)
+    group = spec.packed_groups[0]
+    length, checks = _length_checks(values, lengths, config, group)
+    with tf.control_dependencies(checks):  # (identity: no placement before the checks, whatever _pieces makes)
+        source, start, sizes = _pieces(tf.identity(length), spec.length, spec.allow_split)  # in block order
+    order = tf.argsort(sizes, direction="DESCENDING", stable=True)  # longest first: best fit decreasing
+    rows, _, count = _best_fit(tf.gather(sizes, order), spec.length)
+    # In placement order within each row, the pieces lie end to end from the row's start (each is
+    # placed where the row's fill ends), so a row is its pieces concatenated, then padded.
+    return _fill(values, config, group, sizes, _in_rows(order, rows, count, source, start))
+
+
+def _joint_fit(sizes, capacities: list[int]):
+    """Row of each example (sizes [examples, groups], in placement order) placed best fit where every group
+    fits; and the number of rows. Best: the least room left, counted in shares of each group's row.
+
+    One loop step per example (the one-group path's grouping by size has no many-group form); the open
+    rows and the first new one are the candidates, and a new row holds any example (each fits its rows).
+    """
+    n = tf.shape(sizes)[0]
+    capacity = tf.constant(capacities, tf.int32)
+    share = 1.0 / tf.constant(capacities, tf.float64)
+    room = tf.tile(capacity[None], [n + 1, 1])
+
+    def body(i, opened, room, rows):
+        size = sizes[i]
+        live = room[:opened + 1]
+        fits = tf.reduce_all(live >= size, axis=1)
+        left = tf.where(fits, tf.reduce_sum(tf.cast(live - size, tf.float64) * share, axis=1), 2.0 * len(capacities))
+        candidates = tf.range(opened + 1)
+        # The least room left; the lowest row among equals (argmin leaves ties unspecified).
+        row = tf.reduce_min(tf.where(tf.equal(left, tf.reduce_min(left)), candidates, opened + 1))
+        room = tf.tensor_scatter_nd_sub(room, [[row]], size[None])
+        return i + 1, tf.maximum(opened, row + 1), room, rows.write(i, row)
+
+    _, opened, _, rows = tf.while_loop(
+        lambda i, *_: i < n, body, (tf.constant(0), tf.constant(0), room, tf.TensorArray(tf.int32, size=n)),
+        parallel_iterations=1)
+    return rows.stack(), tf.cast(opened, tf.int64)
+
+
+def _pack_groups(values: dict, lengths: dict, config: LoaderConfig) -> dict:
+    """Packing with groups: every example goes whole into one row, where each group's tensors fit the
+    group's row length; each group is then filled as one-group packing fills its tensors."""
+    groups = config.packing.groups
+    measured = [_length_checks(values, lengths, config, g) for g in groups]
+    with tf.control_dependencies([c for _, checks in measured for c in checks]):
+        sizes = [tf.identity(length) for length, _ in measured]
+    table = tf.cast(tf.stack(sizes, 1), tf.int32)  # [examples, groups]
+    # Largest first, by the share of a row each example takes over all groups (block order among equals).
+    shares = tf.reduce_sum(tf.cast(table, tf.float64) / tf.constant([g.length for g in groups], tf.float64), 1)
+    order = tf.argsort(shares, direction="DESCENDING", stable=True)
+    rows, count = _joint_fit(tf.gather(table, order), [g.length for g in groups])
+    n = tf.size(sizes[0], out_type=tf.int64)
+    placed = _in_rows(order, rows, count, tf.range(n), tf.zeros([n], tf.int64))
+    out = {}
+    for group, size in zip(groups, sizes):
+        out.update(_fill(values, config, group, size, placed))
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from batchloaders.read import determinism, global_order
+from batchloaders.spec.model import UNLESS_EMPTY
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 
@@ -37,7 +38,8 @@ _NOT_COMPARED = {"source", "json_path", "line", "column", "entry_lines", "list_f
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.name not in _NOT_COMPARED and f.compare}  # (compare=False: where, not what; DataFile.locate)
+                if f.name not in _NOT_COMPARED and f.compare  # (compare=False: where, not what; DataFile.locate)
+                and not (f.metadata == UNLESS_EMPTY and not getattr(value, f.name))}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, (list, tuple)):

@@ -164,7 +164,28 @@ class BucketSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class PackGroup:
+    """Tensors packed into rows of one ``length``, with one length per example, numbered by their own
+    ``segment_ids`` and ``positions`` tensors."""
+
+    tensors: tuple[str, ...]
+    length: int
+    segment_ids: str
+    positions: str
+
+
+# A field left out of a checkpoint's fingerprint while it holds its empty default (runtime/resume.py), so
+# configs written before the field existed keep their fingerprints.
+UNLESS_EMPTY = {"fingerprint": "unless empty"}
+
+
+@dataclasses.dataclass(frozen=True)
 class PackSpec:
+    """Packing, resolved (regroup/packing.py). The first group's row is ``length`` steps with ``segment_ids``
+    and ``positions``; ``tensors`` are every packed tensor. ``groups`` is empty when one group packs them all,
+    else it lists every group (``inputs`` and ``targets`` of an encoder-decoder): an example then goes into a
+    row only where each group's tensors fit."""
+
     stage: ClassVar[str] = "packing"
 
     length: int
@@ -173,6 +194,16 @@ class PackSpec:
     positions: str
     allow_split: bool
     json_path: str
+    groups: tuple[PackGroup, ...] = dataclasses.field(default=(), metadata=UNLESS_EMPTY)
+
+    @property
+    def packed_groups(self) -> tuple[PackGroup, ...]:
+        """Every group, the one-group form included."""
+        return self.groups or (PackGroup(self.tensors, self.length, self.segment_ids, self.positions),)
+
+    def group_of(self, name: str) -> PackGroup:
+        """The group that packs tensor ``name``."""
+        return next(g for g in self.packed_groups if name in g.tensors)
 
     def origins(self) -> frozenset[str]:
         return frozenset()

@@ -24,13 +24,26 @@ class Packing(Stage):
 
     def lines(self, config: LoaderConfig) -> list[str]:
         spec = config.packing
+        block = f"rows filled within blocks of {block_of(config, config.target_batch_size)} examples"
+        if spec.groups:
+            return [f"packing: each example whole into a row where every group fits (best fit, an example longer "
+                    f"than its group's row is an error), {block}; target_batch_size counts rows:"] + [
+                f"  {', '.join(g.tensors)}: rows of {g.length} steps, with {self._made(config, g)}"
+                for g in spec.groups]
         split = 'long examples split into pieces' if spec.allow_split else 'an example longer than a row is an error'
         return [f"packing: {', '.join(spec.tensors)} packed best fit into rows of {spec.length} steps ({split}), "
-                f"with {spec.segment_ids} ({shown(config.tensors.get(spec.segment_ids))}) and {spec.positions} "
-                f"({shown(config.tensors.get(spec.positions))}), rows filled within blocks of "
-                f"{block_of(config, config.target_batch_size)} examples; target_batch_size counts rows"]
+                f"with {self._made(config, spec.packed_groups[0])}, {block}; target_batch_size counts rows"]
+
+    @staticmethod
+    def _made(config: LoaderConfig, group) -> str:
+        return (f"{group.segment_ids} ({shown(config.tensors.get(group.segment_ids))}) and {group.positions} "
+                f"({shown(config.tensors.get(group.positions))})")
 
     def as_json(self, config: LoaderConfig) -> dict:
         p = config.packing
-        return {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
-                "positions": p.positions, "allow_split": p.allow_split}
+        out = {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
+               "positions": p.positions, "allow_split": p.allow_split}
+        if p.groups:
+            out["groups"] = [{"tensors": list(g.tensors), "length": g.length, "segment_ids": g.segment_ids,
+                              "positions": g.positions} for g in p.groups]
+        return out
