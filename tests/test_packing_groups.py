@@ -153,7 +153,20 @@ def test_tensors_of_one_group_must_agree_in_length(tmp_path):
                                             "$.args.packing.groups[0].tensors[1])"),
     ({"groups": [{"tensors": ["inputs"], "length": 8, "segment_ids": "ids"},
                  {"tensors": ["targets"], "length": 4, "segment_ids": "ids"}]}, None,
-     "$.args.packing.groups[1].segment_ids", "found 'ids' for the segment ids here and for the segment ids at"),
+     "$.args.packing.groups[1].segment_ids", "found 'ids' for the segment ids here and at "
+                                             "$.args.packing.groups[0].segment_ids: expected a name of its own"),
+    ({"groups": [{"tensors": ["inputs"], "length": 8, "segment_ids": "x"},
+                 {"tensors": ["targets"], "length": 4, "positions": "x"}]}, None,
+     "$.args.packing.groups[1].positions", "found 'x' for the positions here and at "
+                                           "$.args.packing.groups[0].segment_ids"),
+    ({"groups": [{"tensors": ["inputs", "inputs_positions"], "length": 8}, GROUPS[1]]}, None,
+     "$.args.packing.groups[0].tensors[1]", "tensor 'inputs_positions' is made by packing (at "
+                                            "$.args.packing.groups[0].positions)"),
+    ({"groups": [GROUPS[0], {"tensors": ["targets", "inputs_segment_ids"], "length": 4}]}, None,
+     "$.args.packing.groups[1].tensors[1]", "tensor 'inputs_segment_ids' is made by packing (at "
+                                            "$.args.packing.groups[0].segment_ids)"),
+    ({"length": 8, "tensors": ["inputs", "segment_ids"]}, None,
+     "$.args.packing.tensors[1]", "tensor 'segment_ids' is made by packing"),
     ({"groups": [{"tensors": ["inputs"], "length": 8, "positions": "targets"}, GROUPS[1]]}, None,
      "$.args.packing.groups[0].positions", "found 'targets', the name of a feature already"),
     ({"groups": GROUPS[:1]}, None, "$.args.packing.groups",
@@ -170,6 +183,19 @@ def test_group_mistakes_are_located(tmp_path, packing, model, where, words):
     with pytest.raises(ConfigError) as caught:
         load_config(cfg)
     assert (where, True) in [(p.path, words in p.message) for p in caught.value.problems], caught.value.problems
+
+
+@pytest.mark.parametrize("packing, where", [
+    ({"groups": GROUPS, "segment_ids": "s"}, "$.args.packing.segment_ids"),
+    ({"groups": GROUPS, "allow_split": True}, "$.args.packing.allow_split"),
+])
+def test_a_refused_block_is_the_only_problem_reported(tmp_path, packing, where):
+    """The model's segment tensors are named by the block even when it is refused: not also called unproduced."""
+    cfg = config(write_pairs(tmp_path / "pairs", [(2, 1)]))
+    cfg["args"]["packing"] = packing
+    with pytest.raises(ConfigError) as caught:
+        load_config(cfg)
+    assert [p.path for p in caught.value.problems] == [where], caught.value.problems
 
 
 def test_a_fixed_length_longer_than_its_groups_row_is_refused_when_the_config_loads(tmp_path):
@@ -191,6 +217,13 @@ def test_describe_names_each_groups_rows_and_the_checkpoint_fingerprint_of_one_g
                          "  targets: rows of 4 steps, with targets_segment_ids (int32 [4]) and targets_positions "
                          "(int32 [4])"]
     assert [g["length"] for g in resume._parts(grouped)["packing"]["groups"]] == [8, 4]
+    # describe --json: no row length or segment tensors of the whole block, which each group has of its own.
+    assert stages.of(grouped).as_json(grouped) == {
+        "tensors": ["inputs", "targets"], "allow_split": False,
+        "groups": [{"tensors": ["inputs"], "length": 8, "segment_ids": "inputs_segment_ids",
+                    "positions": "inputs_positions"},
+                   {"tensors": ["targets"], "length": 4, "segment_ids": "targets_segment_ids",
+                    "positions": "targets_positions"}]}
     one = load_config(loader_config(d, [("inputs", "inputs"), ("targets", "targets")], inputs=["inputs"],
                                     targets=["targets"], padding=True, target_batch_size=2,
                                     packing={"length": 8, "tensors": ["inputs", "targets"]}))

@@ -39,6 +39,14 @@ def _groups(ctx: SectionContext, block: dict) -> list[tuple[PackGroup, tuple]] |
     return out if ok else None
 
 
+def _made_names(block: dict) -> list[str]:
+    """The segment ids and positions names a block gives or defaults to, as far as it can be read."""
+    if "groups" not in block:
+        return [block.get("segment_ids", "segment_ids"), block.get("positions", "positions")]
+    return [g.get(key, f"{g['tensors'][0]}_{key}") for g in block["groups"] if g.get("tensors")
+            for key in ("segment_ids", "positions")]
+
+
 def _check_names(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]]) -> bool:
     """Each group's segment ids and positions are new names, no two alike; each tensor is in one group."""
     ok, made = True, {}
@@ -50,10 +58,10 @@ def _check_names(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]]) -> 
                                        f"for the packed rows' {key.replace('_', ' ')}")
                 ok = False
             elif name in made:
-                ctx.check(at + (key,), f"found {name!r} for the {key.replace('_', ' ')} here and for the "
-                                       f"{made[name]} at {json_path(AT)}: expected a name of its own for each")
+                ctx.check(at + (key,), f"found {name!r} for the {key.replace('_', ' ')} here and at "
+                                       f"{json_path(made[name])}: expected a name of its own for each")
                 ok = False
-            made.setdefault(name, key.replace("_", " "))
+            made.setdefault(name, at + (key,))
     owner: dict[str, tuple] = {}
     for group, at in groups:
         for i, name in enumerate(group.tensors):
@@ -72,9 +80,14 @@ def _check_names(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]]) -> 
 def _check_tensors(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]]) -> bool:
     """Every packed tensor is made and has a first axis; every model tensor is packed or made by packing."""
     ok = True
+    made = {getattr(g, key): at + (key,) for g, at in groups for key in ("segment_ids", "positions")}
     for group, at in groups:
         for i, name in enumerate(group.tensors):
-            if name not in ctx.seen:
+            if name in made:
+                ctx.check(at + ("tensors", i), f"tensor {name!r} is made by packing (at {json_path(made[name])}): "
+                                               "expected a feature the loader reads or builds")
+                ok = False
+            elif name not in ctx.seen:
                 ctx.check(at + ("tensors", i), f"tensor {name!r} is not a primary or secondary feature"
                                                f"{suggest(name, ctx.seen)}")
                 ok = False
@@ -86,8 +99,7 @@ def _check_tensors(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]]) -
     if not ok:
         return False  # (an unknown name above says enough)
     listed = {n for g, _ in groups for n in g.tensors}
-    made = {n for g, _ in groups for n in (g.segment_ids, g.positions)}
-    for name in sorted(ctx.wanted - listed - made):
+    for name in sorted(ctx.wanted - listed - set(made)):
         ctx.check(AT + ("tensors",) if len(groups) == 1 and groups[0][1] == AT else AT + ("groups",),
                   f"model tensor {name!r} is not packed: every model tensor but the segment ids and positions "
                   f"({', '.join(sorted(made))}) goes into the rows (a per-example value has no place in a row holding "
@@ -131,6 +143,8 @@ def pack_spec(ctx: SectionContext, block: dict, *, bucketing: bool) -> PackSpec 
                       "bucketing batches examples of similar length)")
     groups = _groups(ctx, block)
     if groups is None:
+        for name in _made_names(block):  # they exist whatever is wrong: later checks must not call them unproduced
+            ctx.seen.setdefault(name, AT)
         return None
     if not (_check_names(ctx, groups) and not bucketing and _check_tensors(ctx, groups)):
         return None

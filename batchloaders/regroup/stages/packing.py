@@ -41,9 +41,9 @@ class Packing(Stage):
 
     def as_json(self, config: LoaderConfig) -> dict:
         p = config.packing
-        out = {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
-               "positions": p.positions, "allow_split": p.allow_split}
-        if p.groups:
-            out["groups"] = [{"tensors": list(g.tensors), "length": g.length, "segment_ids": g.segment_ids,
-                              "positions": g.positions} for g in p.groups]
-        return out
+        if p.groups:  # (no length or segment tensors of the whole block: each group has its own)
+            return {"tensors": list(p.tensors), "allow_split": p.allow_split,
+                    "groups": [{"tensors": list(g.tensors), "length": g.length, "segment_ids": g.segment_ids,
+                                "positions": g.positions} for g in p.groups]}
+        return {"length": p.length, "tensors": list(p.tensors), "segment_ids": p.segment_ids,
+                "positions": p.positions, "allow_split": p.allow_split}
