@@ -283,8 +283,7 @@ def class_problems(cls, caplog, errors: set[str]) -> list[str]:
         return [f"{cls.path}: no docstring"]
     said, problems = sections(cls, caplog)
     if "dataclass" in cls.labels:
-        fields = {name for name, m in cls.members.items() if m.kind.value == "attribute" and not name.startswith("_")
-                  and "instance-attribute" not in m.labels}
+        fields = parameters(cls.members["__init__"])  # (griffe makes a dataclass's __init__ from its fields)
         documented = names(said.get("attributes", []))
         if documented != fields:
             problems.append(f"{cls.path}: Attributes: names {sorted(documented)}, its fields are {sorted(fields)}")
