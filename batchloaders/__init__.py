@@ -30,7 +30,7 @@ def build_input_fn(config, *, model=None):
             ``predict`` raise data errors as located DataErrors. None: the config's ``model`` block, dicts.
 
     Returns:
-        An :class:`~batchloaders.input_fn.InputFn`: ``input_fn(input_context=None, *, params=None, mode=None,
+        The ``InputFn`` of the checked config. ``input_fn(input_context=None, *, params=None, mode=None,
         config=None, skip_batches=0)`` gives the dataset of (features, targets) batches.
 
     Raises:
@@ -63,7 +63,7 @@ def numpy_iterator(config, *, model=None, process_index=None, process_count=None
             prefetch only).
 
     Returns:
-        A :class:`~batchloaders.runtime.numpy_iterator.NumpyIterator` with ``get_state()``/``set_state()``.
+        The ``NumpyIterator`` of the batches, with ``get_state()`` and ``set_state()``.
 
     Raises:
         ConfigError: a problem of the config; a tensor that comes out ragged or sparse; ``process_index``,
