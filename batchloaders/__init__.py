@@ -21,7 +21,7 @@ def build_input_fn(config, *, model=None):
 
     Example:
         >>> input_fn = batchloaders.build_input_fn("configs/chars_independent.yaml", model=model)
-        >>> model.fit(input_fn(), epochs=3)
+        >>> model.fit(input_fn(), epochs=3, steps_per_epoch=100)  # this config repeats (epochs: null)
 
     Args:
         config: a path to a .yaml/.yml/.json config, a dict, or a config :func:`load_config` gave.
@@ -56,7 +56,8 @@ def numpy_iterator(config, *, model=None, process_index=None, process_count=None
     Args:
         config: a path to a .yaml/.yml/.json config, a dict, or a config :func:`load_config` gave.
         model: a Keras model, as for :func:`build_input_fn`.
-        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's.
+        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's (0 with one
+            process).
         process_count: the processes reading the data, each its share. Default: JAX's process count, else 1.
         device_put: a JAX sharding or device: each batch is ``jax.device_put`` onto it. None: NumPy arrays.
         prefetch: the batches made ahead in a thread. Default: 1 with ``device_put``, else 0 (tf.data's own

@@ -247,7 +247,8 @@ class NumpyIterator:
 
     Args:
         input_fn: what :func:`batchloaders.build_input_fn` returned.
-        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's.
+        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's (0 with one
+            process).
         process_count: the processes reading the data, each its share. Default: JAX's process count, else 1.
         device_put: a JAX sharding or device: each batch is ``jax.device_put`` onto it. None: NumPy arrays.
         prefetch: the batches made ahead in a thread. Default: 1 with ``device_put``, else 0.
