@@ -17,9 +17,25 @@ __version__ = "0.1.0"
 
 
 def build_input_fn(config, *, model=None):
-    """Compile a loader config (path or dict) into an ``input_fn`` returning a tf.data.Dataset.
+    """Compile a loader config into an ``input_fn`` returning a tf.data.Dataset, checking the config first.
 
-    See :func:`batchloaders.input_fn.build_input_fn`.
+    Example:
+        >>> input_fn = batchloaders.build_input_fn("configs/chars_independent.yaml", model=model)
+        >>> model.fit(input_fn(), epochs=3, steps_per_epoch=100)  # this config repeats (epochs: null)
+
+    Args:
+        config: a path to a .yaml/.yml/.json config, a dict, or a config :func:`load_config` gave.
+        model: a Keras model whose input and output names replace the config's ``model`` block; batches are then
+            packed the way it takes them (dicts, tuples or a single tensor), and its own ``fit``, ``evaluate`` and
+            ``predict`` raise data errors as located DataErrors. None: the config's ``model`` block, dicts.
+
+    Returns:
+        The ``InputFn`` of the checked config. ``input_fn(input_context=None, *, params=None, mode=None,
+        config=None, skip_batches=0)`` gives the dataset of (features, targets) batches.
+
+    Raises:
+        ConfigError: every problem of the config, or of the model against it, found at once.
+        ManifestError: every problem of the dataset's manifest.
     """
     from batchloaders.input_fn import build_input_fn as _build  # deferred: imports TensorFlow, on first use
 
@@ -27,9 +43,34 @@ def build_input_fn(config, *, model=None):
 
 
 def numpy_iterator(config, *, model=None, process_index=None, process_count=None, device_put=None, prefetch=None):
-    """The config's batches as NumPy arrays (or ``jax.device_put`` onto ``device_put``), ``prefetch`` made ahead in
-    a thread (default: 1 with ``device_put``, else none beyond tf.data's own prefetch), with ``get_state()``/``set_state()``; each of ``process_count`` processes reads its share (default:
-    JAX's processes). TensorFlow's GPUs are hidden first. See :mod:`batchloaders.runtime.numpy_iterator`."""
+    """The config's batches as NumPy arrays (or JAX arrays), for JAX or PyTorch training loops.
+
+    TensorFlow's GPUs are hidden first (the pipeline runs on the CPU whatever trains). See
+    :mod:`batchloaders.runtime.numpy_iterator`.
+
+    Example:
+        >>> batches = batchloaders.numpy_iterator("configs/chars_independent.yaml")
+        >>> features, targets = next(batches)
+        >>> state = batches.get_state()  # a small JSON-serializable dict
+
+    Args:
+        config: a path to a .yaml/.yml/.json config, a dict, or a config :func:`load_config` gave.
+        model: a Keras model, as for :func:`build_input_fn`.
+        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's (0 with one
+            process).
+        process_count: the processes reading the data, each its share. Default: JAX's process count, else 1.
+        device_put: a JAX sharding or device: each batch is ``jax.device_put`` onto it. None: NumPy arrays.
+        prefetch: the batches made ahead in a thread. Default: 1 with ``device_put``, else 0 (tf.data's own
+            prefetch only).
+
+    Returns:
+        The ``NumpyIterator`` of the batches, with ``get_state()`` and ``set_state()``.
+
+    Raises:
+        ConfigError: a problem of the config; a tensor that comes out ragged or sparse; ``process_index``,
+            ``process_count``, ``device_put`` or ``prefetch`` not usable.
+        ManifestError: a problem of the dataset's manifest.
+    """
     from batchloaders.runtime import numpy_iterator as _numpy  # deferred: imports TensorFlow, on first use
 
     _numpy.hide_gpus()  # before anything starts TensorFlow's runtime: its devices are fixed then

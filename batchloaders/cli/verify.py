@@ -64,7 +64,20 @@ def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
 
 
 def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Verify a dataset directory or a config's dataset; raise BatchLoaderError if the manifest or config is invalid."""
+    """Re-read every data file of a dataset directory or a config's dataset whole (``batchloaders verify``).
+
+    Args:
+        target: a dataset directory or a config file.
+        out: where a line per problem (or OK per file) and a summary go. Default: stdout.
+        err: where progress goes. Default: stderr.
+
+    Returns:
+        The exit status: 0 when every file adds up, 1 otherwise.
+
+    Raises:
+        ConfigError: the config is invalid.
+        ManifestError: the manifest is invalid.
+    """
     manifest, files, unreadable = target_files(target)
     return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable)
 

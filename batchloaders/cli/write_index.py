@@ -43,8 +43,18 @@ TEMP_PREFIX = ".__index__."  # config.manifest.INDEX_TEMP matches the names mkst
 
 
 def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Index every data file of a dataset directory or a config's dataset; print a line per file and a summary
-    to ``out``, problems to ``err``; return 0 when written, 1 otherwise."""
+    """Index every data file of a dataset directory or a config's dataset (``batchloaders index``).
+
+    Problems are printed, not raised.
+
+    Args:
+        target: a dataset directory (its manifest is written first when there is none) or a config file.
+        out: where a line per file and a summary go. Default: stdout.
+        err: where problems and progress go. Default: stderr.
+
+    Returns:
+        The exit status: 0 when the indexes and the manifest were written, 1 otherwise.
+    """
     out, err = out or sys.stdout, err or sys.stderr
     try:
         lines = write(target, err)

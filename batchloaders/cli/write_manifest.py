@@ -83,9 +83,23 @@ class Usage(Refused):
 
 def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *, pattern: str | None = None,
         raws: Sequence[str] = (), split: str | None = None) -> int:
-    """Write or update DIR/__manifest__.json; print a summary to ``out`` and problems to ``err``; return the status:
-    0 when written, 2 for a ``--pattern``, ``--raw`` or ``--split`` that is wrong, 1 for any other problem.
-    ``split``: a TFDS-prepared DIR's split whose files the manifest lists (see :mod:`batchloaders.cli.tfds_info`)."""
+    """Write or update ``directory/__manifest__.json`` from the data files under it (``batchloaders manifest``).
+
+    Problems are printed, not raised.
+
+    Args:
+        directory: the dataset directory.
+        out: where the summary goes. Default: stdout.
+        err: where problems and progress go. Default: stderr.
+        pattern: the data files to list (``--pattern``). Default: those a ``dir`` dataset finds.
+        raws: ``NAME=DTYPE[SHAPE]`` declarations of bytes features that are raw tensors (``--raw``).
+        split: a TFDS-prepared directory's split whose files the manifest lists (see
+            :mod:`batchloaders.cli.tfds_info`).
+
+    Returns:
+        The exit status: 0 when written, 2 for a ``pattern``, ``raws`` or ``split`` that is wrong, 1 for any
+        other problem.
+    """
     out, err = out or sys.stdout, err or sys.stderr
     try:
         lines = write(directory, err, pattern=pattern, raws=raw_specs(raws), split=split)

@@ -25,12 +25,28 @@ def load_config(config: str | os.PathLike | Mapping, *, model_names: tuple[Itera
                 trust_plugins: bool = True) -> LoaderConfig:
     """Load a config from a path (.yaml/.yml/.json) or a dict and check it completely.
 
-    ``model_names`` = (inputs, targets) replaces the config's ``model`` block
-    (used when a Keras model is passed to ``build_input_fn``). ``trust_plugins=False`` (the
-    command line without ``--trust-plugins``) imports none of the config's ``plugins:``: every
-    other part is checked, and a config whose only gap is its plugin types raises
-    :class:`PluginsNotChecked` naming them. Either way each entry must be a .py file inside
-    the config's directory tree.
+    Example:
+        >>> config = batchloaders.load_config("configs/chars_independent.yaml")
+        >>> config.target_batch_size
+        64
+
+    Args:
+        config: a path to a .yaml/.yml/.json config, or a dict of one.
+        model_names: (inputs, targets) replaces the config's ``model`` block (used when a Keras model is
+            passed to ``build_input_fn``).
+        trust_plugins: import the config's ``plugins:``. False (the command line without ``--trust-plugins``)
+            imports none of them: every other part is checked. Either way each entry must be a .py file inside
+            the config's directory tree.
+
+    Returns:
+        The checked config, frozen.
+
+    Raises:
+        ConfigError: every problem found in the config, of its schema and beyond (names, references, ranks,
+            loader rules, memory), at once; ``config`` neither a path nor a dict.
+        PluginsNotChecked: (with ``trust_plugins=False``) a config whose only gap is its plugin types, naming
+            them.
+        ManifestError: every problem of the dataset's manifest.
     """
     if isinstance(config, Mapping):
         check_plain(config, "<dict>", ConfigError)

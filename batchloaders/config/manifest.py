@@ -22,7 +22,17 @@ def is_sidecar(name: str) -> bool:
 
 
 def load_manifest(path: str | os.PathLike) -> Manifest:
-    """Read, schema-check and type a manifest file; raise ManifestError listing every problem."""
+    """Read, schema-check and type a manifest file.
+
+    Args:
+        path: the manifest, ``__manifest__.json`` in a dataset directory.
+
+    Returns:
+        The checked manifest, frozen.
+
+    Raises:
+        ManifestError: every problem found (the file unreadable, its schema, its features), at once.
+    """
     return manifest_from_document(load_file(path, ManifestError, MANIFEST))
 
 

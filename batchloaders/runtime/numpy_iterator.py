@@ -241,7 +241,22 @@ def _collected(holder: dict) -> None:
 
 class NumpyIterator:
     """Iterates ``input_fn``'s batches as NumPy (or JAX) arrays; see the module docstring and
-    :func:`batchloaders.numpy_iterator`, which makes one from a config."""
+    :func:`batchloaders.numpy_iterator`, which makes one from a config.
+
+    Underneath, a ResumableIterator in replay mode. Used as a context manager, it is closed on leaving.
+
+    Args:
+        input_fn: what :func:`batchloaders.build_input_fn` returned.
+        process_index: this process's number, from 0; given with ``process_count``. Default: JAX's (0 with one
+            process).
+        process_count: the processes reading the data, each its share. Default: JAX's process count, else 1.
+        device_put: a JAX sharding or device: each batch is ``jax.device_put`` onto it. None: NumPy arrays.
+        prefetch: the batches made ahead in a thread. Default: 1 with ``device_put``, else 0.
+
+    Raises:
+        ConfigError: ``prefetch`` is not an integer >= 0; ``process_index`` and ``process_count`` do not make a
+            share; ``device_put`` without JAX installed; a tensor comes out ragged or sparse.
+    """
 
     def __init__(self, input_fn, *, process_index: int | None = None, process_count: int | None = None,
                  device_put=None, prefetch: int | None = None):
@@ -286,14 +301,23 @@ class NumpyIterator:
         return value
 
     def get_state(self) -> dict[str, Any]:
-        """The position after the last batch this iterator gave (not the batches made ahead), as the small
-        JSON-serializable dict ResumableIterator.get_state gives: seed, batches consumed, config hash."""
+        """The position after the last batch this iterator gave (not the batches made ahead).
+
+        Returns:
+            The small JSON-serializable dict ResumableIterator.get_state gives: seed, batches consumed, config
+            hash (and under a global shuffle, the position of the run's order).
+        """
         return dict(self._state)
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Go on from ``state`` (what :meth:`get_state` gave, here or in another process) at the next batch: the
-        batches an uninterrupted run gives after it. ResumeError when it is not such a dict or fits another
-        config, batch size or process share."""
+        """Go on from ``state`` at the next batch: the batches an uninterrupted run gives after it.
+
+        Args:
+            state: what :meth:`get_state` gave, here or in another process.
+
+        Raises:
+            ResumeError: ``state`` is not such a dict, or fits another config, batch size or process share.
+        """
         _stop(self._holder)  # the batches made ahead belong to the old position
         self._batches.set_state(state)
         self._state = self._batches.get_state()

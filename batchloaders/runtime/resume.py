@@ -223,15 +223,29 @@ def _checked_mode(config, input_fn, mode: str | None) -> str:
 class ResumableIterator(tf.Module):
     """A Python iterator over ``input_fn``'s batches whose position ``tf.train.Checkpoint`` saves and restores.
 
-    >>> batches = batchloaders.ResumableIterator(input_fn)
-    >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
-    >>> checkpoint.restore(tf.train.latest_checkpoint(directory))  # a fresh process: go on where it stopped
-    >>> for features, targets in batches: ...
+    A config without a seed gets one drawn here, which the checkpoint keeps, so a restore goes on with the same
+    draws. The checkpoint's position applies at the next batch, checked then, also in one that has given batches
+    (in ``state`` mode, only a checkpoint of the seed its pipeline draws from). A checkpoint of another config
+    (or batch size, or input pipeline) raises ResumeError naming what differs, at that next batch.
 
-    ``mode``: ``"state"`` or ``"replay"`` (default: the config's ``resume``). A config without a seed
-    gets one drawn here, which the checkpoint keeps, so a restore goes on with the same draws.
-    The checkpoint's position applies at the next batch, checked then, also in one that has given batches
-    (in ``state`` mode, only a checkpoint of the seed its pipeline draws from).
+    Example:
+        >>> batches = batchloaders.ResumableIterator(input_fn)
+        >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
+        >>> checkpoint.restore(tf.train.latest_checkpoint(directory))  # a fresh process: go on where it stopped
+        >>> for features, targets in batches: ...
+
+    Args:
+        input_fn: what :func:`batchloaders.build_input_fn` returned.
+        input_context: the ``tf.distribute.InputContext`` of this input pipeline, as ``input_fn`` takes it.
+        params: ``input_fn``'s ``params`` (``batch_size``, ``seed``).
+        mode: ``"state"`` or ``"replay"``. Default: the config's ``resume`` (``replay`` under a global shuffle,
+            else ``state``).
+        name: the ``tf.Module``'s name.
+
+    Raises:
+        ConfigError: ``input_fn`` is not one :func:`batchloaders.build_input_fn` returned; ``mode`` is none of
+            the two; the config runs on a tf.data service, or is a replay with ``sloppy_interleave``; or a
+            config without a seed is sharded by window over several input pipelines.
     """
 
     def __init__(self, input_fn, input_context=None, *, params: Mapping[str, Any] | None = None,
@@ -296,6 +310,7 @@ class ResumableIterator(tf.Module):
 
     @property
     def batches_consumed(self) -> int:
+        """The batches this iterator gave (after a restore: those the checkpoint's iterator gave)."""
         return int(self._consumed.numpy())
 
     @property
@@ -306,13 +321,27 @@ class ResumableIterator(tf.Module):
     def raw_batches(self):
         """The running pipeline's own iterator (started, or restarted after a restore, here), for a caller that
         counts the batches it takes and reports them with :meth:`count_given`: no variable is read or written
-        per batch (about 0.3 ms a batch through ``next``)."""
+        per batch (about 0.3 ms a batch through ``next``).
+
+        Returns:
+            The tf.data iterator of the batches from the position saved.
+
+        Raises:
+            ResumeError: a checkpoint restored since does not fit this pipeline.
+        """
         if self._running.batches is None or self._restored():
             self._start()
         return self._running.batches
 
     def count_given(self, batches: int) -> None:
-        """``batches`` more were taken from :meth:`raw_batches`: the position moves on by them."""
+        """Move the position on by ``batches`` more taken from :meth:`raw_batches`.
+
+        Args:
+            batches: the batches taken since the last report.
+
+        Raises:
+            ResumeError: the count would pass 2**63-1, the largest a checkpoint holds (an endless run).
+        """
         self._position, at = self.advanced(self._position, self._running.at if self._at is not None else None,
                                            batches)
         self._consumed.assign(self._position)
@@ -349,11 +378,18 @@ class ResumableIterator(tf.Module):
         return after
 
     def get_state(self) -> dict[str, Any]:
-        """The position in the data as a small JSON-serializable dict (replay mode, the default under
-        ``shuffle_scope: global``), for checkpointers other than ``tf.train.Checkpoint`` (Orbax, a Keras callback,
-        a JSON file): the seed, the batches this iterator gave, the config's fingerprint and, under a global
-        shuffle, the position of the run's order all input pipelines consumed. :meth:`set_state` takes it back;
-        a ResumeError in state mode, naming where that mode was asked for."""
+        """The position in the data as a small JSON-serializable dict, for checkpointers other than
+        ``tf.train.Checkpoint`` (Orbax, a Keras callback, a JSON file). :meth:`set_state` takes it back.
+
+        Returns:
+            ``{"format", "seed", "batches_consumed", "config"}``: the seed, the batches this iterator gave and the
+            config's fingerprint; under a global shuffle also ``"position"``, the position of the run's order all
+            input pipelines consumed.
+
+        Raises:
+            ResumeError: in ``state`` mode (replay is the default under ``shuffle_scope: global`` only), naming
+                where that mode was asked for.
+        """
         if self.mode != "replay":
             raise self._no_state_dict()
         state = {"format": STATE_FORMAT, "seed": int(self._seed.numpy()),
@@ -363,9 +399,15 @@ class ResumableIterator(tf.Module):
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Go on from ``state`` (what :meth:`get_state` gave, in this process or another) at the next batch.
-        ResumeError naming the key when ``state`` is not such a dict, was saved for another config, or lies past
-        the end of this run (its length said)."""
+        """Go on from ``state`` at the next batch.
+
+        Args:
+            state: what :meth:`get_state` gave, in this process or another.
+
+        Raises:
+            ResumeError: in ``state`` mode; or, naming the key, when ``state`` is not such a dict, was saved for
+                another config, or lies past the end of this run (its length said).
+        """
         self.get_state()  # (replay mode only)
         problems = _state_problems(state, positional=self._at is not None)
         if not problems:
@@ -541,8 +583,20 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, save_path: str | None):
     """``checkpoint.restore(save_path)``, where a damaged or cut-short checkpoint raises a ResumeError naming its
     path and what is wrong instead of TensorFlow's DataLossError (or IndexError, OpError) of the read.
 
-    >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
-    >>> batchloaders.restore_checkpoint(checkpoint, tf.train.latest_checkpoint(directory))
+    Example:
+        >>> checkpoint = tf.train.Checkpoint(iterator=batches, model=model)
+        >>> batchloaders.restore_checkpoint(checkpoint, tf.train.latest_checkpoint(directory))
+
+    Args:
+        checkpoint: the ``tf.train.Checkpoint`` to restore into.
+        save_path: the checkpoint's path prefix (``tf.train.latest_checkpoint``'s); None restores nothing, as
+            ``checkpoint.restore(None)`` does.
+
+    Returns:
+        What ``checkpoint.restore`` returns: its load status.
+
+    Raises:
+        ResumeError: the checkpoint's files cannot be read (damaged, cut short, or not a checkpoint).
     """
     try:
         return checkpoint.restore(save_path)

@@ -141,9 +141,17 @@ def bounded_wait(config: LoaderConfig, params: Mapping[str, Any] | None) -> Call
 
 
 def start_dispatcher(port: int = 0, work_dir: str | None = None, worker_addresses=None):
-    """A tf.data service ``DispatchServer`` (started); ``work_dir``: where it keeps its journal, so that a
-    restarted dispatcher recovers its jobs (fault-tolerant mode); ``worker_addresses``: the fixed list of
-    workers that the ``file``, ``data`` and ``file_or_data`` modes need."""
+    """Start a tf.data service dispatcher.
+
+    Args:
+        port: the port it listens on; 0: one the system chooses (see :func:`bound_address`).
+        work_dir: where it keeps its journal, so that a restarted dispatcher recovers its jobs (fault-tolerant
+            mode). None: no journal.
+        worker_addresses: the fixed list of workers that the ``file``, ``data`` and ``file_or_data`` modes need.
+
+    Returns:
+        The started ``tf.data.experimental.service.DispatchServer``.
+    """
     service = tf.data.experimental.service
     return service.DispatchServer(service.DispatcherConfig(
         port=port, work_dir=work_dir, fault_tolerant_mode=work_dir is not None,
@@ -152,11 +160,17 @@ def start_dispatcher(port: int = 0, work_dir: str | None = None, worker_addresse
 
 def start_worker(dispatcher: str, port: int = 0, worker_address: str | None = None, *,
                  heartbeat_ms: int | None = None):
-    """A tf.data service ``WorkerServer`` (started) registered with ``dispatcher`` (HOST:PORT or
-    grpc://HOST:PORT); ``worker_address``: how the dispatcher and trainers reach it (default localhost:PORT).
+    """Start a tf.data service worker registered with ``dispatcher``.
 
-    ``heartbeat_ms``: how often it reports to the dispatcher (TensorFlow's default 30 s). Deleting a
-    stopped worker waits for its heartbeat thread to wake, up to that long.
+    Args:
+        dispatcher: the dispatcher's address, HOST:PORT or grpc://HOST:PORT.
+        port: the port it listens on; 0: one the system chooses (see :func:`bound_address`).
+        worker_address: how the dispatcher and trainers reach it. Default: localhost:PORT.
+        heartbeat_ms: how often it reports to the dispatcher. Default: TensorFlow's, 30 s. Deleting a stopped
+            worker waits for its heartbeat thread to wake, up to that long.
+
+    Returns:
+        The started ``tf.data.experimental.service.WorkerServer``.
     """
     service = tf.data.experimental.service
     extra = {} if heartbeat_ms is None else {"heartbeat_interval_ms": heartbeat_ms}
@@ -166,7 +180,14 @@ def start_worker(dispatcher: str, port: int = 0, worker_address: str | None = No
 
 
 def bound_address(server) -> str:
-    """HOST:PORT a started server listens on (the port the system chose for port 0)."""
+    """The address a started server listens on.
+
+    Args:
+        server: a server :func:`start_dispatcher` or :func:`start_worker` started.
+
+    Returns:
+        HOST:PORT, with the port the system chose for port 0.
+    """
     if hasattr(server, "target"):  # DispatchServer
         return server.target.removeprefix("grpc://")
     return server._address  # WorkerServer has no public accessor for it in TensorFlow 2.21

@@ -26,14 +26,24 @@ def _error(path: str, message: str) -> ConfigError:
 class StateSaver(tf.Module):
     """Named per-slot states for a batch of ``batch_size`` slots (lanes).
 
-    ``initial_states`` maps each state's name to one slot's initial value (no batch axis), as in
-    the reference ``batch_sequences_with_states``; every slot starts there and returns there at the
-    first segment of each new sequence. ``prefix``: the segmenting block's counter prefix.
+    Every slot starts at its initial value and returns there at the first segment of each new sequence.
 
-    >>> saver = StateSaver({"h": tf.zeros([16]), "c": tf.zeros([16])}, batch_size=32)
-    >>> h, c = saver.state("h", features), saver.state("c", features)
-    >>> outputs, h, c = lstm(features["x"], initial_state=[h, c])
-    >>> saver.save_state("h", h, features); saver.save_state("c", c, features)
+    Example:
+        >>> saver = StateSaver({"h": tf.zeros([16]), "c": tf.zeros([16])}, batch_size=32)
+        >>> h, c = saver.state("h", features), saver.state("c", features)
+        >>> outputs, h, c = lstm(features["x"], initial_state=[h, c])
+        >>> saver.save_state("h", h, features); saver.save_state("c", c, features)
+
+    Args:
+        initial_states: each state's name -> one slot's initial value (no batch axis, a fully defined shape), as
+            in the reference ``batch_sequences_with_states``.
+        batch_size: the slots: the config's lanes (``segmenting.batch_size`` or ``target_batch_size``).
+        prefix: the segmenting block's counter prefix.
+        name: the ``tf.Module``'s name.
+
+    Raises:
+        ConfigError: ``batch_size`` is not a positive integer; no initial state, or one whose shape is not fully
+            defined.
     """
 
     def __init__(self, initial_states: Mapping[str, Any], batch_size: int, *, prefix: str = "",
@@ -91,8 +101,18 @@ class StateSaver(tf.Module):
             return tf.identity(slot)
 
     def state(self, name: str, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
-        """The saved state ``name`` of each row's slot ``[rows, ...]``; rows whose ``is_first`` is true get the
-        initial value instead. ``features``: the batch's features dict (``is_first`` and ``slot`` are read)."""
+        """The saved state ``name`` of each row's slot; rows whose ``is_first`` is true get the initial value instead.
+
+        Args:
+            name: the state, one of ``initial_states``'s names.
+            features: the batch's features dict (its ``is_first`` and ``slot`` counters are read).
+
+        Returns:
+            The states ``[rows, ...]``.
+
+        Raises:
+            ConfigError: ``name`` is not a state's name, or ``features`` holds no ``is_first`` counter.
+        """
         variable = self._variable(name)
         saved = tf.gather(variable, self._slots(features))
         first = tf.cast(self._counter(features, "is_first"), tf.bool)
@@ -100,9 +120,21 @@ class StateSaver(tf.Module):
         return tf.where(first, tf.cast(self._initial[name], variable.dtype)[None], saved)
 
     def save_state(self, name: str, value, features: Mapping[str, tf.Tensor] | None = None):
-        """Store ``value`` ``[rows, ...]`` as the state ``name`` the next segment of each row's slot starts from.
-        Without ``features`` the rows must be the whole batch in slot order (``batch_size`` rows, what
-        segmenting gives without allow_small_batch); with it, each row goes to its ``slot``."""
+        """Store ``value`` as the state ``name`` the next segment of each row's slot starts from.
+
+        Args:
+            name: the state, one of ``initial_states``'s names.
+            value: the states ``[rows, ...]``, cast to the initial value's dtype.
+            features: the batch's features dict: each row goes to its ``slot``. None: the rows are the whole
+                batch in slot order (``batch_size`` rows, what segmenting gives without allow_small_batch).
+
+        Returns:
+            The assignment to the state's variable (an op inside ``tf.function``).
+
+        Raises:
+            ConfigError: ``name`` is not a state's name, or ``features`` holds neither a ``slot`` nor an
+                ``is_first`` counter.
+        """
         variable = self._variable(name)
         value = tf.cast(value, variable.dtype)
         if features is None:
@@ -116,4 +148,5 @@ class StateSaver(tf.Module):
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The states' names, in ``initial_states``'s order."""
         return tuple(self._saved)

@@ -200,8 +200,34 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
                   loaders=ALL_LOADERS) -> Callable:
     """Register ``fn`` as the processing step ``name`` (a decorator; returns ``fn`` unchanged).
 
-    ``infer(args, info, ctx) -> TensorInfo | None`` (optional) gives the output's dtype and
-    shape from the input's without TensorFlow, reporting problems with ``ctx.report``.
+    Per example (the default), ``fn(x, **args)`` gets one example's tensor (no batch axis; a
+    variable-length first axis cut to the example's own length) and returns one tensor. With
+    ``batched``, ``fn(args, values [B, ...], lengths [B] or None, info_in, info_out) -> (values, lengths)``.
+
+    Example:
+        >>> @batchloaders.register_step("scale", schema={
+        ...     "type": "object", "required": ["factor"], "additionalProperties": False,
+        ...     "properties": {"factor": {"type": "number"}}})
+        ... def scale(x, factor):
+        ...     return x * factor
+
+    Args:
+        name: the ``type`` a config's step names it by: letters, digits, ``_``, ``.`` or ``-``, starting with a
+            letter or ``_``.
+        schema: the JSON Schema (draft 2020-12, ``"type": "object"``) of the step's ``args``. None: no args.
+        infer: ``infer(args, info, ctx) -> TensorInfo | None`` gives the output's dtype and shape from the
+            input's without TensorFlow, reporting problems with ``ctx.report`` (a :class:`CheckContext`).
+            None: ``fn`` is traced once on a ``tf.TensorSpec`` of its input when the config is checked.
+        batched: ``fn`` takes the whole padded batch (faster; the built-ins are written that way).
+        loaders: the loader types whose configs may use it.
+
+    Returns:
+        The decorator, which registers ``fn`` and returns it.
+
+    Raises:
+        PluginError: (when the decorator is applied) ``fn`` is not callable; ``name`` is not a valid name, or
+            is taken; ``schema`` is not a JSON Schema of an object; ``loaders`` is empty or names an unknown
+            loader type.
     """
     def decorate(fn):
         call = f"register_step({name!r})"
@@ -220,13 +246,30 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
     """Register ``fn`` as the secondary feature type ``name`` (a decorator; returns ``fn`` unchanged).
 
     Per example (the default), ``fn(features, **args)`` gets a dict of the example's primary
-    features and earlier secondary features and returns one tensor. ``infer(args, ctx)``
-    (optional) gives the output's TensorInfo without TensorFlow. ``measures`` names the arg
-    holding a tensor this type measures after that tensor's processing steps (as ``length``
-    does); such a feature is built once those steps have run. ``after_chunking`` (with ``batched``):
-    the feature is built from each chunk's metadata once the examples are cut into chunks
-    (``batch.extras["chunk"]``: ``index``, ``count`` and ``source_key``, one per chunk), and only
-    configs with a ``chunking`` block may use it.
+    features and earlier secondary features and returns one tensor. With ``batched``,
+    ``fn(args, batch, info) -> (values, lengths)``; ``batch.values`` and ``batch.lengths`` hold the tensors
+    built so far.
+
+    Args:
+        name: the ``type`` a config's secondary feature names it by, as for :func:`register_step`.
+        schema: the JSON Schema (draft 2020-12, ``"type": "object"``) of its ``args``. None: no args.
+        infer: ``infer(args, ctx) -> TensorInfo | None`` gives the output's dtype and shape without
+            TensorFlow, reporting problems with ``ctx.report`` (a :class:`CheckContext`). None: ``fn`` is
+            traced once when the config is checked.
+        batched: ``fn`` takes the whole padded batch.
+        loaders: the loader types whose configs may use it.
+        measures: the arg holding a tensor this type measures after that tensor's processing steps (as
+            ``length`` does); such a feature is built once those steps have run.
+        after_chunking: (with ``batched``) the feature is built from each chunk's metadata once the examples
+            are cut into chunks (``batch.extras["chunk"]``: ``index``, ``count`` and ``source_key``, one per
+            chunk), and only configs with a ``chunking`` block may use it.
+
+    Returns:
+        The decorator, which registers ``fn`` and returns it.
+
+    Raises:
+        PluginError: (when the decorator is applied) as for :func:`register_step`, and ``after_chunking``
+            without ``batched``.
     """
     def decorate(fn):
         call = f"register_secondary({name!r})"
@@ -251,6 +294,17 @@ def register_batcher(name: str, *, schema: dict | None = None) -> Callable:
     in length, else a dense ``tf.Tensor`` [B, ...]; it returns a ``tf.Tensor``,
     ``tf.RaggedTensor`` or ``tf.SparseTensor`` made of TensorFlow ops. A padding list entry
     names it with ``batching: name`` and its args with ``batching_args``.
+
+    Args:
+        name: the name ``batching:`` gives, as for :func:`register_step`; not a built-in policy's.
+        schema: the JSON Schema (draft 2020-12, ``"type": "object"``) of ``batching_args``. None: no args.
+
+    Returns:
+        The decorator, which registers ``fn`` and returns it.
+
+    Raises:
+        PluginError: (when the decorator is applied) as for :func:`register_step`, and the name of a built-in
+            policy.
     """
     def decorate(fn):
         call = f"register_batcher({name!r})"

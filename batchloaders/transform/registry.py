@@ -25,7 +25,16 @@ ALWAYS = frozenset({BUILTIN, GLOBAL})
 
 @dataclasses.dataclass(frozen=True)
 class CheckContext:
-    """What a type's ``infer`` may use and how it reports problems (pure Python, no TensorFlow)."""
+    """What a type's ``infer`` may use and how it reports problems (pure Python, no TensorFlow).
+
+    Attributes:
+        loader_type: the config's loader type (``independent``, ``continuous_sequence``, ...).
+        tensors: to_name -> TensorInfo of each tensor built so far.
+        primaries: to_name -> ManifestFeature of each primary feature.
+        report: ``report(parts, message)`` reports a problem at the JSON path ``parts`` (a tuple, relative to the
+            item, e.g. ``("args", "key")``), with a message in the form ``"found ...: expected ..."``.
+        base_dir: the config file's directory: relative paths in args are relative to it.
+    """
 
     loader_type: str
     tensors: dict  # to_name -> TensorInfo built so far
