@@ -3,8 +3,10 @@
 A stage turns the loader's examples into the model's batches: plain batching (one example after
 another), or a regrouping (bucketing, packing, chunking, segmenting). The compile template
 (input_fn.py) asks the config's one stage what it needs from the loader, then lets it apply itself;
-``describe``, ``preview`` and ``bench`` ask it what it makes. A config's stage is the stage registered
-under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has none.
+``describe``, ``preview`` and ``bench`` ask it what it makes and how much of it is padding. A config's stage
+is the stage registered under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has
+none. What the config check asks of a stage (its block's check, schema and phase) is the part it inherits from
+config/stage_rules.py's ``StageRules``, whose registry this module's :func:`register` fills.
 
 Stage modules (regroup/stages/) import no TensorFlow at the top, so that ``describe`` and ``validate``
 can ask them without it; their ``apply`` imports the graph code it runs.
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 
 from batchloaders.errors import suggest
 from batchloaders.spec.model import LoaderConfig, format_shape
+from batchloaders.config.stage_rules import PHASES, STAGES, StageRules
 
 if TYPE_CHECKING:  # for annotations only: the stages are asked without TensorFlow
     import tensorflow as tf
@@ -58,9 +61,10 @@ class Build:
         return features, self.pack_targets({n: tensors[n] for n in config.targets})
 
 
-class Stage:
-    """One way of making batches. Subclasses set ``name`` (the config block's key) and override what differs
-    from plain batching; a stage is registered with :func:`register`."""
+class Stage(StageRules):
+    """One way of making batches. Subclasses set ``name`` (the config block's key), ``schema`` and ``check``
+    (see StageRules) and override what differs from plain batching; a stage is registered with
+    :func:`register`."""
 
     name: ClassVar[str]
     # Whether the loader may finish each example while it reads (decode, pad fixed shapes, split inputs from
@@ -109,13 +113,24 @@ class Stage:
         return None
 
 
-STAGES: dict[str, Stage] = {}
-
-
 def register(stage: type[Stage]) -> type[Stage]:
-    """Class decorator: make ``stage`` the stage of configs whose regroup spec names it."""
+    """Class decorator: make ``stage`` the stage of configs whose regroup spec names it, and its block
+    (``args.<name>``) one the config check and the schemas know.
+
+    Args:
+        stage: the Stage subclass.
+
+    Returns:
+        ``stage`` itself.
+
+    Raises:
+        ValueError: a stage of that name is registered already, or ``stage.phase`` is none of PHASES.
+    """
     if stage.name in STAGES:
         raise ValueError(f"regroup stage {stage.name!r} is registered twice")
+    if stage.phase not in PHASES:
+        raise ValueError(f"regroup stage {stage.name!r} has phase {stage.phase!r}: expected one of "
+                         f"{', '.join(PHASES)}")
     STAGES[stage.name] = stage()
     return stage
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config import pack_rules
+from batchloaders.config.stage_rules import BEFORE_MODEL
 from batchloaders.read.block_sizes import regroup as block_of
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 
@@ -10,6 +12,17 @@ from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 class Packing(Stage):
     name = "packing"
     counted_as = "rows"
+    phase = BEFORE_MODEL  # it makes segment ids and positions, which the model may name
+    schema = "packing.schema.json"
+    description = ("Packing: short examples concatenated into rows of a fixed length, with segment ids and "
+                   "positions. Defaults to none.")
+    regroups = "fills rows of a fixed length"
+
+    def check(self, ctx, block: dict, *, alone: bool):
+        return pack_rules.pack_spec(ctx, block, alone=alone)
+
+    def check_batching(self, ctx, spec) -> None:
+        pack_rules.check_batching(ctx, spec)
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         return SourcePlan(block_of(config, batch_size), drop_remainder=False)

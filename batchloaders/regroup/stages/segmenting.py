@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config import segment_rules
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
@@ -11,6 +12,20 @@ BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in mem
 class Segmenting(Stage):
     name = "segmenting"
     counted_as = "segment batches"
+    schema = "segmenting.schema.json"
+    description = ("Segmenting: sequences cut into segments of num_unroll steps and batched in lanes, so that a "
+                   "recurrent model carries its state from one segment of a sequence to the next (truncated "
+                   "backpropagation through time). Defaults to none.")
+    regroups = "batches consecutive segments of each sequence in a fixed slot"
+
+    def check(self, ctx, block: dict, *, alone: bool):
+        return segment_rules.segment_spec(ctx, block, alone=alone)
+
+    def check_batching(self, ctx, spec) -> None:
+        segment_rules.check_batching(ctx, spec)
+
+    def primary_extra(self, spec) -> tuple:
+        return segment_rules.key_feature(spec)
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # Segments are made from blocks of one epoch of examples: the stage repeats the epochs.
