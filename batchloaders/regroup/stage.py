@@ -61,6 +61,16 @@ class Build:
         return features, self.pack_targets({n: tensors[n] for n in config.targets})
 
 
+@dataclasses.dataclass(frozen=True)
+class ShownPadding:
+    """Padding a stage measures on the batches preview shows: ``counts`` per batch ({"real": {tensor: elements},
+    "padded": {...}}), or None with ``unmeasured`` saying why; ``how`` says where the real elements come from."""
+
+    counts: list[dict] | None
+    how: str
+    unmeasured: str = ""
+
+
 class Stage(StageRules):
     """One way of making batches. Subclasses set ``name`` (the config block's key), ``schema`` and ``check``
     (see StageRules) and override what differs from plain batching; a stage is registered with
@@ -103,6 +113,33 @@ class Stage(StageRules):
 
     def apply(self, build: Build) -> "tf.data.Dataset":
         raise NotImplementedError
+
+    # Whether the stage makes examples of its own out of the loader's (chunks): the padding of the loader's
+    # batches is then not the model's, and bench always measures the stage's (padding_dataset).
+    makes_examples: ClassVar[bool] = False
+
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]) -> "tf.data.Dataset | None":
+        """The stage's batches as bench and preview measure them: in order, each reduced to the real and padded
+        elements of every tensor of ``names`` ({"real": {...}, "padded": {...}}, with "examples" when the stage's
+        examples are the loader's); None when the loader's own batches are measured (their padding is the
+        model's, or :meth:`bench_lines` and :meth:`shown_padding` measure the stage's rows)."""
+        return None
+
+    def bench_lines(self, config: LoaderConfig, batch_size: int, batches: int) -> list[str] | None:
+        """bench's lines on the padding of the rows the stage fills, over those that make the first ``batches``
+        batches; None when bench reports the padding efficiency of the padded tensors."""
+        return None
+
+    def shown_padding(self, config: LoaderConfig, shown: list[dict]) -> ShownPadding | None:
+        """preview's padding measured on the batches ``shown`` (each its tensors by name, the :meth:`padded`
+        ones measured); None when preview measures a second pass over :meth:`padding_dataset`'s (or the
+        loader's) batches."""
+        return None
+
+    def drawn_lengths(self, config: LoaderConfig, shown: list[dict]) -> tuple[str | None, tuple | None] | None:
+        """preview --plot: (tensor, (each row's real length per batch, each batch's width)) of the batches
+        ``shown``; None to draw the first tensor whose first axis varies."""
+        return None
 
     def lines(self, config: LoaderConfig) -> list[str]:
         """What ``describe`` says of the stage."""

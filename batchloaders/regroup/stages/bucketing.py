@@ -35,6 +35,11 @@ class Bucketing(Stage):
 
         return bucketing.apply(build)
 
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]):
+        from batchloaders.regroup import bucketing  # deferred: stages are described without TensorFlow
+
+        return bucketing.padding_dataset(config, batch_size, names)
+
     def lines(self, config: LoaderConfig) -> list[str]:
         spec = config.bucketing
         spans = [f"[{lo}, {hi})" for lo, hi in zip((0,) + spec.boundaries, spec.boundaries)]

@@ -13,6 +13,7 @@ BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in me
 class Chunking(Stage):
     name = "chunking"
     counted_as = "chunks"
+    makes_examples = True
     schema = "chunking.schema.json"
     description = ("Chunking: each example's sequences cut into chunks of a fixed size with zero context at the "
                    "borders, each chunk an example. Defaults to none.")
@@ -34,6 +35,11 @@ class Chunking(Stage):
         from batchloaders.regroup import chunking  # deferred: stages are described without TensorFlow
 
         return chunking.apply(build)
+
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]):
+        from batchloaders.regroup import chunking  # deferred: stages are described without TensorFlow
+
+        return chunking.padding_dataset(config, batch_size, names)
 
     def lines(self, config: LoaderConfig) -> list[str]:
         """How each tensor is cut, what is copied, what is built on the chunks."""

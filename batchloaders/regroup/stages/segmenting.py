@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.config import segment_rules
-from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
+from batchloaders.regroup.stage import Build, ShownPadding, SourcePlan, Stage, register, shown
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 
@@ -49,6 +49,19 @@ class Segmenting(Stage):
         from batchloaders.regroup import segmenting  # deferred: stages are described without TensorFlow
 
         return segmenting.apply(build)
+
+    def shown_padding(self, config: LoaderConfig, shown: list[dict]) -> ShownPadding:
+        from batchloaders.regroup import segmenting  # deferred: stages are described without TensorFlow
+
+        return ShownPadding(segmenting.shown_counts(config, shown, self.padded(config)),
+                            "the real steps from each segment's length counter")
+
+    def drawn_lengths(self, config: LoaderConfig, shown: list[dict]):
+        # A segment's real steps are its length counter; its width num_unroll.
+        spec = config.segmenting
+        name = next((n for n in spec.tensors if n in config.outputs), None)
+        drawn = ([t[spec.names["length"]].numpy() for t in shown], [spec.num_unroll] * len(shown)) if name else None
+        return name, drawn
 
     def lines(self, config: LoaderConfig) -> list[str]:
         """How sequences become segments in lanes, and the counters the features gain."""
