@@ -69,6 +69,6 @@ def blocks() -> list[StageRules]:
     return [stage for stage in STAGES.values() if stage.schema is not None]
 
 
-def version() -> tuple[str, ...]:
-    """Changes when a stage registers (a cache key of the generated schemas)."""
-    return tuple(STAGES)
+def version() -> tuple:
+    """Changes when a stage registers or leaves (a cache key of the generated schemas)."""
+    return tuple((name, id(type(stage))) for name, stage in STAGES.items())
