@@ -9,6 +9,7 @@ from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, Manif
 from batchloaders.transform.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
+from batchloaders import regroup as _regroup  # noqa: F401 (the built-in regroup stages register, without TensorFlow)
 from batchloaders.runtime import quiet as _quiet
 
 _quiet.install_by_default()

@@ -261,11 +261,11 @@ def test_a_keras_model_fits_on_packed_encoder_decoder_rows(tmp_path):
 
 
 def test_bench_counts_each_groups_real_steps_by_its_own_segment_ids(tmp_path):
-    from batchloaders.cli import bench
+    from batchloaders.regroup import packing
 
     lengths = [(r % 7 + 1, r % 3 + 1) for r in range(40)]
     cfg = load_config(config(write_pairs(tmp_path / "pairs", lengths), batch=4))
-    counts = bench.packed_counts(cfg, 4, 5)
+    counts = packing.packed_counts(cfg, 4, 5)
     rows = counts["rows"]
     assert counts["real"] == {"inputs": sum(i for i, _ in lengths), "targets": sum(t for _, t in lengths)}
     assert counts["padded"] == {"inputs": 8 * rows, "targets": 4 * rows}

@@ -1,4 +1,5 @@
-"""Regroup stages: one interface (regroup/stage.py), one registry; a new stage is one class and one line.
+"""Regroup stages: one interface (regroup/stage.py), one registry; a new stage is one class and one line, its
+block checked by load_config like a built-in's (tests/test_extension_stage.py imports one from a config's plugins).
 
 Fixture records encode where they came from: record r of file f has id 100*f + r.
 """
@@ -32,6 +33,12 @@ class RepeatSpec:
 class Repeat(stages.Stage):
     name = "toy_repeat"
     counted_as = "repeated batches"
+    schema = {"type": "object", "additionalProperties": False, "required": ["times"],
+              "properties": {"times": {"description": "How many times each batch is given.", "type": "integer",
+                                       "minimum": 1}}}
+
+    def check(self, ctx, block, *, alone):
+        return RepeatSpec(block["times"]) if alone else None
 
     def batches(self, config, examples, batch_size):
         plain = stages.STAGES[stages.PLAIN].batches(config, examples, batch_size)
@@ -63,8 +70,8 @@ def ids_of(batches):
 
 def test_a_new_stage_is_one_class_and_one_registry_line(numbered_dataset, toy_stage):
     config = load_config(loader_config(numbered_dataset, [("id", "id"), ("x", "x")], inputs=["x"], targets=["id"],
-                                       target_batch_size=5))
-    config = dataclasses.replace(config, regroup=RepeatSpec(times=2))
+                                       target_batch_size=5, toy_repeat={"times": 2}))
+    assert config.regroup == RepeatSpec(times=2)
     input_fn = build_input_fn(config)
     assert input_fn.stage is stages.STAGES["toy_repeat"]
     ds = input_fn()

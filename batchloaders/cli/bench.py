@@ -25,14 +25,13 @@ Example::
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from typing import TextIO
 
 import tensorflow as tf
 
-from batchloaders.transform.batching import Batch, finalize
+from batchloaders.transform.batching import Batch
 from batchloaders.cli.describe import padded_axes
 from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.transform.graphs import as_written
@@ -45,7 +44,7 @@ from batchloaders.config.config import load_config
 from batchloaders.input_fn import build_input_fn
 from batchloaders.read.integrity import Reader
 from batchloaders.read.records import tf_message
-from batchloaders.regroup import bucketing, chunking, packing
+from batchloaders.regroup.measure import padding as measured_padding
 from batchloaders.regroup import stage as stages
 
 # What bench reports instead of a traceback: config problems and failures while reading data.
@@ -164,20 +163,6 @@ def padded_tensors(config: LoaderConfig) -> list[str]:
     return [name for name in config.outputs if padded_axes(config, name)]
 
 
-def _real_elements(batch: Batch, name: str) -> tf.Tensor:
-    """Elements of ``name`` over the batch before padding (int64 scalar).
-
-    Before ``finalize`` only the variable first axis holds padding (up to the
-    batch maximum), so the real elements are the valid steps times the size
-    of one step; a tensor without lengths is all real.
-    """
-    values = batch.values[name]
-    if name not in batch.lengths:
-        return tf.size(values, out_type=tf.int64)
-    step = tf.reduce_prod(tf.shape(values, out_type=tf.int64)[2:])
-    return tf.reduce_sum(tf.cast(batch.lengths[name], tf.int64)) * step
-
-
 def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
     """Units the windows of this batch hold: steps (continuous_sequence) or records (discrete_sequence)."""
     size = tf.cast(batch.size, tf.int64)
@@ -195,116 +180,34 @@ def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
 
 def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
     """The loader's batches reduced to counts: examples, window units, and real/padded elements per tensor
-    (with chunking, examples and window units only: :func:`chunked_lengths_dataset` pads the chunks)."""
+    (for a stage that makes examples of its own, chunking, examples and window units only: the stage's
+    padding_dataset pads its examples)."""
     loader = loaders.of(config)
-    names = padded_tensors(config) if config.chunking is None else []
+    own_examples = stages.of(config).makes_examples
+    names = [] if own_examples else padded_tensors(config)
 
     def measure(element):
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         out = {"examples": tf.cast(batch.size, tf.int64),
                "units": _window_units(config, batch) if kind(config.type).sequence else tf.constant(0, tf.int64)}
-        if config.chunking is not None:
+        if own_examples:
             return out
-        batch = base.transform(batch, config)
-        real = {name: _real_elements(batch, name) for name in names}
-        tensors = finalize(batch, config, None)
-        out["real"] = real
-        out["padded"] = {name: tf.size(tensors[name], out_type=tf.int64) for name in names}
-        return out
+        return {**out, **measured_padding(base.transform(batch, config), config, names)}
 
     return loader.batches(config, sharding.plan(config, None), batch_size, Reader(config)).map(as_written(measure), num_parallel_calls=AUTOTUNE)
 
 
-def bucketed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
-    """Real and padded elements per tensor of the batches bucketing makes (the loader's own batches are
-    only blocks then: their padding says nothing of the batches the model gets)."""
-    names = padded_tensors(config)
-    elements, decode = _stage_source(config, batch_size)
-    blocks = bucketing.transformed_blocks(elements, config, decode, frozenset())
-
-    def measure(element):
-        values, lengths, widths = bucketing.to_batch(element, config)
-        batch = Batch(values, lengths, {"widths": widths})
-        real = {name: _real_elements(batch, name) for name in names}
-        tensors = finalize(batch, config, None)
-        return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0], "real": real,
-                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
-
-    return bucketing.regroup(blocks, config, bucketing.flushes(config)).map(as_written(measure),
-                                                                           num_parallel_calls=AUTOTUNE)
-
-
-def packed_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
-    """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
-    them: a row's real steps are those its segment_ids mark (not 0)."""
-    spec = config.packing
-    elements, decode = _stage_source(config, batch_size)
-    transform_block = packing.transformed_block(config, decode, frozenset())
-
-    def measure(element):
-        block = transform_block(element)
-        rows = packing.pack_block(block["values"], block["lengths"], config)
-        real_steps = {g.segment_ids: tf.math.count_nonzero(rows[g.segment_ids], dtype=tf.int64)
-                      for g in spec.packed_groups}
-        step = {name: tf.reduce_prod(tf.shape(rows[name], out_type=tf.int64)[2:]) for name in spec.tensors}
-        return {"rows": tf.shape(rows[spec.segment_ids], out_type=tf.int64)[0],
-                "real": {name: real_steps[spec.group_of(name).segment_ids] * step[name] for name in spec.tensors},
-                "padded": {name: tf.size(rows[name], out_type=tf.int64) for name in spec.tensors}}
-
-    return elements.map(as_written(measure), num_parallel_calls=AUTOTUNE)
-
-
-def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
-    """Real and padded elements of the packed tensors over the blocks that fill the first ``batches`` batches."""
-    totals = {"rows": 0, "real": {n: 0 for n in config.packing.tensors},
-              "padded": {n: 0 for n in config.packing.tensors}}
-    for block in packed_lengths_dataset(config, batch_size).as_numpy_iterator():
-        totals["rows"] += int(block["rows"])
-        for name in config.packing.tensors:
-            totals["real"][name] += int(block["real"][name])
-            totals["padded"][name] += int(block["padded"][name])
-        if totals["rows"] >= batches * batch_size:
-            break
-    return totals
-
-
-def chunked_lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
-    """Real and padded elements per tensor of batches of chunks (made as the timed pipeline makes them,
-    in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
-    names = padded_tensors(config)
-    elements, decode = _stage_source(config, batch_size)
-    chunks = elements.map(as_written(chunking.chunks_of(config, decode, frozenset())), num_parallel_calls=AUTOTUNE)
-    chunks = chunks.map(as_written(chunking.uncounted))
-
-    def measure(element):
-        batch = chunking.chunk_batch(element, config)
-        real = {name: _real_elements(batch, name) for name in names}
-        tensors = finalize(batch, config, None)
-        return {"chunks": tf.cast(batch.size, tf.int64), "real": real,
-                "padded": {name: tf.size(tensors[name], out_type=tf.int64) for name in names}}
-
-    return chunks.repeat(config.epochs).rebatch(batch_size).map(as_written(measure), num_parallel_calls=AUTOTUNE)
-
-
-def _stage_source(config: LoaderConfig, batch_size: int):
-    """(elements, decode) of the loader as the config's regroup stage asks for them (its SourcePlan)."""
-    wanted = stages.of(config).source_plan(config, batch_size)
-    source_config = dataclasses.replace(config, drop_remainder=wanted.drop_remainder,
-                                        **({"epochs": 1} if wanted.one_epoch else {}))
-    return base.source(loaders.of(config), source_config, sharding.plan(config, None), wanted.block, Reader(config))
-
-
 def count_lengths(config: LoaderConfig, batch_size: int, batches: int) -> dict:
-    """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches (with bucketing, the
-    padding counts come from that many of the batches bucketing makes)."""
+    """Sum the counts of ``lengths_dataset`` over its first ``batches`` batches (with a stage that measures its
+    own batches, bucketing or chunking, the padding counts come from that many of the stage's batches)."""
     totals = _sum(lengths_dataset(config, batch_size).take(batches))
-    if config.bucketing is not None:
-        bucketed = _sum(bucketed_lengths_dataset(config, batch_size).take(batches))
-        # Window units per example come from the loader's blocks; bucketing regroups the same windows.
-        per_example = totals["units"] / totals["examples"] if totals["examples"] else 0.0
-        totals.update(bucketed, units=round(per_example * bucketed["examples"]))
-    if config.chunking is not None:
-        totals.update(_sum(chunked_lengths_dataset(config, batch_size).take(batches)))
+    own = stages.of(config).padding_dataset(config, batch_size, padded_tensors(config))
+    if own is not None:
+        counted = _sum(own.take(batches))
+        if "examples" in counted:  # window units per example come from the loader's blocks, regrouped as they are
+            per_example = totals["units"] / totals["examples"] if totals["examples"] else 0.0
+            counted["units"] = round(per_example * counted["examples"])
+        totals.update(counted)
     return totals
 
 
@@ -351,14 +254,9 @@ def report(config: LoaderConfig, start: float, arrivals: list, asked: int, secon
         if lengths is not None and lengths["examples"]:  # window units per window, from the loader's own batches
             lengths = dict(lengths, units=round(lengths["units"] / lengths["examples"] * examples))
     lines.extend(_read_lines(config, files, examples, rate_examples, lengths if lengths and "units" in lengths else None))
-    names = padded_tensors(config) if config.packing is None else list(config.packing.tensors)
-    if config.packing is not None and lengths is not None:
-        packed = lengths["packed"]
-        lines.append(f"packing efficiency (real steps / steps of the packed rows, over the {packed['rows']:,} rows "
-                     "of the first whole blocks packed; real = steps a segment id marks):")
-        for name in names:
-            real, padded = packed["real"][name], packed["padded"][name]
-            lines.append(f"  {name}: {_rate(real, padded):.4f} ({real} / {padded})")
+    names = padded_tensors(config)
+    if lengths is not None and "stage_lines" in lengths:  # the stage measured the rows it fills (packing)
+        lines.extend(lengths["stage_lines"])
     elif names and lengths is not None:
         lines.append(f"padding efficiency (real elements / padded elements over the first {lengths['batches']} "
                      "batches; real = elements within the lengths before padding):")
@@ -418,11 +316,13 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
     files = survey(config)
     lengths = None
     varying_windows = kind(config.type).sequence and config.min_window != config.max_window
-    if padded_tensors(config) or varying_windows or config.chunking is not None:
+    stage = stages.of(config)
+    if padded_tensors(config) or varying_windows or stage.makes_examples:
         lengths = count_lengths(config, config.target_batch_size, len(arrivals))
         lengths["batches"] = len(arrivals)
-    if config.packing is not None:
-        lengths = dict(lengths or {}, packed=packed_counts(config, config.target_batch_size, len(arrivals)))
+    stage_lines = stage.bench_lines(config, config.target_batch_size, len(arrivals))
+    if stage_lines is not None:
+        lengths = dict(lengths or {}, stage_lines=stage_lines)
     for line in report(config, start, arrivals, batches, seconds, files=files, lengths=lengths,
                        chunks=input_fn.chunk_report()):
         print(line, file=out)

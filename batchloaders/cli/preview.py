@@ -61,12 +61,14 @@ from batchloaders.read import sharding
 from batchloaders.read.integrity import Reader
 from batchloaders.loaders import base, registry as loaders
 from batchloaders.regroup import stage as stages
+from batchloaders.regroup.stage import ShownPadding
 from batchloaders.input_fn import build_input_fn
 
 DEFAULT_BATCHES = 3
 DEFAULT_TIMEOUT = 60.0
 SHOWN_VALUES = 8  # values of the first example printed per tensor
 PRECISION = 4
+SECOND_PASS = "the real elements from the loader's lengths before padding"  # what the second pass measures
 PLOT_MISSING = 'preview --plot needs matplotlib: pip install "batchloaders[plot]"'
 # What preview reports instead of a traceback: config problems and failures while reading data.
 FAILURES = (BatchLoaderError, tf.errors.OpError)
@@ -244,67 +246,31 @@ def padding_dataset(config: LoaderConfig) -> tf.data.Dataset:
     """Real and padded elements per padded tensor of the loader's batches, in their order.
 
     The measuring datasets are bench's (real elements from the lengths before
-    padding). Not for segmenting, whose segments the loader's lengths do not
-    describe, nor packing: both are measured on the rows shown (:func:`segmented_counts`,
-    :func:`packed_counts`).
+    padding), or the stage's own (bucketing's, chunking's). Not for a stage that measures the rows shown
+    (packing, segmenting: its ``shown_padding``).
     """
     size = config.target_batch_size
-    if config.bucketing is not None:
-        dataset = bench.bucketed_lengths_dataset(config, size)
-    elif config.chunking is not None:
-        dataset = bench.chunked_lengths_dataset(config, size)
-    else:
+    dataset = stages.of(config).padding_dataset(config, size, bench.padded_tensors(config))
+    if dataset is None:  # the loader's batches are the model's
         dataset = bench.lengths_dataset(config, size)
     return dataset.map(as_written(lambda e: {"real": e["real"], "padded": e["padded"]}))
 
 
-def packed_counts(config: LoaderConfig, raw: list) -> list[dict] | None:
-    """Real and padded elements per packed tensor of the rows shown: padding is where segment_ids is 0
-    (exactly, not a guess from values); None when the model does not take segment_ids."""
-    spec = config.packing
-    if any(g.segment_ids not in config.outputs for g in spec.packed_groups):
-        return None
-    counts = []
-    for element in raw:
-        tensors = {name: tensor for _, name, tensor in split(config, element)}
-        sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
-        real = {}
-        for name, size in sizes.items():
-            segments = tensors[spec.group_of(name).segment_ids].numpy()
-            # each packed step holds size / (rows x length) elements
-            real[name] = size - int((segments == 0).sum()) * (size // segments.size)
-        counts.append({"padded": sizes, "real": real})
-    return counts
+def by_name(config: LoaderConfig, raw: list) -> list[dict]:
+    """Each batch's output tensors by name."""
+    return [{name: tensor for _, name, tensor in split(config, element)} for element in raw]
 
 
-def segmented_counts(config: LoaderConfig, raw: list) -> list[dict]:
-    """Real and padded elements per segmented tensor of the rows shown: a row's real steps are its ``length``
-    counter (exactly what segmenting cut, not a guess from values; 0 in a padding segment)."""
-    spec = config.segmenting
-    counts = []
-    for element in raw:
-        tensors = {name: tensor for _, name, tensor in split(config, element)}
-        steps = tensors[spec.names["length"]].numpy()  # preview's dataset is built without a model: all counters
-        slots = max(1, steps.size * spec.num_unroll)
-        sizes = {name: int(tf.size(tensors[name])) for name in measured(config)}
-        # Every step of a segmented tensor has one shape (segmenting's scan keeps rows of one shape).
-        counts.append({"padded": sizes,  # each step holds size / (rows x num_unroll) elements
-                       "real": {name: int(steps.sum()) * (size // slots) for name, size in sizes.items()}})
-    return counts
-
-
-def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int) -> list[str]:
-    """One line per output tensor: its padding fraction over the batches ``counts`` measured."""
+def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int, own: ShownPadding | None = None
+                  ) -> list[str]:
+    """One line per output tensor: its padding fraction over the batches ``counts`` measured; ``own``: what the
+    stage measured on the batches shown, None when a second pass measured them."""
     names = measured(config)
     if names and counts is None:
-        ids = [g.segment_ids for g in config.packing.packed_groups if g.segment_ids not in config.outputs]
-        return [f"padding fraction: not measured (packing marks padding in {', '.join(map(repr, ids))}, which "
-                "the model does not take)"]
-    how = "" if not names else (", the padding where segment_ids is 0" if config.packing is not None else
-                                ", the real steps from each segment's length counter" if config.segmenting is not None
-                                else ", the real elements from the loader's lengths before padding")
+        return [own.unmeasured]
+    how = "" if not names else ", " + (own.how if own is not None else SECOND_PASS)
     lines = [f"padding fraction (padded elements / all elements over the first {batches} batches{how}):"]
-    second_pass = names and config.packing is None and config.segmenting is None
+    second_pass = names and own is None
     if second_pass and config.shuffle and config.seed is None:
         lines.append("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)")
     elif second_pass and config.sloppy_interleave:
@@ -366,15 +332,14 @@ def draw(path: str, config: LoaderConfig, raw: list, counts: list[dict] | None) 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    by_name = [{n: tensor for _, n, tensor in split(config, e)} for e in raw]
-    if config.segmenting is not None:  # a segment's real steps are its length counter; its width num_unroll
-        spec = config.segmenting
-        name = next((n for n in spec.tensors if n in config.outputs), None)
-        drawn = ([t[spec.names["length"]].numpy() for t in by_name], [spec.num_unroll] * len(raw)) if name else None
+    shown = by_name(config, raw)
+    own = stages.of(config).drawn_lengths(config, shown)
+    if own is not None:
+        name, drawn = own
     else:
         varying = [name for name in config.outputs if config.tensors[name].shape[:1] == (None,)]
         name = varying[0] if varying else None
-        drawn = _lengths_and_width(config, name, [t[name] for t in by_name]) if name is not None else None
+        drawn = _lengths_and_width(config, name, [t[name] for t in shown]) if name is not None else None
     figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(8, 6), sharex=True)
     xs = np.arange(1, len(raw) + 1)
     if drawn is not None:
@@ -434,14 +399,13 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     if len(raw) < batches:
         print(f"the dataset ended after {len(raw)} batch{'es' * (len(raw) != 1)}", file=out)
     counts = None
-    if config.packing is not None:
-        counts = packed_counts(config, raw)
-    elif config.segmenting is not None:
-        counts = segmented_counts(config, raw)
+    own = stages.of(config).shown_padding(config, by_name(config, raw))
+    if own is not None:
+        counts = own.counts
     elif measured(config):  # a second pass, each batch waited for as the first
         counts = [tf.nest.map_structure(int, c)
                   for c in take(padding_dataset(config), len(raw), timeout, config.source)]
-    for line in padding_lines(config, counts, len(raw)):
+    for line in padding_lines(config, counts, len(raw), own):
         print(line, file=out)
     if plot is not None:
         print(draw(plot, config, raw, counts), file=out)

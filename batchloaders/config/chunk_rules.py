@@ -13,6 +13,7 @@ from batchloaders.errors import json_path, path_parts, suggest
 from batchloaders.transform.registry import BUILTIN, SECONDARY
 from batchloaders.spec.model import ChunkSpec, ChunkTensor, TensorInfo
 from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.sections.loader import stacks_record_rows
 
 AT = ("args", "chunking")
 
@@ -27,16 +28,27 @@ def _measured(secondary) -> dict[str, str]:
     return out
 
 
-def chunk_spec(ctx: SectionContext, block: dict, *, others: list[str], per_record=frozenset()) -> ChunkSpec | None:
+def per_record(ctx: SectionContext) -> set[str]:
+    """A discrete window's per-record features have a record axis, not a time axis: copied, not chunked."""
+    features = ctx.manifest.features
+    return {p.to_name for p in ctx.primary if stacks_record_rows(ctx.loader_type)
+            and p.from_name in features and not features[p.from_name].var_len}
+
+
+def chunk_spec(ctx: SectionContext, block: dict, *, alone: bool, per_record=frozenset()) -> ChunkSpec | None:
     """The spec, or None after reporting; on success ctx.tensors holds the chunks' shapes.
 
-    ``others``: the regrouping blocks also given; ``per_record``: tensors whose first axis counts records
-    (a discrete window's context features), chunked only when the block's ``tensors`` names them."""
-    ok = True
-    for other in others:
-        ctx.check(AT, f"found chunking and {other} together: expected one ({other} regroups whole examples; "
-                      "chunking makes each chunk an example of its own)")
-        ok = False
+    Args:
+        ctx: the config check so far.
+        block: the ``chunking`` block as written, valid against its schema.
+        alone: False when another regroup block is given too (reported already): no spec then.
+        per_record: tensors whose first axis counts records (a discrete window's context features), chunked
+            only when the block's ``tensors`` names them.
+
+    Returns:
+        The resolved ChunkSpec, or None when a problem was reported.
+    """
+    ok = alone
     size = block["size"]
     step = block.get("step", size)
     left, right = block.get("context", (0, 0))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping
 
-from batchloaders.errors import ConfigError, PluginsNotChecked, Problem, json_path
+from batchloaders.errors import ConfigError, PluginsNotChecked, Problem
 from batchloaders.transform import builtin_types
 from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
-from batchloaders.spec.model import LoaderConfig, PrimaryFeature
+from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.stage_rules import AFTER_PADDING, AFTER_STEPS, BEFORE_MODEL
 from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
 from batchloaders.config.sections import service, shuffle_scope, sources, steps
 from batchloaders.config.sections.context import Checker, SectionContext
@@ -94,13 +95,12 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
     secondary.check_secondary(ctx)
     sources.check_mixture_features(ctx)
     steps.check_steps(ctx)
-    regroup.check_chunking(ctx)
-    regroup.check_segmenting(ctx)
+    regroup.check_stages(ctx, AFTER_STEPS)
     service.check_service(ctx)
-    regroup.check_packing(ctx)
+    regroup.check_stages(ctx, BEFORE_MODEL)
     model.check_produced(ctx)
     padding.check_padding(ctx)
-    regroup.check_bucketing(ctx)
+    regroup.check_stages(ctx, AFTER_PADDING)
     regroup.check_row_batching(ctx)
     loader.check_loader_args(ctx)
     shuffle_scope.check_shuffle_scope(ctx)
@@ -120,10 +120,7 @@ def _loader_config(ctx: SectionContext) -> LoaderConfig:
         value = args.get(key, default)
         return None if value == -1 else value
 
-    segmenting = regrouped.get("segmenting")
-    if segmenting is not None and segmenting.key_from_manifest is not None:  # read only to key the sequences
-        ctx.primary.append(PrimaryFeature(segmenting.key_from_manifest, segmenting.key,
-                                          json_path(("args", "segmenting", "key"))))
+    regroup.primary_extra(ctx)  # e.g. a manifest feature read only to key segmenting's sequences
     return LoaderConfig(
         source=ctx.doc.source, type=ctx.loader_type, name=ctx.data.get("name"), inputs=ctx.inputs,
         targets=ctx.targets, model_assumed=ctx.model_assumed,

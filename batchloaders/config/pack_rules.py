@@ -5,7 +5,7 @@ A block packs one group of tensors (``length``, ``tensors``, ``segment_ids``, ``
 """
 from __future__ import annotations
 
-from batchloaders.errors import json_path, suggest
+from batchloaders.errors import json_path, path_parts, suggest
 from batchloaders.spec.model import PackGroup, PackSpec, TensorInfo, format_shape
 from batchloaders.config.sections.context import SectionContext
 
@@ -126,27 +126,24 @@ def _row_shapes(ctx: SectionContext, groups: list[tuple[PackGroup, tuple]], allo
     return True
 
 
-def pack_spec(ctx: SectionContext, block: dict, *, bucketing: bool) -> PackSpec | None:
+def pack_spec(ctx: SectionContext, block: dict, *, alone: bool) -> PackSpec | None:
     """The spec, or None after reporting; on success ctx.tensors and ctx.seen gain the row shapes and the
-    segment ids and positions tensors the model names. ``bucketing``: the args give a bucketing block too.
+    segment ids and positions tensors the model names.
 
     Args:
         ctx: the config check so far (tensors, names seen, model tensors wanted, where problems go).
         block: the ``packing`` block as written, valid against its schema.
-        bucketing: whether the args give a ``bucketing`` block too (refused beside packing).
+        alone: False when another regroup block is given too (reported already): no spec then.
 
     Returns:
         The resolved PackSpec, or None when a problem was reported.
     """
-    if bucketing:
-        ctx.check(AT, "found packing and bucketing together: expected one (packing fills rows of a fixed length, "
-                      "bucketing batches examples of similar length)")
     groups = _groups(ctx, block)
     if groups is None:
         for name in _made_names(block):  # they exist whatever is wrong: later checks must not call them unproduced
             ctx.seen.setdefault(name, AT)
         return None
-    if not (_check_names(ctx, groups) and not bucketing and _check_tensors(ctx, groups)):
+    if not (_check_names(ctx, groups) and alone and _check_tensors(ctx, groups)):
         return None
     allow_split = bool(block.get("allow_split", False))
     if not _row_shapes(ctx, groups, allow_split):
@@ -154,3 +151,14 @@ def pack_spec(ctx: SectionContext, block: dict, *, bucketing: bool) -> PackSpec 
     first = groups[0][0]
     return PackSpec(first.length, tuple(n for g, _ in groups for n in g.tensors), first.segment_ids, first.positions,
                     allow_split, json_path(AT), groups=tuple(g for g, _ in groups) if "groups" in block else ())
+
+
+def check_batching(ctx: SectionContext, spec: PackSpec) -> None:
+    """A packed row holds several examples, so no row is "an example": each packed tensor's batching must be
+    padded."""
+    for name in spec.tensors:
+        pad = ctx.pad_specs.get(name)
+        if pad is not None and pad.batching != "padded":
+            ctx.check(path_parts(pad.json_path) + ("batching",),
+                      f"found batching {pad.batching!r} for tensor {name!r}, which packing fills rows of a "
+                      "fixed length with: expected padded (a packed row is not one example)")

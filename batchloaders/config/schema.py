@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib.resources
 import json
-import pathlib
 import re
 from typing import Any, Iterator
 
@@ -28,38 +26,15 @@ from referencing.jsonschema import DRAFT202012
 
 from batchloaders.errors import Problem, json_path, suggest
 from batchloaders.transform import registry
+from batchloaders.config import stage_rules
 from batchloaders.config.document import Document
+from batchloaders.config.schema_files import load_schema, schema_names, schema_text, schemas_dir
 from batchloaders.config.type_schemas import generated
 
 __all__ = ["schema_problems", "schema_check", "schema_names", "load_schema", "schema_text"]
 
 
-def _schemas_dir():
-    """The folder holding the schema files, installed or in a source checkout."""
-    try:
-        return importlib.resources.files("batchloaders.schemas")
-    except ModuleNotFoundError:
-        # batchloaders/schemas is a symlink to the top-level schemas/ folder: a
-        # checkout made without symlinks (core.symlinks false) has a plain file there.
-        return pathlib.Path(__file__).resolve().parents[2] / "schemas"
-
-
-def schema_names() -> list[str]:
-    """File names of all shipped schemas, e.g. ``["common_args.schema.json", ...]``."""
-    return sorted(p.name for p in _schemas_dir().iterdir() if p.name.endswith(".schema.json"))
-
-
-def schema_text(schema_file: str) -> str:
-    """The raw text of one schema file (for ``describe`` output or writing it next to a config)."""
-    if schema_file not in schema_names():
-        raise KeyError(f"no schema named {schema_file!r}{suggest(schema_file, schema_names())}")
-    return _schemas_dir().joinpath(schema_file).read_text(encoding="utf-8")
-
-
-@functools.cache
-def load_schema(schema_file: str) -> dict:
-    """The parsed schema (shared and cached: do not modify it)."""
-    return json.loads(schema_text(schema_file))
+_schemas_dir = schemas_dir  # the name the command line asks (cli/main.py)
 
 
 def _resource(contents: dict) -> referencing.Resource:
@@ -87,13 +62,14 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_
 
 
 def _validator(schema_file: str, scopes=None):
-    return _validator_at(schema_file, registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes))
+    return _validator_at(schema_file, (registry.version(), stage_rules.version()),
+                         frozenset(registry.ALWAYS if scopes is None else scopes))
 
 
 @functools.lru_cache(maxsize=32)
 def _validator_at(schema_file: str, version: tuple, scopes: frozenset):
-    # The step, secondary feature and batching files come from the registries as they are now,
-    # with the types ``scopes`` may see; the shipped copies of them hold the built-ins only.
+    # The step, secondary feature, batching and args files come from the registries as they are now,
+    # with the types ``scopes`` may see and every regroup stage; the shipped copies hold the built-ins only.
     types = {name: _resource(doc) for name, doc in generated(scopes).items()}
 
     def retrieve(uri: str) -> referencing.Resource:

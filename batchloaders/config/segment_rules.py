@@ -7,8 +7,9 @@ The counters (spec/model.py COUNTERS, each ``prefix`` + name) become tensors the
 """
 from __future__ import annotations
 
-from batchloaders.errors import json_path, suggest
-from batchloaders.spec.model import COUNTER_DTYPES, COUNTERS, SegmentSpec, TensorInfo, format_shape
+from batchloaders.errors import json_path, path_parts, suggest
+from batchloaders.spec.model import (COUNTER_DTYPES, COUNTERS, PrimaryFeature, SegmentSpec, TensorInfo,
+                                     format_shape)
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import concatenates_records, stacks_record_rows
 
@@ -33,14 +34,19 @@ def _key_type_problem(dtype: str, shape, per_record: bool = False) -> str | None
     return None
 
 
-def segment_spec(ctx: SectionContext, block: dict, *, others: list[str]) -> SegmentSpec | None:
+def segment_spec(ctx: SectionContext, block: dict, *, alone: bool) -> SegmentSpec | None:
     """The spec, or None after reporting; on success ctx.tensors holds the segments' shapes and the counters,
-    and ctx.seen the counter names. ``others``: the regrouping blocks also given."""
-    ok = True
-    for other in others:
-        ctx.check(AT, f"found segmenting and {other} together: expected one (segmenting batches consecutive "
-                      f"segments of each sequence in a fixed slot; {other} regroups examples its own way)")
-        ok = False
+    and ctx.seen the counter names.
+
+    Args:
+        ctx: the config check so far.
+        block: the ``segmenting`` block as written, valid against its schema.
+        alone: False when another regroup block is given too (reported already): no spec then.
+
+    Returns:
+        The resolved SegmentSpec, or None when a problem was reported.
+    """
+    ok = alone
     lanes, target_batch_size = block.get("batch_size"), ctx.value("target_batch_size", default=0)
     if lanes is not None and lanes != target_batch_size:
         ctx.check(AT + ("batch_size",), f"found batch_size {lanes} and target_batch_size {target_batch_size}: "
@@ -160,3 +166,22 @@ def _segmented(ctx: SectionContext, context: tuple, names: dict[str, str]) -> li
         ctx.check(AT, "found no model tensor that varies in time: expected at least one to cut into segments")
         ok = False
     return segmented if ok else None
+
+
+def check_batching(ctx: SectionContext, spec: SegmentSpec) -> None:
+    """A segment is num_unroll steps wide, its real steps in the ``length`` counter: each segmented tensor's
+    batching must be padded (or dense)."""
+    for name in spec.tensors:
+        pad = ctx.pad_specs.get(name)
+        if pad is not None and pad.batching not in ("padded", "dense"):
+            ctx.check(path_parts(pad.json_path) + ("batching",),
+                      f"found batching {pad.batching!r} for tensor {name!r}, which segmenting cuts into "
+                      f"segments of num_unroll steps: expected padded (each segment's real steps are in the "
+                      f"{spec.names['length']!r} counter)")
+
+
+def key_feature(spec: SegmentSpec) -> tuple[PrimaryFeature, ...]:
+    """The manifest feature read only to key the sequences, when the key names one."""
+    if spec.key_from_manifest is None:
+        return ()
+    return (PrimaryFeature(spec.key_from_manifest, spec.key, json_path(AT + ("key",))),)

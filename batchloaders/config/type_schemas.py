@@ -3,6 +3,9 @@
 ``step.schema.json`` and ``secondary_feature.schema.json`` list the registered
 type names and check each item's ``args`` against the schema its type was
 registered with (``step_<name>.schema.json``, ``secondary_<name>.schema.json``).
+``common_args.schema.json`` and each loader's ``<type>_args.schema.json`` are the
+shipped files with a block for every registered regroup stage (config/stage_rules.py),
+its schema a shipped file (the built-ins) or ``regroup_<name>.schema.json``.
 The config checker validates against these documents as generated now, so a
 plugin's types are checked exactly like the built-ins. The copies shipped in
 ``schemas/`` are this generation with only the built-ins registered (a test keeps
@@ -11,11 +14,14 @@ them equal; ``batchloaders schema --write DIR`` regenerates them, with
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
 
 from batchloaders.transform import builtin_types, registry
+from batchloaders.config import stage_rules
+from batchloaders.config.schema_files import load_schema, schema_names
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -44,7 +50,8 @@ def generated(scopes=None) -> dict[str, dict]:
     """File name -> schema document, for every generated file, as the registries are now, with
     the types registered in ``scopes`` (default: the built-ins and global registrations)."""
     builtin_types.load()  # the built-ins are always there, like any plugin imported before
-    return dict(_generated(registry.version(), frozenset(registry.ALWAYS if scopes is None else scopes)))
+    version = (registry.version(), stage_rules.version())
+    return dict(_generated(version, frozenset(registry.ALWAYS if scopes is None else scopes)))
 
 
 @functools.lru_cache(maxsize=32)
@@ -80,6 +87,7 @@ def _generated(version: tuple, scopes: frozenset) -> tuple:
             "allOf": branches,
         }
     out.update(_batching(scopes))
+    out.update(_regroup())
     return tuple(out.items())
 
 
@@ -107,6 +115,30 @@ def _batching(scopes: frozenset) -> dict:
         **({"allOf": branches} if branches else {}),  # draft-07 editors refuse an empty allOf
     }
     return out
+
+
+COMMON = "common_args.schema.json"
+
+
+def _regroup() -> dict:
+    """The args schemas with a block for each registered regroup stage: common_args.schema.json defines it
+    (described, its schema by reference), each loader's args schema admits it; a stage's schema given as a
+    dict becomes ``regroup_<name>.schema.json``."""
+    common = copy.deepcopy(load_schema(COMMON))
+    loaders = {name: copy.deepcopy(load_schema(name)) for name in schema_names()
+               if name.endswith("_args.schema.json") and name != COMMON}
+    out = {}
+    for stage in stage_rules.blocks():
+        ref = stage.schema
+        if isinstance(stage.schema, dict):
+            ref = f"regroup_{stage.name}.schema.json"
+            schema = dict(stage.schema)
+            out[ref] = {"$schema": DRAFT, "$id": ref, "title": schema.pop("title", f"{stage.name} block"), **schema}
+        common["definitions"][stage.name] = {"description": stage.description or f"The {stage.name} stage.",
+                                             "$ref": ref}
+        for doc in loaders.values():
+            doc["properties"][stage.name] = {"$ref": f"{COMMON}#/definitions/{stage.name}"}
+    return {COMMON: common, **loaders, **out}
 
 
 def write(directory: str) -> list[str]:

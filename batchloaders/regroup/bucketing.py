@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.regroup import blocks, chunking
+from batchloaders.regroup import blocks, chunking, measure
 from batchloaders.read import origins
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.spec.values import default_value
@@ -217,3 +217,18 @@ def _finished(build):
         values, lengths, widths = to_batch(element, config)
         return build.model_batch(finalize(Batch(values, lengths, {"widths": widths}, set(still_zero)), config, None))
     return run
+
+
+def padding_dataset(config: LoaderConfig, batch_size: int, names) -> tf.data.Dataset:
+    """Real and padded elements per tensor of ``names`` of the batches bucketing makes (the loader's own batches
+    are only blocks then: their padding says nothing of the batches the model gets)."""
+    elements, decode = measure.stage_source(config, batch_size)
+    blocks_made = transformed_blocks(elements, config, decode, frozenset())
+
+    def counts(element):
+        values, lengths, widths = to_batch(element, config)
+        batch = Batch(values, lengths, {"widths": widths})
+        return {"examples": tf.shape(next(iter(values.values())), out_type=tf.int64)[0],
+                **measure.padding(batch, config, names)}
+
+    return regroup(blocks_made, config, flushes(config)).map(as_written(counts), num_parallel_calls=tf.data.AUTOTUNE)

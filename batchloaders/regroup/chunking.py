@@ -28,7 +28,7 @@ from batchloaders.spec.model import LoaderConfig
 from batchloaders.config.order import after_chunking
 from batchloaders.loaders.base import decoded, secondary
 from batchloaders.read import determinism
-from batchloaders.regroup import blocks
+from batchloaders.regroup import blocks, measure
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
 
@@ -244,3 +244,18 @@ def chunk_batch(element, config: LoaderConfig, later=None) -> Batch:
     for feature in (after_chunking(config) if later is None else later):
         secondary(batch, config, feature)
     return batch
+
+
+def padding_dataset(config: LoaderConfig, batch_size: int, names) -> tf.data.Dataset:
+    """Real and padded elements per tensor of ``names`` of batches of chunks (made as the timed pipeline makes
+    them, in order: the chunk shuffle moves chunks between batches, not elements between real and padding)."""
+    elements, decode = measure.stage_source(config, batch_size)
+    chunks = elements.map(as_written(chunks_of(config, decode, frozenset())), num_parallel_calls=tf.data.AUTOTUNE)
+    chunks = chunks.map(as_written(uncounted))
+
+    def counts(element):
+        batch = chunk_batch(element, config)
+        return {"chunks": tf.cast(batch.size, tf.int64), **measure.padding(batch, config, names)}
+
+    return chunks.repeat(config.epochs).rebatch(batch_size).map(as_written(counts),
+                                                                num_parallel_calls=tf.data.AUTOTUNE)

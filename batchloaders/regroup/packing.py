@@ -27,7 +27,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from batchloaders.spec.values import default_value
-from batchloaders.regroup import blocks
+from batchloaders.regroup import blocks, measure
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
 from batchloaders.spec.model import LoaderConfig, PackGroup
@@ -266,3 +266,56 @@ def apply(build) -> tf.data.Dataset:
     static = config.drop_remainder or config.epochs is None
     # An endless stream of rows has no remainder: dropping it only gives the batches their static size.
     return ds.map(as_written(rows), **blocks.parallel(config)).rebatch(build.batch_size, drop_remainder=static)
+
+
+def padding_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
+    """Real and padded elements of each packed tensor, per block of rows packed as the timed pipeline packs
+    them: a row's real steps are those its segment_ids mark (not 0)."""
+    spec = config.packing
+    elements, decode = measure.stage_source(config, batch_size)
+    transform_block = transformed_block(config, decode, frozenset())
+
+    def counts(element):
+        block = transform_block(element)
+        rows = pack_block(block["values"], block["lengths"], config)
+        real_steps = {g.segment_ids: tf.math.count_nonzero(rows[g.segment_ids], dtype=tf.int64)
+                      for g in spec.packed_groups}
+        step = {name: tf.reduce_prod(tf.shape(rows[name], out_type=tf.int64)[2:]) for name in spec.tensors}
+        return {"rows": tf.shape(rows[spec.segment_ids], out_type=tf.int64)[0],
+                "real": {name: real_steps[spec.group_of(name).segment_ids] * step[name] for name in spec.tensors},
+                "padded": {name: tf.size(rows[name], out_type=tf.int64) for name in spec.tensors}}
+
+    return elements.map(as_written(counts), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def packed_counts(config: LoaderConfig, batch_size: int, batches: int) -> dict:
+    """Real and padded elements of the packed tensors over the blocks that fill the first ``batches`` batches."""
+    totals = {"rows": 0, "real": {n: 0 for n in config.packing.tensors},
+              "padded": {n: 0 for n in config.packing.tensors}}
+    for block in padding_dataset(config, batch_size).as_numpy_iterator():
+        totals["rows"] += int(block["rows"])
+        for name in config.packing.tensors:
+            totals["real"][name] += int(block["real"][name])
+            totals["padded"][name] += int(block["padded"][name])
+        if totals["rows"] >= batches * batch_size:
+            break
+    return totals
+
+
+def shown_counts(config: LoaderConfig, shown: list[dict], names: list[str]) -> list[dict] | None:
+    """Real and padded elements per packed tensor of ``names`` in the batches ``shown`` (each its tensors by
+    name): padding is where segment_ids is 0 (exactly, not a guess from values); None when the model does not
+    take segment_ids."""
+    spec = config.packing
+    if any(g.segment_ids not in config.outputs for g in spec.packed_groups):
+        return None
+    counts = []
+    for tensors in shown:
+        sizes = {name: int(tf.size(tensors[name])) for name in names}
+        real = {}
+        for name, size in sizes.items():
+            segments = tensors[spec.group_of(name).segment_ids].numpy()
+            # each packed step holds size / (rows x length) elements
+            real[name] = size - int((segments == 0).sum()) * (size // segments.size)
+        counts.append({"padded": sizes, "real": real})
+    return counts

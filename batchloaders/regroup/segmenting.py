@@ -353,3 +353,19 @@ def _finished(build, static_batch: int | None):
         features = {**features, **{n: tf.ensure_shape(counters[n], [static_batch]) for n in carried}}
         return features if not config.targets else (features, *rest)
     return run
+
+
+def shown_counts(config: LoaderConfig, shown: list[dict], names: list[str]) -> list[dict]:
+    """Real and padded elements per segmented tensor of ``names`` in the batches ``shown`` (each its tensors by
+    name): a row's real steps are its ``length`` counter (exactly what segmenting cut, not a guess from values;
+    0 in a padding segment)."""
+    spec = config.segmenting
+    counts = []
+    for tensors in shown:
+        steps = tensors[spec.names["length"]].numpy()  # preview's dataset is built without a model: all counters
+        slots = max(1, steps.size * spec.num_unroll)
+        sizes = {name: int(tf.size(tensors[name])) for name in names}
+        # Every step of a segmented tensor has one shape (segmenting's scan keeps rows of one shape).
+        counts.append({"padded": sizes,  # each step holds size / (rows x num_unroll) elements
+                       "real": {name: int(steps.sum()) * (size // slots) for name, size in sizes.items()}})
+    return counts

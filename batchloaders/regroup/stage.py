@@ -3,8 +3,10 @@
 A stage turns the loader's examples into the model's batches: plain batching (one example after
 another), or a regrouping (bucketing, packing, chunking, segmenting). The compile template
 (input_fn.py) asks the config's one stage what it needs from the loader, then lets it apply itself;
-``describe``, ``preview`` and ``bench`` ask it what it makes. A config's stage is the stage registered
-under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has none.
+``describe``, ``preview`` and ``bench`` ask it what it makes and how much of it is padding. A config's stage
+is the stage registered under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has
+none. What the config check asks of a stage (its block's check, schema and phase) is the part it inherits from
+config/stage_rules.py's ``StageRules``, whose registry this module's :func:`register` fills.
 
 Stage modules (regroup/stages/) import no TensorFlow at the top, so that ``describe`` and ``validate``
 can ask them without it; their ``apply`` imports the graph code it runs.
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 
 from batchloaders.errors import suggest
 from batchloaders.spec.model import LoaderConfig, format_shape
+from batchloaders.config.stage_rules import PHASES, STAGES, StageRules
 
 if TYPE_CHECKING:  # for annotations only: the stages are asked without TensorFlow
     import tensorflow as tf
@@ -58,9 +61,20 @@ class Build:
         return features, self.pack_targets({n: tensors[n] for n in config.targets})
 
 
-class Stage:
-    """One way of making batches. Subclasses set ``name`` (the config block's key) and override what differs
-    from plain batching; a stage is registered with :func:`register`."""
+@dataclasses.dataclass(frozen=True)
+class ShownPadding:
+    """Padding a stage measures on the batches preview shows: ``counts`` per batch ({"real": {tensor: elements},
+    "padded": {...}}), or None with ``unmeasured`` saying why; ``how`` says where the real elements come from."""
+
+    counts: list[dict] | None
+    how: str
+    unmeasured: str = ""
+
+
+class Stage(StageRules):
+    """One way of making batches. Subclasses set ``name`` (the config block's key), ``schema`` and ``check``
+    (see StageRules) and override what differs from plain batching; a stage is registered with
+    :func:`register`."""
 
     name: ClassVar[str]
     # Whether the loader may finish each example while it reads (decode, pad fixed shapes, split inputs from
@@ -100,6 +114,33 @@ class Stage:
     def apply(self, build: Build) -> "tf.data.Dataset":
         raise NotImplementedError
 
+    # Whether the stage makes examples of its own out of the loader's (chunks): the padding of the loader's
+    # batches is then not the model's, and bench always measures the stage's (padding_dataset).
+    makes_examples: ClassVar[bool] = False
+
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]) -> "tf.data.Dataset | None":
+        """The stage's batches as bench and preview measure them: in order, each reduced to the real and padded
+        elements of every tensor of ``names`` ({"real": {...}, "padded": {...}}, with "examples" when the stage's
+        examples are the loader's); None when the loader's own batches are measured (their padding is the
+        model's, or :meth:`bench_lines` and :meth:`shown_padding` measure the stage's rows)."""
+        return None
+
+    def bench_lines(self, config: LoaderConfig, batch_size: int, batches: int) -> list[str] | None:
+        """bench's lines on the padding of the rows the stage fills, over those that make the first ``batches``
+        batches; None when bench reports the padding efficiency of the padded tensors."""
+        return None
+
+    def shown_padding(self, config: LoaderConfig, shown: list[dict]) -> ShownPadding | None:
+        """preview's padding measured on the batches ``shown`` (each its tensors by name, the :meth:`padded`
+        ones measured); None when preview measures a second pass over :meth:`padding_dataset`'s (or the
+        loader's) batches."""
+        return None
+
+    def drawn_lengths(self, config: LoaderConfig, shown: list[dict]) -> tuple[str | None, tuple | None] | None:
+        """preview --plot: (tensor, (each row's real length per batch, each batch's width)) of the batches
+        ``shown``; None to draw the first tensor whose first axis varies."""
+        return None
+
     def lines(self, config: LoaderConfig) -> list[str]:
         """What ``describe`` says of the stage."""
         return []
@@ -109,13 +150,24 @@ class Stage:
         return None
 
 
-STAGES: dict[str, Stage] = {}
-
-
 def register(stage: type[Stage]) -> type[Stage]:
-    """Class decorator: make ``stage`` the stage of configs whose regroup spec names it."""
+    """Class decorator: make ``stage`` the stage of configs whose regroup spec names it, and its block
+    (``args.<name>``) one the config check and the schemas know.
+
+    Args:
+        stage: the Stage subclass.
+
+    Returns:
+        ``stage`` itself.
+
+    Raises:
+        ValueError: a stage of that name is registered already, or ``stage.phase`` is none of PHASES.
+    """
     if stage.name in STAGES:
         raise ValueError(f"regroup stage {stage.name!r} is registered twice")
+    if stage.phase not in PHASES:
+        raise ValueError(f"regroup stage {stage.name!r} has phase {stage.phase!r}: expected one of "
+                         f"{', '.join(PHASES)}")
     STAGES[stage.name] = stage()
     return stage
 

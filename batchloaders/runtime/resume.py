@@ -60,6 +60,8 @@ def _parts(config) -> dict[str, Any]:
     out.pop("regroup", None)
     out.update({name: _plain(stage) if stage is not None and stage.stage == name else None
                 for name in _REGROUP_PARTS})
+    if stage is not None and stage.stage not in _REGROUP_PARTS:  # a stage registered besides the built-ins
+        out[stage.stage] = _plain(stage)
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, ClassVar, Mapping, Union
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")
@@ -324,11 +324,19 @@ class ServiceConfig:
     json_path: str = "$.args.service"
 
 
-RegroupSpec = Union[BucketSpec, PackSpec, ChunkSpec, SegmentSpec]
+class RegroupSpec(Protocol):
+    """What every regroup stage's checked block is (BucketSpec, PackSpec ... or a plugin stage's own frozen
+    dataclass): ``stage`` names the registered stage that makes its batches (regroup/stage.py)."""
+
+    stage: ClassVar[str]
+    json_path: str
+
+    def origins(self) -> frozenset[str]:
+        """What the loader must say of where each example was read (read/origins.py)."""
 
 
-def _if(spec, kind: type):
-    return spec if isinstance(spec, kind) else None
+def _regroup_property(name: str) -> property:
+    return property(lambda self: self.regroup_of(name), doc=f"The {name} spec, None unless {name} is the stage.")
 
 
 SERVICE_MODES = ("off", "dynamic", "file", "data", "file_or_data")
@@ -404,11 +412,22 @@ class LoaderConfig:
     def outputs(self) -> tuple[str, ...]:
         return self.inputs + self.targets
 
-    # Each regroup spec by its own name, None unless it is the config's stage: for the code of that stage.
-    bucketing = property(lambda self: _if(self.regroup, BucketSpec))
-    packing = property(lambda self: _if(self.regroup, PackSpec))
-    chunking = property(lambda self: _if(self.regroup, ChunkSpec))
-    segmenting = property(lambda self: _if(self.regroup, SegmentSpec))
+    def regroup_of(self, stage: str) -> "RegroupSpec | None":
+        """The config's regroup spec when stage ``stage`` makes its batches, else None.
+
+        Args:
+            stage: a registered regroup stage's name (its block's key in ``args``).
+
+        Returns:
+            ``regroup``, or None when the config has no regroup block or another stage's.
+        """
+        return self.regroup if self.regroup is not None and self.regroup.stage == stage else None
+
+    # The built-in stages' specs by name, for their own code (a new stage asks regroup_of or regroup).
+    bucketing = _regroup_property("bucketing")
+    packing = _regroup_property("packing")
+    chunking = _regroup_property("chunking")
+    segmenting = _regroup_property("segmenting")
 
     def of_source(self, source: Source) -> "LoaderConfig":
         """This config reading ``source`` alone (its dataset and primary features; the rest as it is)."""

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config import bucket_rules
+from batchloaders.config.stage_rules import AFTER_PADDING
 from batchloaders.read.block_sizes import regroup as block_of
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register
 
@@ -10,6 +12,15 @@ from batchloaders.regroup.stage import Build, SourcePlan, Stage, register
 class Bucketing(Stage):
     name = "bucketing"
     counted_as = "buckets"
+    phase = AFTER_PADDING  # bucket boundaries pad tensors, which must agree with their padding
+    schema = "bucketing.schema.json"
+    description = ("Length bucketing: batches of examples of similar length, per-bucket batch sizes or a token "
+                   "budget. Defaults to none.")
+    regroups = "batches examples of similar length"
+
+    def check(self, ctx, block: dict, *, alone: bool):
+        bounds = bucket_rules.window_bounds(ctx.loader_type, ctx.args.get("max_window"), ctx.primaries, ctx.steps)
+        return bucket_rules.bucket_spec(ctx, block, bounds=bounds)
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # The loader's blocks are large enough that the examples waiting in the buckets are copied once per
@@ -23,6 +34,11 @@ class Bucketing(Stage):
         from batchloaders.regroup import bucketing  # deferred: stages are described without TensorFlow
 
         return bucketing.apply(build)
+
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]):
+        from batchloaders.regroup import bucketing  # deferred: stages are described without TensorFlow
+
+        return bucketing.padding_dataset(config, batch_size, names)
 
     def lines(self, config: LoaderConfig) -> list[str]:
         spec = config.bucketing

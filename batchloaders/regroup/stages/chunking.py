@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config import chunk_rules
 from batchloaders.config.order import after_chunking
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
 
@@ -12,6 +13,14 @@ BLOCK = 64  # examples chunked per tf.data call (a block's chunks are held in me
 class Chunking(Stage):
     name = "chunking"
     counted_as = "chunks"
+    makes_examples = True
+    schema = "chunking.schema.json"
+    description = ("Chunking: each example's sequences cut into chunks of a fixed size with zero context at the "
+                   "borders, each chunk an example. Defaults to none.")
+    regroups = "makes each chunk an example of its own"
+
+    def check(self, ctx, block: dict, *, alone: bool):
+        return chunk_rules.chunk_spec(ctx, block, alone=alone, per_record=chunk_rules.per_record(ctx))
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # Chunks are made from blocks of one epoch of examples: the stage repeats the epochs.
@@ -26,6 +35,11 @@ class Chunking(Stage):
         from batchloaders.regroup import chunking  # deferred: stages are described without TensorFlow
 
         return chunking.apply(build)
+
+    def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]):
+        from batchloaders.regroup import chunking  # deferred: stages are described without TensorFlow
+
+        return chunking.padding_dataset(config, batch_size, names)
 
     def lines(self, config: LoaderConfig) -> list[str]:
         """How each tensor is cut, what is copied, what is built on the chunks."""

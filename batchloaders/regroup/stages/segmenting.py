@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from batchloaders.spec.model import LoaderConfig
-from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown
+from batchloaders.config import segment_rules
+from batchloaders.regroup.stage import Build, ShownPadding, SourcePlan, Stage, register, shown
 
 BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in memory at once)
 
@@ -11,6 +12,20 @@ BLOCK = 64  # sequences cut per tf.data call (a block's segments are held in mem
 class Segmenting(Stage):
     name = "segmenting"
     counted_as = "segment batches"
+    schema = "segmenting.schema.json"
+    description = ("Segmenting: sequences cut into segments of num_unroll steps and batched in lanes, so that a "
+                   "recurrent model carries its state from one segment of a sequence to the next (truncated "
+                   "backpropagation through time). Defaults to none.")
+    regroups = "batches consecutive segments of each sequence in a fixed slot"
+
+    def check(self, ctx, block: dict, *, alone: bool):
+        return segment_rules.segment_spec(ctx, block, alone=alone)
+
+    def check_batching(self, ctx, spec) -> None:
+        segment_rules.check_batching(ctx, spec)
+
+    def primary_extra(self, spec) -> tuple:
+        return segment_rules.key_feature(spec)
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # Segments are made from blocks of one epoch of examples: the stage repeats the epochs.
@@ -34,6 +49,19 @@ class Segmenting(Stage):
         from batchloaders.regroup import segmenting  # deferred: stages are described without TensorFlow
 
         return segmenting.apply(build)
+
+    def shown_padding(self, config: LoaderConfig, shown: list[dict]) -> ShownPadding:
+        from batchloaders.regroup import segmenting  # deferred: stages are described without TensorFlow
+
+        return ShownPadding(segmenting.shown_counts(config, shown, self.padded(config)),
+                            "the real steps from each segment's length counter")
+
+    def drawn_lengths(self, config: LoaderConfig, shown: list[dict]):
+        # A segment's real steps are its length counter; its width num_unroll.
+        spec = config.segmenting
+        name = next((n for n in spec.tensors if n in config.outputs), None)
+        drawn = ([t[spec.names["length"]].numpy() for t in shown], [spec.num_unroll] * len(shown)) if name else None
+        return name, drawn
 
     def lines(self, config: LoaderConfig) -> list[str]:
         """How sequences become segments in lanes, and the counters the features gain."""
