@@ -1,7 +1,7 @@
 """``independent``: every record is one example.
 
 Records are shuffled and batched while still serialized, then each batch is
-parsed with one vectorized call (see features/parsing.py).
+parsed with one vectorized call (see read/parsing.py).
 """
 from __future__ import annotations
 
