@@ -515,9 +515,9 @@ def _add_init(commands) -> None:
                                                                   "manifest written first lists only them")
     init.add_argument("-o", "--output", metavar="CONFIG", help="write the config to CONFIG (default: print it)")
     init.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
-    init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(
-        args.directory, pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets,
-        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr, raws=args.raw, split=args.split)))
+    init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(args.directory, tool.Choices(
+        pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets, output=args.output,
+        force=args.force, raws=args.raw, split=args.split), out=sys.stdout, err=sys.stderr)))
 
 
 def _add_serve(commands) -> None:

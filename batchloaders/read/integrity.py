@@ -173,14 +173,20 @@ class SkipReport:
         return "\n".join(lines)
 
 
-def _reason(unread, damaged, consumed, count, *, size, expected_bytes, expected_count, compression, manifest_path):
+def _reason(check: _EndCheck, state, facts):
     """Whether a file's end does not add up, and why in words (a bool and a string tensor).
+
+    ``state`` is the scan state (consumed, count, damaged, ended); ``facts`` the file's size, expected bytes,
+    expected records and retry bound.
 
     The first applicable reason wins. Few graph nodes on purpose: every node is
     paid again in tracing and in instantiating the function at each ``input_fn()``
     (docs/decisions/performance.md), and this runs once per file.
     """
-    stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
+    consumed, count, damaged, ended = state
+    size, expected_bytes, expected_count, _ = tf.unstack(facts)
+    unread, manifest_path = tf.logical_not(ended), check.manifest_path
+    stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(check.compression)
     if stream:
         broken = (f"a record or the {stream} stream is damaged there (is the file {stream}-compressed, as the "
                   "manifest says?)")
@@ -239,8 +245,7 @@ class Reader:
 
     def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None,
                by_record: bool = False) -> tf.data.Dataset:
-        return checked_blocks(self.config, self.table, filename, index, block, skipped=self.skipped, then=then,
-                              by_record=by_record)
+        return checked_blocks(self, filename, index, block, then=then, by_record=by_record)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
@@ -396,11 +401,8 @@ def _end_report(check: _EndCheck, skipped: SkipCounter | None, filename, facts, 
     """At the CHECK marker (``at_check``), check the file's end; fail, or warn and count, when it does not add
     up. ``state`` is the scan state (consumed, count, damaged, ended); ``facts`` the file's size, expected
     bytes, expected records and retry bound. Returns a bool tensor to depend on."""
-    consumed, count, damaged, ended = state
-    size, expected_bytes, expected_count, _ = tf.unstack(facts)
-    problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size=size,
-                              expected_bytes=expected_bytes, expected_count=expected_count,
-                              compression=check.compression, manifest_path=check.manifest_path)
+    consumed, count, _, _ = state
+    problem, reason = _reason(check, state, facts)
     problem = problem & at_check
     message = tf.strings.join([
         filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
@@ -480,8 +482,8 @@ def _end_step(check: _EndCheck, skipped: SkipCounter | None):
     return (_exact_step if check.exact else _fast_step)(check, skipped)
 
 
-def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int, *,
-                   skipped: SkipCounter | None = None, then=None, by_record: bool = False) -> tf.data.Dataset:
+def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block: int, *, then=None,
+                   by_record: bool = False) -> tf.data.Dataset:
     """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
 
     Every block but the last holds at most ``block`` records; empty blocks are
@@ -494,8 +496,10 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     records along its first axis, so an empty block is one with none there.
 
     Built for few graph nodes: each is paid again at every ``input_fn()``
-    (tracing, then instantiating the function when the iterator starts).
+    (tracing, then instantiating the function when the iterator starts). ``reader``: the config, the files'
+    table and the skip counter (under ``on_corrupt: skip_file``).
     """
+    config, table, skipped = reader.config, reader.table, reader.skipped
     compression = table.compression
     exact = exact_path(table)
     tf_compression = config.dataset.manifest.tf_compression
