@@ -38,6 +38,7 @@ from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import tfds_info, write_manifest
 from batchloaders.cli.infer import suggested_targets, tensor_names
+from batchloaders.read import naming
 from batchloaders.read.records import ReadError, count, read_records
 from batchloaders.transform.steps.decode_image import image_format, image_shape
 
@@ -460,7 +461,7 @@ def found_images(dataset: Dataset, chosen: list[ManifestFeature]) -> list[Images
             context = tf.train.SequenceExample.FromString(serialized).context.feature
             for name in candidates:
                 data = context[name].bytes_list.value[0] if len(context[name].bytes_list.value) == 1 else b""
-                place = f"{os.path.relpath(path, top).replace(os.sep, '/')}: record {index}"
+                place = naming.record_name(os.path.relpath(path, top).replace(os.sep, "/"), index)
                 shapes[name].append((image_format(data), image_shape(data), place))
     found = []
     for name, seen in shapes.items():

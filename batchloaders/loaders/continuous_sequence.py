@@ -15,7 +15,7 @@ from batchloaders.read import block_sizes
 from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.read.integrity import names_in_block
+from batchloaders.read.naming import names_in_block, record_name_parts
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
 
@@ -41,8 +41,7 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
         detail = tf.strings.reduce_join(
             [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
             separator=", ")
-        message = tf.strings.join([
-            filename, ": record ", tf.strings.as_string(first_record + tf.cast(bad, tf.int64)),
+        message = tf.strings.join(record_name_parts(filename, first_record + tf.cast(bad, tf.int64)) + [
             ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): "
             "the continuous_sequence loader concatenates records along that axis, so every selected feature "
             "needs the same length in every record"])

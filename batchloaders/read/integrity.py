@@ -35,7 +35,7 @@ import sys
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
-from batchloaders.errors import MARKER, DataError, Problem
+from batchloaders.errors import DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.local_scan import local_scan
@@ -253,20 +253,8 @@ class Reader:
 
     def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
         """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse
-        errors still name the record (errors.data_error_from), at no string built per record."""
+        errors still name the record (runtime/translate.py), at no string built per record."""
         return BlockNames(tf.gather(tf.constant(self.table.names), file_index), first, count)
-
-
-def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-    """'path: record F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
-
-    Names the same records as :meth:`Reader.record_names` (errors.data_error_from adds F and j up) for
-    about half its cost: one join against constant offsets instead of a number formatted per record.
-    For feature lists, whose parse errors do not say the record's place in the batch (naming.py).
-    """
-    offsets = tf.constant([str(j) for j in range(block)])
-    prefix = tf.strings.join([path, ": record ", tf.strings.as_string(first), "+"])
-    return tf.strings.join([prefix, offsets[:count]])
 
 
 # What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.
@@ -339,7 +327,7 @@ def _opened(filename: tf.Tensor) -> tf.data.Dataset:
     TensorFlow's reader retries a file it cannot open without moving on, so
     under ``ignore_errors`` a file deleted or unreadable after the build would
     spin forever. Here it fails at once with TensorFlow's error, which begins
-    with the path (``errors.data_error_from`` turns it into a DataError).
+    with the path (runtime/translate.py turns it into a DataError).
     """
     probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
     return tf.data.Dataset.from_tensors(filename).map(
@@ -375,10 +363,9 @@ def _within_count(filename, count, facts, serialized, manifest_path: str):
     """``serialized``, after failing (under either policy) when the file holds more records than the
     manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
     listed = facts[2]
-    message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
-                               manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
-                               "file, but it holds more (records were added after the manifest was written: "
-                               "`batchloaders manifest DIR` writes it again)"])
+    message = tf.strings.join(naming.record_name_parts(filename, listed) + [
+        ": the manifest ", manifest_path, " lists ", tf.strings.as_string(listed), " records for this file, but it "
+        "holds more (records were added after the manifest was written: `batchloaders manifest DIR` writes it again)"])
     over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
     with tf.control_dependencies([over]):
         return tf.identity(serialized)
@@ -405,7 +392,7 @@ def _end_report(check: _EndCheck, skipped: SkipCounter | None, filename, facts, 
     problem, reason = _reason(check, state, facts)
     problem = problem & at_check
     message = tf.strings.join([
-        filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
+        filename, tf.strings.format(f": {naming.MARKER} at byte {{}}", consumed),
         tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
                                               count - 1), ", before the first record"),
         ": ", reason])
