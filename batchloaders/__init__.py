@@ -5,7 +5,7 @@ imports TensorFlow first after this package (``build_input_fn``, Keras, the prog
 TensorFlow's native log lines, unless ``TF_CPP_MIN_LOG_LEVEL`` is set (batchloaders/runtime/quiet.py).
 """
 from batchloaders.errors import (BatchLoaderError, ConfigError, DataError, ManifestError, PluginsNotChecked, Problem,
-                                 ResumeError, ServiceError, data_error_from, data_errors)
+                                 ResumeError, ServiceError)
 from batchloaders.transform.extend import PluginError, register_batcher, register_secondary, register_step
 from batchloaders.config.config import load_config
 from batchloaders.config.manifest import load_manifest
@@ -95,9 +95,13 @@ def __getattr__(name):
 
         return restore_checkpoint
     if name == "read_record":  # decodes with TensorFlow
-        from batchloaders.loaders.record_access import read_record  # deferred: imports TensorFlow, on first use
+        from batchloaders.runtime.record_access import read_record  # deferred: imports TensorFlow, on first use
 
         return read_record
+    if name in ("data_errors", "data_error_from"):  # they read TensorFlow's errors: runtime/translate.py
+        from batchloaders.runtime import translate  # deferred: imports TensorFlow, on first use
+
+        return getattr(translate, name)
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 

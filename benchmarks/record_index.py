@@ -26,7 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import batchloaders  # noqa: E402
 from batchloaders.cli import write_index, write_manifest  # noqa: E402
-from batchloaders.loaders.record_access import read_frame  # noqa: E402
+from batchloaders.runtime.record_access import read_frame  # noqa: E402
 from batchloaders.read import record_index  # noqa: E402
 from batchloaders.read.records import read_records  # noqa: E402
 

@@ -345,7 +345,7 @@ def flat(text: str) -> str:
 def init_config(directory, tmp_path, **kwargs) -> tuple[str, str]:
     """(the text ``batchloaders init`` writes for ``directory``, its path)."""
     path = str(tmp_path / "images.yaml")
-    assert init.run(str(directory), output=path, targets=["image/class/label"], **kwargs) == 0
+    assert init.run(str(directory), init.Choices(output=path, targets=["image/class/label"], **kwargs)) == 0
     with open(path, encoding="utf-8") as f:
         return f.read(), path
 
@@ -413,6 +413,6 @@ def test_init_leaves_text_alone(tmp_path, capsys):
     write_records(tmp_path / "data" / "part-0.tfrecords", [
         example(text=("bytes", [b"\x89PNG is a word here" if r == 1 else b"BMW"]), label=("int", [r]))
         for r in range(3)])
-    assert init.run(str(tmp_path / "data"), output=str(tmp_path / "c.yaml")) == 0
+    assert init.run(str(tmp_path / "data"), init.Choices(output=str(tmp_path / "c.yaml"))) == 0
     assert "decode_image" not in (tmp_path / "c.yaml").read_text()
     assert "encoded image" not in "".join(capsys.readouterr())

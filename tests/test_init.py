@@ -42,8 +42,9 @@ def run_init(tmp_path, directory, *options) -> tuple[str, str]:
     path = str(tmp_path / "config.yaml")
     err = io.StringIO()
     loader = dict(zip(options[::2], options[1::2]))
-    status = init.run(directory, loader=loader.get("--loader", "independent"), pattern=loader.get("--pattern"),
-                      output=path, out=io.StringIO(), err=err)
+    status = init.run(directory, init.Choices(loader=loader.get("--loader", "independent"),
+                                             pattern=loader.get("--pattern"), output=path),
+                      out=io.StringIO(), err=err)
     assert status == 0, err.getvalue()
     return path, err.getvalue()
 

@@ -45,7 +45,8 @@ def config_init(tmp_path, directory, loader: str = "independent") -> tuple[str, 
     was printed on stderr."""
     err = io.StringIO()
     path = tmp_path / "c.yaml"
-    status = init.run(str(directory), loader=loader, output=str(path), force=True, out=io.StringIO(), err=err)
+    status = init.run(str(directory), init.Choices(loader=loader, output=str(path), force=True),
+                      out=io.StringIO(), err=err)
     assert status == 0, err.getvalue()
     text = path.read_text()
     return text, yaml.safe_load(text), err.getvalue().splitlines()

@@ -137,7 +137,7 @@ def test_init_of_a_split_decodes_the_images_and_fits(images, tmp_path):
 
     path = str(tmp_path / "c.yaml")
     err = io.StringIO()
-    assert init.run(str(images), output=path, split="train", out=io.StringIO(), err=err) == 0, err.getvalue()
+    assert init.run(str(images), init.Choices(output=path, split="train"), out=io.StringIO(), err=err) == 0, err.getvalue()
     text = open(path, encoding="utf-8").read()
     data = yaml.safe_load(text)
     assert data["model"] == {"inputs": ["image"], "targets": ["label"]}
@@ -251,7 +251,7 @@ def test_features_json_not_as_tfds_writes_it_is_located(images, capsys, tmp_path
 def test_init_of_a_tfds_directory_needs_a_split(images, tmp_path):
     """Without --split the default pattern would take test and train files into one config."""
     err = io.StringIO()
-    assert init.run(str(images), output=str(tmp_path / "c.yaml"), out=io.StringIO(), err=err) == 2
+    assert init.run(str(images), init.Choices(output=str(tmp_path / "c.yaml")), out=io.StringIO(), err=err) == 2
     assert err.getvalue() == (f"batchloaders init: error: {images} holds the splits train, test that TFDS prepared, "
                               "which one config must not mix: expected --split NAME\n")
     assert not (tmp_path / "c.yaml").exists()

@@ -106,7 +106,7 @@ def test_init_writes_a_config_that_a_keras_model_fits(tmp_path):
 
     d = write_t5(tmp_path / "t5", with_manifest=False)
     path = str(tmp_path / "t5.yaml")
-    assert init.run(str(d), inputs=["inputs"], targets=["targets"], output=path, err=_Lines()) == 0
+    assert init.run(str(d), init.Choices(inputs=["inputs"], targets=["targets"], output=path), err=_Lines()) == 0
     text = open(path).read()
     assert "inputs: [inputs]" in text and "targets: [targets]" in text
     assert '- {from_name: "inputs", to_name: "inputs"}  # int64 [null], a variable length' in text

@@ -4,7 +4,7 @@
     python tools/structure.py --details  # also names each offender
 
 The limits are the architecture's (docs/architecture.md): a handful of modules flat in the package,
-short functions with few positional parameters, regroup modes and loader types that each have one home.
+short functions with few parameters, regroup modes and loader types that each have one home.
 """
 from __future__ import annotations
 
@@ -22,10 +22,21 @@ LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 LOADER_HOMES = ("loaders/",)
 LOADER_TYPE_CHECK = ("config/kinds.py",)
 
+# Functions allowed more than 6 parameters, each with why: a public signature users call, or a module that
+# is being restructured (its signature changes there).
+WIDE_ALLOWED = {
+    "transform/extend.py:register_secondary": "a public decorator plugins call with these keywords "
+                                              "(docs/python-api.md)",
+    "cli/bench.py:report": "being restructured (stages report their own padding)",
+    "loaders/mixture.py:_drawn_records": "being restructured (the source chosen once)",
+    "loaders/windows.py:cut": "being restructured (window settings in the sequence loaders' spec)",
+    "loaders/windows.py:stream": "being restructured (window settings in the sequence loaders' spec)",
+}
+
 LIMITS = {
     "modules flat in the package": 10,
     "functions over 80 lines": 0,
-    "functions over 6 positional parameters": 0,
+    "functions over 6 parameters": 0,
     "files that branch on more than one regroup mode": 2,
     "loader-type name comparisons outside the loaders and the config check": 0,
 }
@@ -49,15 +60,26 @@ def _functions(tree: ast.AST):
             yield node
 
 
-def _positional(node: ast.FunctionDef, methods: set[int]) -> int:
-    names = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if id(node) in methods and names and names[0] in ("self", "cls"):
+def _parameters(node: ast.FunctionDef, method: bool) -> int:
+    """Every parameter a caller may pass: positional, keyword-only, and ``*args``/``**kwargs`` one each; a
+    method's ``self`` or ``cls`` is not counted."""
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if method and names and names[0] in ("self", "cls"):
         names = names[1:]
-    return len(names)
+    return len(names) + len(args.kwonlyargs) + (args.vararg is not None) + (args.kwarg is not None)
 
 
-def _method_ids(tree: ast.AST) -> set[int]:
-    return {id(item) for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for item in node.body}
+def _qualified(tree: ast.AST, prefix: str = "", in_class: bool = False):
+    """(function node, qualified name such as ``InputFn.__call__``, whether it is a method) of every function."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.ClassDef):
+            yield from _qualified(child, f"{prefix}{child.name}.", True)
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield child, prefix + child.name, in_class
+            yield from _qualified(child, f"{prefix}{child.name}.<locals>.", False)
+        else:
+            yield from _qualified(child, prefix, in_class)
 
 
 def long_functions(trees: dict[str, ast.AST], limit: int = 80) -> list[str]:
@@ -70,14 +92,16 @@ def long_functions(trees: dict[str, ast.AST], limit: int = 80) -> list[str]:
     return out
 
 
-def many_positional(trees: dict[str, ast.AST], limit: int = 6) -> list[str]:
+def wide_functions(trees: dict[str, ast.AST], limit: int = 6, allowed: dict[str, str] | None = None) -> list[str]:
+    """Functions taking more than ``limit`` parameters of any kind, but for those ``allowed`` names
+    ("path:qualified name" -> why)."""
+    allowed = WIDE_ALLOWED if allowed is None else allowed
     out = []
     for name, tree in trees.items():
-        methods = _method_ids(tree)
-        for node in _functions(tree):
-            count = _positional(node, methods)
-            if count > limit:
-                out.append(f"{name}:{node.lineno} {node.name} ({count} positional)")
+        for node, qualified, method in _qualified(tree):
+            count = _parameters(node, method)
+            if count > limit and f"{name}:{qualified}" not in allowed:
+                out.append(f"{name}:{node.lineno} {qualified} ({count} parameters)")
     return out
 
 
@@ -119,7 +143,7 @@ def figures(root: pathlib.Path = PACKAGE) -> dict[str, list[str]]:
     return {
         "modules flat in the package": flat_modules(root),
         "functions over 80 lines": long_functions(trees),
-        "functions over 6 positional parameters": many_positional(trees),
+        "functions over 6 parameters": wide_functions(trees),
         "files that branch on more than one regroup mode": regroup_branching(trees),
         "loader-type name comparisons outside the loaders and the config check": loader_type_comparisons(trees),
     }

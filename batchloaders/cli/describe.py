@@ -506,7 +506,7 @@ def per_file_records(config: LoaderConfig) -> list[int | None]:
 
 
 def steps_per_epoch(config: LoaderConfig) -> int | None:
-    """Batches one pass over the data gives, when the manifest's counts fix it (spec/accounting.py).
+    """Batches one pass over the data gives, when the manifest's counts fix it (config/accounting.py).
 
     With ``epochs: null`` every batch is full and batches run on across passes: the count is the
     whole batches one pass fills (records // batch size), the number to give Keras's steps_per_epoch.

@@ -36,6 +36,7 @@ from google.protobuf.message import DecodeError
 from batchloaders.errors import DataError, Problem
 from batchloaders.spec.limits import ITEM_BYTES
 from batchloaders.spec.model import ManifestFeature
+from batchloaders.read import naming
 from batchloaders.read.records import count, shown
 from batchloaders.transform.steps.decode_image import image_format, image_shape
 
@@ -91,7 +92,7 @@ def infer(samples: Iterable[tuple[str, int, bytes]]) -> Inferred:
     with_lists = False
     names_per_record = []
     for path, index, serialized in samples:
-        place = f"{shown(path)}: record {index}"
+        place = naming.record_name(shown(path), index)
         try:
             record = tf.train.SequenceExample.FromString(serialized)
         except DecodeError as error:

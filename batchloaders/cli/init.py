@@ -38,6 +38,7 @@ from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import tfds_info, write_manifest
 from batchloaders.cli.infer import suggested_targets, tensor_names
+from batchloaders.read import naming
 from batchloaders.read.records import ReadError, count, read_records
 from batchloaders.transform.steps.decode_image import image_format, image_shape
 
@@ -70,24 +71,48 @@ class Measured:
     shortest: int | None  # records of the shortest file that has any, likewise
 
 
-def run(directory: str, *, pattern: str | None = None, loader: str = "independent",
-        inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None, output: str | None = None,
-        force: bool = False, out: TextIO | None = None, err: TextIO | None = None, raws: Sequence[str] = (),
-        split: str | None = None) -> int:
-    """Write the config for DATA_DIR to ``output`` (or print it to ``out``); return the exit status.
+@dataclasses.dataclass(frozen=True)
+class Choices:
+    """What ``batchloaders init`` is asked for, one field per command-line option.
 
     ``raws``: ``--raw NAME=DTYPE[SHAPE]`` declarations, as ``batchloaders manifest`` takes them: the manifest is
     then written (or updated) with them first. ``split``: in a TFDS-prepared DATA_DIR, the split read (the
-    config's pattern matches its files).
+    config's pattern matches its files). ``output``: the config file written (None: printed); ``force``:
+    replace it if it exists.
+    """
+
+    pattern: str | None = None
+    loader: str = "independent"
+    inputs: Sequence[str] | None = None
+    targets: Sequence[str] | None = None
+    output: str | None = None
+    force: bool = False
+    raws: Sequence[str] = ()
+    split: str | None = None
+
+
+def run(directory: str, choices: Choices = Choices(), *, out: TextIO | None = None,
+        err: TextIO | None = None) -> int:
+    """Write the config for DATA_DIR to ``choices.output`` (or print it to ``out``).
+
+    Args:
+        directory: the data directory (DATA_DIR).
+        choices: the command's options.
+        out: where the config is printed without an output file (default: standard output).
+        err: where errors and notes go (default: standard error).
+
+    Returns:
+        The exit status: 0 when written, 1 when the data or the manifest stops it, 2 for a usage error.
     """
     out, err = out or sys.stdout, err or sys.stderr
+    output = choices.output
     try:
-        if split is not None or (pattern is None and tfds_info.is_tfds_dir(directory)):
-            pattern, raws = _split(directory, split, pattern, raws, err)
-        text = config_text(directory, pattern=pattern, loader=loader, inputs=inputs, targets=targets,
-                           output=output, err=err, raws=raws)
+        if choices.split is not None or (choices.pattern is None and tfds_info.is_tfds_dir(directory)):
+            pattern, raws = _split(directory, choices.split, choices.pattern, choices.raws, err)
+            choices = dataclasses.replace(choices, pattern=pattern, raws=raws)
+        text = config_text(directory, choices, err)
         if output is not None:
-            with open(output, "w" if force else "x", encoding="utf-8") as f:
+            with open(output, "w" if choices.force else "x", encoding="utf-8") as f:
                 f.write(text)
     except FileExistsError:
         print(f"batchloaders init: error: {output} exists: expected a new file (--force replaces it)", file=err)
@@ -103,19 +128,19 @@ def run(directory: str, *, pattern: str | None = None, loader: str = "independen
     return 0
 
 
-def config_text(directory: str, *, pattern: str | None, loader: str, inputs: Sequence[str] | None,
-                targets: Sequence[str] | None, output: str | None, err: TextIO, raws: Sequence[str] = ()) -> str:
-    """The commented YAML config, checked as ``validate`` checks it."""
-    ensure_manifest(directory, pattern, err, raws)
+def config_text(directory: str, choices: Choices, err: TextIO) -> str:
+    """The commented YAML config, checked as ``validate`` checks it (``choices.split`` already applied)."""
+    pattern, output = choices.pattern, choices.output
+    ensure_manifest(directory, pattern, err, choices.raws)
     dataset = resolve({"type": "dir", "args": {"data_dir": os.path.abspath(directory),
                                                **({"pattern": pattern} if pattern else {})}},
                       Document({}, "<command line>", os.getcwd(), {}))
-    roles = model_roles(dataset, inputs, targets)
+    roles = model_roles(dataset, choices.inputs, choices.targets)
     chosen = [dataset.manifest.features[name] for name in roles[0] + roles[1]]
     measured = measure(dataset, chosen)
     base = os.path.dirname(os.path.abspath(output)) if output else os.getcwd()
     data_dir = os.path.relpath(os.path.abspath(directory), base).replace(os.sep, "/")
-    text = render(dataset, loader, roles, chosen, measured, data_dir=data_dir, pattern=pattern)
+    text = render(dataset, choices, roles, chosen, measured, data_dir=data_dir)
     config_from_text(text, output or "<init>", base_dir=base)  # a config that validate refuses is our bug
     return text
 
@@ -294,10 +319,11 @@ def _flow(names: Sequence[str]) -> str:
     return "[" + ", ".join(names) + "]"
 
 
-def render(dataset: Dataset, loader: str, roles: tuple[list[str], list[str]], chosen: list[ManifestFeature],
-           measured: Measured, *, data_dir: str, pattern: str | None) -> str:
-    """The config as commented YAML."""
+def render(dataset: Dataset, choices: Choices, roles: tuple[list[str], list[str]], chosen: list[ManifestFeature],
+           measured: Measured, *, data_dir: str) -> str:
+    """The config as commented YAML: ``choices``' loader, reading ``choices.pattern``'s files of ``data_dir``."""
     inputs, targets = roles
+    loader, pattern = choices.loader, choices.pattern
     manifest = dataset.manifest
     window = windows(loader, measured)
     header = (f"Written by `batchloaders init` for {count(len(dataset.files), 'data file')}"
@@ -435,7 +461,7 @@ def found_images(dataset: Dataset, chosen: list[ManifestFeature]) -> list[Images
             context = tf.train.SequenceExample.FromString(serialized).context.feature
             for name in candidates:
                 data = context[name].bytes_list.value[0] if len(context[name].bytes_list.value) == 1 else b""
-                place = f"{os.path.relpath(path, top).replace(os.sep, '/')}: record {index}"
+                place = naming.record_name(os.path.relpath(path, top).replace(os.sep, "/"), index)
                 shapes[name].append((image_format(data), image_shape(data), place))
     found = []
     for name, seen in shapes.items():

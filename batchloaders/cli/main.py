@@ -96,11 +96,6 @@ def expand(paths: Sequence[str]) -> list[str]:
     return files
 
 
-def validate_file(path: str, *, trust_plugins: bool = False) -> list[str]:
-    """Problems of one manifest or config as printable lines; empty when it is valid."""
-    return _checked(path, trust_plugins)[0]
-
-
 def _checked(path: str, trust_plugins: bool = False) -> tuple[list[str], str, list[str], list[str]]:
     """(problems as printable lines, what was assumed, the items of plugin types left unchecked as printable
     lines, warnings as printable lines) of one manifest or config."""
@@ -520,9 +515,9 @@ def _add_init(commands) -> None:
                                                                   "manifest written first lists only them")
     init.add_argument("-o", "--output", metavar="CONFIG", help="write the config to CONFIG (default: print it)")
     init.add_argument("--force", action="store_true", help="replace CONFIG if it exists")
-    init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(
-        args.directory, pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets,
-        output=args.output, force=args.force, out=sys.stdout, err=sys.stderr, raws=args.raw, split=args.split)))
+    init.set_defaults(run=_tool("init", "init", lambda tool, args: tool.run(args.directory, tool.Choices(
+        pattern=args.pattern, loader=args.loader, inputs=args.inputs, targets=args.targets, output=args.output,
+        force=args.force, raws=args.raw, split=args.split), out=sys.stdout, err=sys.stderr)))
 
 
 def _add_serve(commands) -> None:
@@ -706,7 +701,7 @@ def tf_errors():
 
 
 def _quiet_tensorflow(args: argparse.Namespace | None = None) -> None:
-    """Import TensorFlow without its native start-up lines (batchloaders/quiet.py), unless -v."""
+    """Import TensorFlow without its native start-up lines (runtime/quiet.py), unless -v."""
     import_tensorflow(verbose=bool(getattr(args, "verbose", False)))
 
 

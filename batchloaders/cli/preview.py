@@ -52,7 +52,8 @@ import numpy as np
 import tensorflow as tf
 
 from batchloaders.cli import bench
-from batchloaders.errors import _ASSERTION, BatchLoaderError, DataError, Problem, data_error_from
+from batchloaders.errors import BatchLoaderError, DataError, Problem
+from batchloaders.runtime.translate import ASSERTION as _ASSERTION, data_error_from
 from batchloaders.transform.batching import Batch
 from batchloaders.transform.graphs import as_written
 from batchloaders.config.config import load_config

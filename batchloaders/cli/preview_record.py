@@ -19,7 +19,7 @@ from typing import TextIO
 import numpy as np
 
 from batchloaders.config.config import load_config
-from batchloaders.loaders.record_access import fetch
+from batchloaders.runtime.record_access import fetch
 from batchloaders.read.records import shown
 
 SHOWN_VALUES = 64

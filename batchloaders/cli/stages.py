@@ -70,7 +70,7 @@ def read_cut(config: LoaderConfig, reader: Reader) -> tf.data.Dataset:
 
     def epoch():
         records = sources.read_blocks(config, reader, sources.file_names(config, shard, repeat=False),
-                                      unbatch=one_by_one)
+                                      form=sources.RECORDS if one_by_one else sources.BLOCKS)
         # Handed on in blocks, as the loader's batching does: the reduce would cost a call per record.
         return records.batch(sources.records_per_block(config)) if one_by_one else records
     return _per_iterator(config, lambda: sources.repeat_epochs(config, epoch)).with_options(sources.options(config))

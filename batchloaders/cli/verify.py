@@ -44,6 +44,7 @@ from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.spec.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary, unlisted
 from batchloaders.cli.progress import Progress
+from batchloaders.read import naming
 from batchloaders.read.record_index import check_index, index_path
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
 
@@ -117,7 +118,7 @@ def index_problems(path: str, scan: Scan, manifest: Manifest) -> list[str]:
     at = int(np.argmax(found[:shared] != index.offsets[:shared])) if shared else 0
     if shared and found[at] == index.offsets[at]:
         return [f"{name}: it holds {count(index.num_records, 'record')}, but the file holds {len(found):,}"]
-    return [f"{name}: record {at} begins at byte {int(index.offsets[at]):,} in the index, but at byte "
+    return [f"{naming.record_name(name, at)} begins at byte {int(index.offsets[at]):,} in the index, but at byte "
             f"{int(found[at]):,} in the file (write it again with `batchloaders index`)"]
 
 

@@ -10,6 +10,7 @@ Errors quote file contents briefly (:func:`quote_entries`): a list file of
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -317,55 +318,73 @@ def _walk(data_dir: str, top: os.stat_result, match=None) -> tuple[list[str], li
     A matched file whose path is not UTF-8 is a problem (:func:`not_utf8`): TensorFlow cannot open it.
     Returns the files and a description of each path that cannot be read.
     """
-    match = match or pattern_matcher(DEFAULT_PATTERN)
-    files: list[str] = []
-    problems: list[str] = []
-    seen_dirs = {(top.st_dev, top.st_ino)}
-    seen_files: set[tuple[int, int]] = set()
-    root = os.path.realpath(data_dir)
-
-    def listing(path: str, rel: tuple[str, ...]):
-        try:
-            with os.scandir(path) as it:
-                names = sorted(entry.name for entry in it)
-        except OSError as e:
-            problems.append(f"directory {shorten(os.path.join(*rel) if rel else '.')} cannot be listed "
-                            f"({e.strerror or e})")
-            return iter(())
-        return iter([(os.path.join(path, name), rel + (name,)) for name in names])
-
+    walk = _Walk(os.path.realpath(data_dir), match or pattern_matcher(DEFAULT_PATTERN), {(top.st_dev, top.st_ino)})
     # Depth first, children in name order, files and directories mixed: a pre-order walk visits
     # relative paths in the order of their component tuples, ('a', 'x.tfrecords') < ('a.tfrecords',).
-    stack = [listing(data_dir, ())]
+    stack = [walk.listing(data_dir, ())]
     while stack:
         item = next(stack[-1], None)
         if item is None:
             stack.pop()
             continue
-        path, rel = item
+        below = walk.visit(*item)
+        if below is not None:
+            stack.append(below)
+    return walk.files, walk.problems
+
+
+@dataclasses.dataclass
+class _Walk:
+    """What one :func:`_walk` has found so far: the data files, the problems, the real directories and files
+    seen (by device and inode)."""
+
+    root: str  # data_dir's real path
+    match: Callable[[str], bool]
+    seen_dirs: set[tuple[int, int]]
+    seen_files: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+    files: list[str] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def listing(self, path: str, rel: tuple[str, ...]):
+        """(path, relative components) of each entry of directory ``path``, in name order."""
+        try:
+            with os.scandir(path) as it:
+                names = sorted(entry.name for entry in it)
+        except OSError as e:
+            self.problems.append(f"directory {shorten(os.path.join(*rel) if rel else '.')} cannot be listed "
+                                 f"({e.strerror or e})")
+            return iter(())
+        return iter([(os.path.join(path, name), rel + (name,)) for name in names])
+
+    def visit(self, path: str, rel: tuple[str, ...]):
+        """Take in one entry; the listing of a directory not seen before, to walk next (else None)."""
         what, st = _kind(path)
-        outside = _outside(path, root) if st is not None else None
+        outside = _outside(path, self.root) if st is not None else None
         if outside is not None:
-            if what == "directory" or match("/".join(rel)):
-                problems.append(f"{shorten(os.path.join(*rel))} is a symlink to {_article(what)} outside data_dir "
-                                f"({shorten(outside)}): not followed")
+            if what == "directory" or self.match("/".join(rel)):
+                self.problems.append(f"{shorten(os.path.join(*rel))} is a symlink to {_article(what)} outside "
+                                     f"data_dir ({shorten(outside)}): not followed")
         elif what == "directory":
             key = (st.st_dev, st.st_ino)
-            if key not in seen_dirs:
-                seen_dirs.add(key)
-                stack.append(listing(path, rel))
-        elif match("/".join(rel)) and not is_sidecar(rel[-1]):  # record indexes sit beside their data files
-            if what == "file" and not_utf8(path):
-                problems.append(not_utf8(os.path.join(*rel)) or not_utf8(path))  # the name, else data_dir's
-            elif what == "file":
-                key = (st.st_dev, st.st_ino)
-                if key not in seen_files:
-                    seen_files.add(key)
-                    files.append(path)
-            else:
-                problems.append(f"{shorten(os.path.join(*rel))} " + ("vanished during the walk" if what == "missing"
-                                                                     else f"is {_article(what)}"))
-    return files, problems
+            if key not in self.seen_dirs:
+                self.seen_dirs.add(key)
+                return self.listing(path, rel)
+        elif self.match("/".join(rel)) and not is_sidecar(rel[-1]):  # record indexes sit beside their data files
+            self._matched(path, rel, what, st)
+        return None
+
+    def _matched(self, path: str, rel: tuple[str, ...], what: str, st) -> None:
+        """A path the pattern matches: a data file (each real file once), or a problem."""
+        if what == "file" and not_utf8(path):
+            self.problems.append(not_utf8(os.path.join(*rel)) or not_utf8(path))  # the name, else data_dir's
+        elif what == "file":
+            key = (st.st_dev, st.st_ino)
+            if key not in self.seen_files:
+                self.seen_files.add(key)
+                self.files.append(path)
+        else:
+            self.problems.append(f"{shorten(os.path.join(*rel))} " + ("vanished during the walk" if what == "missing"
+                                                                      else f"is {_article(what)}"))
 
 
 def not_utf8(path: str) -> str | None:

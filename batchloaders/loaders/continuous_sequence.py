@@ -15,7 +15,7 @@ from batchloaders.read import block_sizes
 from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.read.integrity import names_in_block
+from batchloaders.read.naming import names_in_block, record_name_parts
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
 
@@ -41,8 +41,7 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
         detail = tf.strings.reduce_join(
             [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
             separator=", ")
-        message = tf.strings.join([
-            filename, ": record ", tf.strings.as_string(first_record + tf.cast(bad, tf.int64)),
+        message = tf.strings.join(record_name_parts(filename, first_record + tf.cast(bad, tf.int64)) + [
             ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): "
             "the continuous_sequence loader concatenates records along that axis, so every selected feature "
             "needs the same length in every record"])
@@ -56,10 +55,12 @@ def _check_same_lengths(lengths: dict, filename, first_record) -> list:
 RECORD, STEP = "@record", "@step"
 
 
-def frames(serialized, first_record, filename, manifest, selected: dict, *, block: int, records: bool = False) -> dict:
-    """Parse a block of (at most ``block``) records and concatenate them along the first axis:
+def frames(read: dict, filename, manifest, selected: dict, *, block: int, records: bool = False) -> dict:
+    """Parse a block of (at most ``block``) records ``read`` (``{"serialized": [k], "first": the number of its
+    first record}``, as the reader gives it) and concatenate them along the first axis:
     {to_name: [steps, ...]}; ``records``: also {RECORD: [steps], STEP: [steps]}, the record each step comes
     from and the step's place in it."""
+    serialized, first_record = read["serialized"], read["first"]
     names = names_in_block(filename, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
     checks = _check_same_lengths(lengths, filename, first_record)
@@ -142,7 +143,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
 
     def file_blocks(filename, index):
         def parse(b):
-            return windows.marked(frames(b["serialized"], b["first"], filename, manifest, selected, block=per_block,
+            return windows.marked(frames(b, filename, manifest, selected, block=per_block,
                                          records=keyed))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)
@@ -173,7 +174,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
         values = {name: tf.gather(v, positions) for name, v in buffer.items()}
         return {"values": values, "lengths": {} if fixed else {name: lens for name in values}, "extras": extras}
 
-    return windows.window_batches(config, shard, batch_size, file_blocks=file_blocks,
-                                  make_windows=make_windows, max_offset=config.stride or config.max_window,
-                                  make_in_scan=back_to_back,  # a gather and a reshape: one copy
-                                  unit="steps")
+    return windows.window_batches(config, shard, batch_size, windows.WindowMaker(
+        file_blocks=file_blocks, make_windows=make_windows, max_offset=config.stride or config.max_window,
+        make_in_scan=back_to_back,  # a gather and a reshape: one copy
+        unit="steps"))

@@ -129,10 +129,10 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
     if global_order.enabled(config):
         planned = _global_windows(config, shard, batch_size, reader.by_offset)
         return planned, parse
-    planned = windows.window_batches(config, shard, batch_size, file_blocks=file_blocks,
-                                     make_windows=plan, max_offset=config.max_window, unit="records",
-                                     make_in_scan=True,  # windows never overlap: the plan holds each record once
-                                     one_shape=width is not None)
+    planned = windows.window_batches(config, shard, batch_size, windows.WindowMaker(
+        file_blocks=file_blocks, make_windows=plan, max_offset=config.max_window, unit="records",
+        make_in_scan=True,  # windows never overlap: the plan holds each record once
+        one_shape=width is not None))
     return planned, parse
 
 

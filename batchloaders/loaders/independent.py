@@ -1,7 +1,7 @@
 """``independent``: every record is one example.
 
 Records are shuffled and batched while still serialized, then each batch is
-parsed with one vectorized call (see features/parsing.py).
+parsed with one vectorized call (see read/parsing.py).
 """
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
             if sources.parses_where_read(config):
                 # Parsed in the thread that reads the file, in an inline map (no hand-over to the
                 # inter-op pool): as many blocks are parsed at once as files are open.
-                return sources.read_blocks(config, reader, files(), compact=True, then=per_block)
-            return sources.read_blocks(config, reader, files(), compact=True).map(
+                return sources.read_blocks(config, reader, files(), form=sources.COMPACT, then=per_block)
+            return sources.read_blocks(config, reader, files(), form=sources.COMPACT).map(
                 as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                 deterministic=not config.sloppy_interleave)
         batches = sources.repeat_epochs(config, epoch_of_blocks, shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
@@ -88,7 +88,7 @@ def records(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
         return blocks, _decoder(config, reader)
 
     def epoch_of_records():
-        records = sources.read_blocks(config, reader, files(), unbatch=True, keep=keep)
+        records = sources.read_blocks(config, reader, files(), form=sources.RECORDS, keep=keep)
         if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
             records = records.shuffle(config.num_shuffle_buffer_elements,
                                       seed=determinism.seed(config.seed, determinism.EXAMPLES),

@@ -24,6 +24,7 @@ a restore, and a null seed makes every run different.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import tensorflow as tf
@@ -173,11 +174,9 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
     return windows.scan(initial, as_written(step))
 
 
-def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int, *,
-                   file_blocks: Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset],
-                   make_windows: Callable[[dict], dict], max_offset: int, unit: str,
-                   make_in_scan: bool = False, one_shape: bool = False) -> tf.data.Dataset:
-    """The dataset of window batches both sequence loaders return.
+@dataclasses.dataclass(frozen=True)
+class WindowMaker:
+    """What a sequence loader brings to :func:`window_batches`.
 
     ``file_blocks(filename, index)`` yields a file's blocks (dicts of tensors sharing
     their first axis), each wrapped by :func:`marked`; ``make_windows(element)`` turns one cut
@@ -185,20 +184,46 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
     "extras"}``, or what the loader parses later), which are batched with padding. It runs on this
     pipeline's share of the element's windows: in the file's scan step with ``make_in_scan`` (for makes that
     are cheap and copy no more than the block: every open file holds one made element read ahead), else in
-    a parallel map after the interleave. ``one_shape``: made windows all have one shape whatever their
-    length (as windows of one length do), so unshuffled ones are cut into batches by ``rebatch``.
+    a parallel map after the interleave. ``max_offset``: the random units skipped before a file's first
+    window, at most (when shuffled); ``unit``: what a window counts, in messages ("steps", "records").
+    ``one_shape``: made windows all have one shape whatever their length (as windows of one length do), so
+    unshuffled ones are cut into batches by ``rebatch``.
+    """
+
+    file_blocks: Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]
+    make_windows: Callable[[dict], dict]
+    max_offset: int
+    unit: str
+    make_in_scan: bool = False
+    one_shape: bool = False
+
+
+def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
+                   maker: WindowMaker) -> tf.data.Dataset:
+    """The dataset of window batches both sequence loaders return.
 
     Each open file's blocks are read, checked (and parsed, where the loader parses them in
-    ``file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
+    ``maker.file_blocks``) and cut in a thread of the file's own, up to ``sources.READ_AHEAD_FILES``
     open files: the work of several files overlaps without a map stage of its own per block.
+
+    Args:
+        config: the sequence loader's config.
+        share: this input pipeline's share of the files or windows.
+        batch_size: windows per batch.
+        maker: how the loader reads a file's blocks and makes windows of a cut (:class:`WindowMaker`).
+
+    Returns:
+        The batches of windows, padded.
     """
+    file_blocks, make_windows, unit = maker.file_blocks, maker.make_windows, maker.unit
+    make_in_scan, max_offset = maker.make_in_scan, maker.max_offset
     lo, hi = config.min_window, config.max_window
     stride = config.stride if config.type == "continuous_sequence" else None
     all_files = list(config.dataset.files)
     shard = list(share.files)
 
     ahead = sources.reads_ahead(config)
-    same = one_shape or lo == hi
+    same = maker.one_shape or lo == hi
 
     def open_file(element):
         # Every file of every epoch has its own seed for its window lengths and offset (determinism.py).

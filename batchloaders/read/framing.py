@@ -2,7 +2,7 @@
 
 Shared by the pipeline's reader (integrity.py), which must tell a file
 compressed otherwise than its manifest says from a damaged one, and by the
-data commands (tools/records.py).
+data commands (cli/verify.py and the others, through records.py and record_index.py).
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ import sys
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
-from batchloaders.errors import MARKER, DataError, Problem
+from batchloaders.errors import DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.local_scan import local_scan
@@ -173,14 +173,20 @@ class SkipReport:
         return "\n".join(lines)
 
 
-def _reason(unread, damaged, consumed, count, *, size, expected_bytes, expected_count, compression, manifest_path):
+def _reason(check: _EndCheck, state, facts):
     """Whether a file's end does not add up, and why in words (a bool and a string tensor).
+
+    ``state`` is the scan state (consumed, count, damaged, ended); ``facts`` the file's size, expected bytes,
+    expected records and retry bound.
 
     The first applicable reason wins. Few graph nodes on purpose: every node is
     paid again in tracing and in instantiating the function at each ``input_fn()``
     (docs/decisions/performance.md), and this runs once per file.
     """
-    stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression)
+    consumed, count, damaged, ended = state
+    size, expected_bytes, expected_count, _ = tf.unstack(facts)
+    unread, manifest_path = tf.logical_not(ended), check.manifest_path
+    stream = {"gzip": "GZIP", "zlib": "ZLIB"}.get(check.compression)
     if stream:
         broken = (f"a record or the {stream} stream is damaged there (is the file {stream}-compressed, as the "
                   "manifest says?)")
@@ -239,8 +245,7 @@ class Reader:
 
     def blocks(self, filename: tf.Tensor, index: tf.Tensor, block: int, then=None,
                by_record: bool = False) -> tf.data.Dataset:
-        return checked_blocks(self.config, self.table, filename, index, block, skipped=self.skipped, then=then,
-                              by_record=by_record)
+        return checked_blocks(self, filename, index, block, then=then, by_record=by_record)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         """'path: record N' for each record, so that parse errors say which record of which file."""
@@ -248,20 +253,8 @@ class Reader:
 
     def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
         """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse
-        errors still name the record (errors.data_error_from), at no string built per record."""
+        errors still name the record (runtime/translate.py), at no string built per record."""
         return BlockNames(tf.gather(tf.constant(self.table.names), file_index), first, count)
-
-
-def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-    """'path: record F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
-
-    Names the same records as :meth:`Reader.record_names` (errors.data_error_from adds F and j up) for
-    about half its cost: one join against constant offsets instead of a number formatted per record.
-    For feature lists, whose parse errors do not say the record's place in the batch (naming.py).
-    """
-    offsets = tf.constant([str(j) for j in range(block)])
-    prefix = tf.strings.join([path, ": record ", tf.strings.as_string(first), "+"])
-    return tf.strings.join([prefix, offsets[:count]])
 
 
 # What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.
@@ -334,7 +327,7 @@ def _opened(filename: tf.Tensor) -> tf.data.Dataset:
     TensorFlow's reader retries a file it cannot open without moving on, so
     under ``ignore_errors`` a file deleted or unreadable after the build would
     spin forever. Here it fails at once with TensorFlow's error, which begins
-    with the path (``errors.data_error_from`` turns it into a DataError).
+    with the path (runtime/translate.py turns it into a DataError).
     """
     probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
     return tf.data.Dataset.from_tensors(filename).map(
@@ -370,10 +363,9 @@ def _within_count(filename, count, facts, serialized, manifest_path: str):
     """``serialized``, after failing (under either policy) when the file holds more records than the
     manifest lists: the manifest disagrees with the data, which is never skipped nor counted negatively."""
     listed = facts[2]
-    message = tf.strings.join([filename, ": record ", tf.strings.as_string(listed), ": the manifest ",
-                               manifest_path, " lists ", tf.strings.as_string(listed), " records for this "
-                               "file, but it holds more (records were added after the manifest was written: "
-                               "`batchloaders manifest DIR` writes it again)"])
+    message = tf.strings.join(naming.record_name_parts(filename, listed) + [
+        ": the manifest ", manifest_path, " lists ", tf.strings.as_string(listed), " records for this file, but it "
+        "holds more (records were added after the manifest was written: `batchloaders manifest DIR` writes it again)"])
     over = tf.debugging.Assert(tf.logical_not((count > listed) & (listed >= 0)), [message], summarize=1)
     with tf.control_dependencies([over]):
         return tf.identity(serialized)
@@ -396,14 +388,11 @@ def _end_report(check: _EndCheck, skipped: SkipCounter | None, filename, facts, 
     """At the CHECK marker (``at_check``), check the file's end; fail, or warn and count, when it does not add
     up. ``state`` is the scan state (consumed, count, damaged, ended); ``facts`` the file's size, expected
     bytes, expected records and retry bound. Returns a bool tensor to depend on."""
-    consumed, count, damaged, ended = state
-    size, expected_bytes, expected_count, _ = tf.unstack(facts)
-    problem, reason = _reason(tf.logical_not(ended), damaged, consumed, count, size=size,
-                              expected_bytes=expected_bytes, expected_count=expected_count,
-                              compression=check.compression, manifest_path=check.manifest_path)
+    consumed, count, _, _ = state
+    problem, reason = _reason(check, state, facts)
     problem = problem & at_check
     message = tf.strings.join([
-        filename, tf.strings.format(f": {MARKER} at byte {{}}", consumed),
+        filename, tf.strings.format(f": {naming.MARKER} at byte {{}}", consumed),
         tf.where(count > 0, tf.strings.format(", after record {} (the last good one; records count from 0)",
                                               count - 1), ", before the first record"),
         ": ", reason])
@@ -480,8 +469,8 @@ def _end_step(check: _EndCheck, skipped: SkipCounter | None):
     return (_exact_step if check.exact else _fast_step)(check, skipped)
 
 
-def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, index: tf.Tensor, block: int, *,
-                   skipped: SkipCounter | None = None, then=None, by_record: bool = False) -> tf.data.Dataset:
+def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block: int, *, then=None,
+                   by_record: bool = False) -> tf.data.Dataset:
     """The records of one data file in blocks ``{"serialized": [k], "first": index of the block's first record}``.
 
     Every block but the last holds at most ``block`` records; empty blocks are
@@ -494,8 +483,10 @@ def checked_blocks(config: LoaderConfig, table: FileTable, filename: tf.Tensor, 
     records along its first axis, so an empty block is one with none there.
 
     Built for few graph nodes: each is paid again at every ``input_fn()``
-    (tracing, then instantiating the function when the iterator starts).
+    (tracing, then instantiating the function when the iterator starts). ``reader``: the config, the files'
+    table and the skip counter (under ``on_corrupt: skip_file``).
     """
+    config, table, skipped = reader.config, reader.table, reader.skipped
     compression = table.compression
     exact = exact_path(table)
     tf_compression = config.dataset.manifest.tf_compression

@@ -26,7 +26,7 @@ import google_crc32c
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.read import exit_gate
+from batchloaders.read import exit_gate, naming
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
 from batchloaders.spec.model import LoaderConfig
@@ -205,7 +205,7 @@ class OffsetReader:
                 "for: it was cut while the run read it")
 
     def _problem(self, file, record, text: str) -> bytes:
-        return f"{self.paths[int(file)]}: record {int(record)}: {text}".encode()
+        return f"{naming.record_name(self.paths[int(file)], int(record))}: {text}".encode()
 
     def read(self, ids: tf.Tensor) -> dict:
         """``{"serialized", "file", "record"}`` of the records ``ids`` (an int64 vector), in that order."""

@@ -121,13 +121,17 @@ from batchloaders.read.block_sizes import (BLOCK_BYTES, MAX_RECORDS_PER_BLOCK, M
 from batchloaders.read.block_sizes import independent as records_per_block  # noqa: E402
 
 
-def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch: bool = False,
-                compact: bool = False, then=None, keep=None) -> tf.data.Dataset:
+# What :func:`read_blocks` yields: blocks of records, single records, or compact blocks.
+BLOCKS, RECORDS, COMPACT = "blocks", "records", "compact"
+
+
+def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, form: str = BLOCKS, then=None,
+                keep=None) -> tf.data.Dataset:
     """Every record of ``files`` as ``{"serialized", "file", "record"}``, in the order ``interleave`` gives.
 
     ``file`` and ``record`` (the file's index and the record's number in it) name the record in parse
     errors. Each file is read on its own so that ``reader`` can check where it ends. Elements are
-    blocks of records, single records with ``unbatch`` (for shuffling records), or with ``compact``
+    blocks of records (``form`` BLOCKS), single records (RECORDS, for shuffling records), or (COMPACT)
     blocks ``{"serialized", "file", "first"}`` (scalars: the file's index and the number of the block's
     first record); ``then`` must then keep the block's records along the first axis of every output.
     ``then`` turns each block (after numbering) into what is yielded instead, in the thread that
@@ -145,6 +149,7 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, unbatch
     pipeline even on local disk. ``num_interleave_out_buffer_elements`` counts records, as it
     always did: that many records' worth of blocks (at least one) are read ahead per file.
     """
+    unbatch, compact = form == RECORDS, form == COMPACT
     block = records_per_block(config)
     ahead = -(-config.num_interleave_out_buffer_elements // block)
     read_ahead = reads_ahead(config, unbatch=unbatch)

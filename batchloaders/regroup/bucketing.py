@@ -129,7 +129,7 @@ def regroup(ds: tf.data.Dataset, config: LoaderConfig, flush_at_end: bool, then=
 def over_budget(config: LoaderConfig, values: dict, lengths: dict, extras: dict) -> list:
     """Checks that no example of a block is longer than max_tokens (when only the data can tell: BucketSpec's
     ``check_longest``), failing at the first one with a message naming its file and record (origins.py), which
-    errors.data_error_from makes a DataError; no check otherwise."""
+    runtime/translate.py makes a DataError; no check otherwise."""
     spec = config.bucketing
     if spec is None or not spec.check_longest:
         return []

@@ -27,6 +27,7 @@ import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
 from batchloaders import errors
+from batchloaders.runtime import translate
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.read.records import ReadError, check_record, read_records
 from batchloaders.runtime.resume import mismatch
@@ -59,7 +60,7 @@ class Locator:
             return None
         return self._problems(serialized.numpy())
 
-    def find(self, feature: str | None = None, seconds: float = errors.SEARCH_SECONDS, images: bool = False
+    def find(self, feature: str | None = None, seconds: float = translate.SEARCH_SECONDS, images: bool = False
              ) -> tuple[str, int, str] | None:
         """(file, record, problem) of the first record that disagrees, reading the files in order; None
         when none does or the search runs out of time. ``feature``: the stored name an error named;
@@ -85,7 +86,7 @@ class Locator:
 
 
 def register(locator: Locator) -> None:
-    errors.LOCATORS.append(locator)
+    translate.LOCATORS.append(locator)
 
 
 
@@ -121,8 +122,8 @@ def _names_our_file(error: BaseException) -> bool:
     message = getattr(error, "message", None)
     if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
         message = error.object.decode("utf-8", "replace")
-    return isinstance(message, str) and (errors.IMAGE_SCOPE in message or any(
-        path in message for locator in list(errors.LOCATORS) for path in locator.files))
+    return isinstance(message, str) and (decode_image.SCOPE in message or any(
+        path in message for locator in list(translate.LOCATORS) for path in locator.files))
 
 
 def _converted(error: BaseException) -> BaseException | None:
@@ -131,7 +132,7 @@ def _converted(error: BaseException) -> BaseException | None:
     if isinstance(error, (errors.BatchLoaderError, tf.errors.OutOfRangeError)) or not isinstance(
             error, (tf.errors.OpError, UnicodeDecodeError)) or not _names_our_file(error):
         return None
-    converted = errors.data_error_from(error)  # every pipeline's locators: validation data may be another's
+    converted = translate.data_error_from(error)  # every pipeline's locators: validation data may be another's
     return None if converted is None else also_as(converted, error)
 
 
@@ -240,7 +241,7 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
         except tf.errors.OutOfRangeError:
             raise
         except (tf.errors.OpError, UnicodeDecodeError) as error:
-            converted = errors.data_error_from(error, [self._locator])
+            converted = translate.data_error_from(error, [self._locator])
             if converted is None:
                 raise
             raise also_as(converted, error) from error

@@ -43,7 +43,7 @@ MAX_FILE_COUNT = INT64_MAX
 
 # Shapes (manifest features, const features, padding).
 MAX_DIM = INT32_MAX  # one axis
-MAX_RANK = 32  # axes of one tensor (TensorFlow allows 254; no real feature comes near)
+MAX_RANK = 32  # axes of one tensor (TensorFlow allows 254; no real feature comes near): the schemas' shape maxItems
 MAX_RECORD_ELEMENTS = INT32_MAX  # elements of one feature in one record
 MAX_RECORD_BYTES = INT32_MAX  # a protobuf (one record) holds at most 2 GiB
 

@@ -3,7 +3,7 @@
 A registered function gets its arguments and tensors, not where the config asked for it;
 ``loaders.base.transform`` sets the place while it builds each item (in the building thread),
 and a built-in step's run-time check puts :func:`place` first in its message, which
-``errors.data_error_from`` turns into a DataError at that config path.
+``runtime/translate.py`` turns into a DataError at that config path.
 """
 from __future__ import annotations
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 
-from batchloaders import errors
 from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
@@ -41,8 +40,8 @@ _TF_NOISE = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]")  # a decode op's own name
 # What each format's decoder gives itself, for each channel count asked: the rest is converted here.
 _NATIVE = {"JPEG": {1: 1, 3: 3, 4: 3}, "PNG": {1: 1, 3: 3, 4: 4}, "GIF": {1: 3, 3: 3, 4: 3}, "BMP": {1: 3, 3: 3, 4: 4}}
 # Every op of the step is built in this name scope: the node names TensorFlow's errors carry then tell
-# errors.data_error_from that an image failed to decode, which it locates by reading the records again.
-SCOPE = errors.IMAGE_SCOPE
+# runtime/translate.py that an image failed to decode, which it locates by reading the records again.
+SCOPE = "batchloaders_decode_image"
 
 
 def image_format(data: bytes) -> str | None:
@@ -164,7 +163,7 @@ def _one(data, which, args: dict, natives: list[int], channels: int):
         return tf.image.resize(tf.cast(image, tf.float32), [height, width], method=args.get("method", "bilinear"))
     if how == "crop":
         return tf.image.resize_with_crop_or_pad(image, height, width)
-    # Fails on another size (its record is found again and named: errors.data_error_from).
+    # Fails on another size (its record is found again and named: runtime/translate.py).
     return tf.ensure_shape(image, [height, width, channels])
 
 

@@ -16,17 +16,18 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.errors import ConfigError, DataError, Problem, data_error_from
+from batchloaders.errors import ConfigError, DataError, Problem
 from batchloaders.config.config import load_config
 from batchloaders.config.kinds import kind
 from batchloaders.spec.model import LoaderConfig
-from batchloaders.read import origins
+from batchloaders.read import naming, origins
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header, masked_crc32c
 from batchloaders.read.parsing import parse_batch
 from batchloaders.read.record_index import load_index
 from batchloaders.read.records import ReadError, read_problem, read_records, tf_message
 from batchloaders.transform.batching import Batch
 from batchloaders.loaders import base, independent
+from batchloaders.runtime.translate import data_error_from
 
 _told: set[str] = set()  # files read without an index that read_record has warned of
 
@@ -159,7 +160,7 @@ def read_frame(path: str, n: int, offset: int, length: int) -> bytes:
 def decode(config: LoaderConfig, path: str, n: int, serialized: bytes) -> dict[str, np.ndarray]:
     """One record parsed as the config parses it; for a loader whose examples are records, with its
     secondary features and processing steps. Tensor name -> NumPy array, feature lists cut to their length."""
-    names = tf.constant([f"{path}: record {n}"])
+    names = tf.constant([naming.record_name(path, n)])
     try:
         values, lengths = parse_batch(tf.constant([serialized]), config.dataset.manifest, config.selected,
                                       names=names)

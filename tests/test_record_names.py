@@ -1,0 +1,91 @@
+"""read/naming.py is the one writer and the one reader of record names ('path: record N' and its block
+forms): what each writer makes, the reader reads back as the same records, and runtime/translate.py reads
+the names inside TensorFlow's and the pipeline's own messages through it."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import tensorflow as tf
+
+import batchloaders.errors
+from batchloaders.read import naming
+from batchloaders.runtime import translate
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
+PATH = "/data/a: b/train-0.tfrecords"  # ': ' inside the path: the name's own separator must still be found
+
+
+def _text(tensor) -> list[str]:
+    return [s.decode() for s in tf.reshape(tensor, [-1]).numpy().tolist()]
+
+
+# (what a writer made, the records it names: (path, first, last))
+WRITTEN = [
+    (lambda: [naming.record_name(PATH, 7)], [(PATH, 7, 7)]),
+    (lambda: _text(tf.strings.join(naming.record_name_parts(tf.constant(PATH), tf.constant(12, tf.int64)))),
+     [(PATH, 12, 12)]),
+    (lambda: _text(naming.record_names([PATH, "/b"], tf.constant([1, 0]), tf.constant([3, 4]))),
+     [("/b", 3, 3), (PATH, 4, 4)]),
+    (lambda: _text(naming.names_in_block(tf.constant(PATH), tf.constant(100, tf.int64), tf.constant(3), 8)),
+     [(PATH, 100, 100), (PATH, 101, 101), (PATH, 102, 102)]),
+    (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).vector()),
+     [(PATH, 10, 11), (PATH, 10, 11)]),
+    (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).at(1)),
+     [(PATH, 11, 11)]),
+]
+
+
+@pytest.mark.parametrize("write, expected", WRITTEN)
+def test_every_written_name_reads_back_as_its_records(write, expected):
+    read = [naming.parse(name) for name in write()]
+    assert [(n.path, n.first, n.last) for n in read] == expected
+
+
+def test_a_string_that_is_no_record_name_reads_as_none():
+    assert [naming.parse(s) for s in ("a file", "x: record", "x: record 3 of 4", "x: records 1..", "")] == [None] * 5
+    assert naming.parse("x: record 3").record == 3 and naming.parse("x: records 3..4").record is None
+
+
+def _tf_error(message: str) -> tf.errors.InvalidArgumentError:
+    return tf.errors.InvalidArgumentError(None, None, message)
+
+
+# (TensorFlow's message with a written name in it, the problem data_error_from makes of it)
+MESSAGES = [
+    (f"assertion failed: [{naming.record_name(PATH, 5)}: feature 'x' has 3 values]\n\t [[{{node Assert}}]]",
+     f"{PATH}: record 5: feature 'x' has 3 values"),
+    (f"assertion failed: [{PATH}: record 5+2: feature 'x' has 3 values] [Op:Assert]",
+     f"{PATH}: record 7: feature 'x' has 3 values"),
+    (f"assertion failed: [{PATH}: {naming.MARKER} at byte 40, after record 2 (the last good one; records count "
+     "from 0): the file is cut]\n",
+     f"{PATH}: {naming.MARKER} at byte 40, after record 2 (the last good one; records count from 0): the file is cut"),
+    (f"Name: {PATH}: record 9, Key: x, Index: 0.  Number of float values != expected.\n",
+     f"{PATH}: record 9: the record disagrees with the manifest: Key: x, Index: 0. Number of float values != "
+     "expected."),
+    (f"Name: {PATH}: records 20..29, Key: x, Index: 4.  Number of float values != expected. [Op:ParseExample]",
+     f"{PATH}: record 24: the record disagrees with the manifest: Key: x, Index: 4. Number of float values != "
+     "expected."),
+]
+
+
+@pytest.mark.parametrize("message, expected", MESSAGES)
+def test_translate_reads_the_names_in_messages(message, expected):
+    converted = translate.data_error_from(_tf_error(message), locators=[])
+    assert str(converted) == expected
+
+
+def test_only_naming_writes_a_record_name():
+    """No other module of the package spells out 'path: record N' (a second writer would drift from the reader)."""
+    spelled = re.compile(r"""["']: record ["']|: record \{|: records \{""")
+    found = [f"{path.relative_to(PACKAGE)}:{number}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.name != "naming.py" for number, line in enumerate(path.read_text().splitlines(), 1)
+             if spelled.search(line)]
+    assert found == []
+
+
+def test_the_ground_floor_holds_no_translation_of_tensorflow_errors():
+    names = set(vars(batchloaders.errors))
+    assert {"Problem", "BatchLoaderError", "DataError", "json_path", "path_parts", "suggest"} <= names
+    assert names.isdisjoint({"data_error_from", "data_errors", "LOCATORS", "MARKER", "IMAGE_SCOPE", "SEARCH_SECONDS"})
