@@ -98,10 +98,14 @@ def __getattr__(name):
         from batchloaders.runtime.record_access import read_record  # deferred: imports TensorFlow, on first use
 
         return read_record
-    if name in ("data_errors", "data_error_from"):  # they read TensorFlow's errors: runtime/translate.py
-        from batchloaders.runtime import translate  # deferred: imports TensorFlow, on first use
+    if name == "data_errors":  # reads TensorFlow's errors (runtime/translate.py)
+        from batchloaders.runtime.translate import data_errors  # deferred: imports TensorFlow, on first use
 
-        return getattr(translate, name)
+        return data_errors
+    if name == "data_error_from":
+        from batchloaders.runtime.translate import data_error_from  # deferred: imports TensorFlow, on first use
+
+        return data_error_from
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 

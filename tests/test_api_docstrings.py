@@ -48,13 +48,12 @@ EXTENSION_POINTS = [
 # the docstring checks until the rewrites are in. Empty this set once they are, so that they are checked too.
 PENDING = {
     "batchloaders.input_fn.InputFn",  # input_fn.py: the source chosen once (issue 56, item 3)
-    "batchloaders.regroup.stage.Stage",  # regroup/stage.py: a stage owns its check, schema, padding (item 1)
-    # errors.py (item 5: TensorFlow's errors move to runtime/) and loaders/ (item 2) are edited there, not here:
+    "batchloaders.regroup.stage.Stage",
     "batchloaders.errors.Problem",
     "batchloaders.errors.BatchLoaderError",
-    "batchloaders.errors.data_error_from",
-    "batchloaders.errors.data_errors",
-    "batchloaders.loaders.record_access.read_record",
+    "batchloaders.runtime.translate.data_error_from",
+    "batchloaders.runtime.translate.data_errors",
+    "batchloaders.runtime.record_access.read_record",
 }
 
 
