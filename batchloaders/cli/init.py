@@ -33,7 +33,7 @@ from batchloaders.errors import BatchLoaderError, ConfigError, Problem, suggest
 from batchloaders.config.config import config_from_text
 from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
-from batchloaders.config.kinds import kind
+from batchloaders.config.kinds import DEFAULT, kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import tfds_info, write_manifest
@@ -70,7 +70,7 @@ class Measured:
     shortest: int | None  # records of the shortest file that has any, likewise
 
 
-def run(directory: str, *, pattern: str | None = None, loader: str = "independent",
+def run(directory: str, *, pattern: str | None = None, loader: str = DEFAULT,
         inputs: Sequence[str] | None = None, targets: Sequence[str] | None = None, output: str | None = None,
         force: bool = False, out: TextIO | None = None, err: TextIO | None = None, raws: Sequence[str] = (),
         split: str | None = None) -> int:
