@@ -108,6 +108,19 @@ class Stage:
         """The stage's block in ``describe --json`` (None for plain batching)."""
         return None
 
+    def report(self, counter, kind: type | None = None):
+        """What ``counter`` (this stage's :meth:`counter`) counted so far.
+
+        Args:
+            counter: the stage's running count, or None (none kept).
+            kind: a report class (chunking.ChunkReport ...): None unless the stage's report is one.
+
+        Returns:
+            The report, or None.
+        """
+        found = counter.report() if counter is not None else None
+        return found if kind is None or isinstance(found, kind) else None
+
 
 STAGES: dict[str, Stage] = {}
 
