@@ -14,16 +14,17 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
-from batchloaders.config.accounting import examples_in_run, records_per_epoch
 from batchloaders.config.config import load_config
 from batchloaders.spec.limits import INT32_MAX, INT64_MAX, MAX_BATCH_SIZE
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.loaders import base, mixture, registry as loaders
+from batchloaders.loaders import base, registry as loaders, sources as example_sources
 from batchloaders.read import determinism, global_order, sharding, sources
 from batchloaders.read.integrity import Reader
 from batchloaders.read.sharding import Shard
 from batchloaders.regroup import stage as stages
+from batchloaders.regroup.chunking import ChunkReport
+from batchloaders.regroup.segmenting import SegmentReport
 from batchloaders.runtime import keras_align, reuse
 from batchloaders.runtime.located import LocatedDataset, Locator, locate_model_errors, register
 from batchloaders.runtime.resume import identity
@@ -121,6 +122,8 @@ class InputFn:
             sources.check_remote_files(config.of_source(spec))
             register(Locator(config.of_source(spec)))
         self._local = config.service is None  # under the service, counters would count on the workers
+        # Plain, mixed or in a global order: chosen once, asked for blocks, cardinality and start alike.
+        self._source = example_sources.pick(config, self.loader, [self._reader, *self._mixed], self._local)
         self._report = self.stage.counter(config) if self._local else None
         self._kept = reuse.Kept()  # a call building what an earlier one built gets its dataset (reuse.py)
 
@@ -150,10 +153,7 @@ class InputFn:
 
     def _build(self, call: CallPlan) -> tf.data.Dataset:
         """The call's pipeline, built."""
-        if global_order.enabled(call.config):
-            start = _global_start(call, self.stage, self._global_units(call))
-        else:
-            start = _start(call, self.stage) if call.skip_batches and self._local else None
+        start = self._source.start(call, self.stage)
         cardinality = self._cardinality(call, start)
         # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
         # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
@@ -201,25 +201,7 @@ class InputFn:
         worker runs the pipeline on its part of the data."""
         if call.config.service is not None:
             return None
-        if call.config.sources:
-            return mixture.batches(call.config, self.stage, call.batch_size, call.input_context)
-        if global_order.enabled(call.config):
-            units = self._global_units(call)
-            position = 0 if start is None else start[0] * units + start[1]
-            examples = global_order.examples(units, call.config.epochs, position, call.shard.pipeline,
-                                             call.shard.pipelines)
-            cardinality = self.stage.batches(call.config, examples, call.batch_size)  # (counted from the start)
-        else:
-            examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
-            cardinality = self.stage.batches(call.config, examples, call.batch_size)
-            if start is not None and cardinality is not None:
-                cardinality -= call.skip_batches
-        if call.from_params and cardinality == 0 and call.config.drop_remainder:
-            raise ConfigError(Problem("<params>", "$.batch_size", (
-                f"found {call.batch_size:,} (per input pipeline), more examples than the run holds by the manifest's "
-                "counts, with drop_remainder true: no batch would come out; expected a smaller batch_size, or "
-                "drop_remainder false")))
-        return cardinality
+        return self._source.cardinality(call, self.stage, start)
 
     def run_length(self, input_context=None, *, params: Mapping[str, Any] | None = None) -> int | None:
         """The batches ``input_fn(input_context, params=params)`` gives from the run's start.
@@ -244,14 +226,7 @@ class InputFn:
         Returns:
             The count; None for an endless run, or without ``shuffle_scope: global``.
         """
-        if not global_order.enabled(self.config) or self.config.epochs is None:
-            return None
-        return self.config.epochs * self.loader.global_units(self.config, self._reader.by_offset.counts)
-
-    def _global_units(self, call: CallPlan) -> int:
-        """Examples (records or windows) in each epoch of a global shuffle: the loader counts them from the
-        indexed files' record counts (never none: the config check refuses data that gives no example)."""
-        return self.loader.global_units(call.config, self._reader.by_offset.counts)
+        return self._source.run_positions(self.config)
 
     def _batches(self, call: CallPlan) -> tf.data.Dataset:
         """The model's batches: the loader's blocks of examples, made into batches by the stage."""
@@ -267,10 +242,7 @@ class InputFn:
             finish = base.finisher(config, None, *self._pack, zero_tails=zero_tails)
 
         def source():
-            if config.sources:
-                return mixture.source(self.loader, source_config, call.input_context, wanted.block, self._mixed,
-                                      finish)
-            return base.source(self.loader, source_config, call.shard, wanted.block, self._reader, finish)
+            return self._source.blocks(call, source_config, wanted.block, finish)
         build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
                              *self._pack, zero_tails=zero_tails, counters=self._counters,
                              share=sharding.share_note(config, call.shard), report=self._report)
@@ -284,17 +256,17 @@ class InputFn:
     def report(self):
         """What the regroup stage did so far (a ChunkReport or SegmentReport), None when it keeps no count
         or under a ``service`` block."""
-        return self._report.report() if self._report is not None else None
+        return self.stage.report(self._report)
 
     def chunk_report(self):
         """What chunking did so far (a chunking.ChunkReport: sequences, chunks, dropped last pieces); None
         without chunking or with a ``service`` block."""
-        return self.report() if self.stage.name == "chunking" else None
+        return self.stage.report(self._report, ChunkReport)
 
     def segment_report(self):
         """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
         skipped); None without segmenting or with a ``service`` block."""
-        return self.report() if self.stage.name == "segmenting" else None
+        return self.stage.report(self._report, SegmentReport)
 
 
 def _check_arguments(input_context, params, skip_batches, config: LoaderConfig) -> None:
@@ -365,50 +337,3 @@ def _check_start_position(start_position, skip_batches: int, config: LoaderConfi
     if skip_batches:
         raise ConfigError(Problem("<input_fn>", "$.start_position", (
             f"found {start_position} and skip_batches {skip_batches}: expected one of them")))
-
-
-def _global_start(call: CallPlan, stage, records: int) -> tuple[int, int] | None:
-    """(epoch, position in it) a global shuffle's pipeline starts at: ``start_position``, or after ``skip_batches``
-    full batches of every input pipeline (the positions they consumed are the first ones: global_order.py);
-    None from the beginning, or when the stage's batches are not cut from the positions in order (they are
-    then made and dropped)."""
-    if call.start_position is not None and not stage.example_wise:
-        raise ConfigError(Problem("<input_fn>", "$.start_position", (
-            f"found {call.start_position}, but the {stage.name} stage fills its batches from examples as they come, "
-            "so a position of the order does not fix its batches; expected skip_batches")))
-    position = call.start_position
-    if position is None and call.skip_batches and stage.example_wise:
-        position = call.skip_batches * call.batch_size * call.shard.pipelines
-    if not position:
-        return None
-    if call.config.epochs is not None:
-        position = min(position, call.config.epochs * records)  # past the run's end: at its end, nothing left
-    return _in_numbered_epoch(call, global_order.start_of(records, position))
-
-
-def _start(call: CallPlan, stage) -> tuple[int, int] | None:
-    """(epoch, examples of it consumed) after ``skip_batches`` full batches, when the manifest's counts
-    fix an epoch's examples and the stage cuts batches from examples as they come; else None (the batches
-    are skipped)."""
-    if not stage.example_wise:
-        return None  # segments, buckets, rows or chunks fill its batches, not examples in order
-    config = call.config
-    per_epoch = records_per_epoch(config, call.shard.files, share=call.shard.records_of)
-    consumed = call.skip_batches * call.batch_size
-    if not per_epoch or (config.epochs is not None and consumed >= config.epochs * per_epoch):
-        return None  # (no counts, or past the run's end: _skip gives nothing there, unread)
-    return _in_numbered_epoch(call, (consumed // per_epoch, consumed % per_epoch))
-
-
-def _in_numbered_epoch(call: CallPlan, start: tuple[int, int]) -> tuple[int, int]:
-    """``start`` (epoch, position in it), or a ConfigError when an endless run would start in an epoch past
-    2**63-1: each epoch's draws are seeded with its number as an int64."""
-    if start[0] <= INT64_MAX:
-        return start
-    key, found = (("start_position", call.start_position) if call.start_position is not None
-                  else ("skip_batches", call.skip_batches))
-    raise ConfigError(Problem("<input_fn>", f"$.{key}", (
-        f"found {found}: it starts this endless run in epoch {start[0]:,}, past the last one it numbers "
-        f"({INT64_MAX:,}: each epoch's draws are seeded with its number as an int64); expected a start in an "
-        "earlier epoch")))
-

@@ -307,7 +307,7 @@ def test_large_records_are_read_in_blocks_of_at_most_8_mib(tmp_path, monkeypatch
     def records(config, shard, batch_size, reader):
         sizes.append(batch_size)
         return real(config, shard, batch_size, reader)
-    monkeypatch.setattr(independent, "records", records)
+    monkeypatch.setattr(independent.Independent, "records", staticmethod(records))
     width = 512 * 1024
     for s in (0, 1):
         d = tmp_path / f"s{s}"

@@ -15,6 +15,7 @@ import yaml
 
 from batchloaders.errors import ConfigError, ManifestError
 from batchloaders.spec import model
+from batchloaders.config import kinds
 from batchloaders.config.document import parse_text
 from batchloaders.config.schema import load_schema, schema_names, schema_problems
 
@@ -410,7 +411,7 @@ def test_every_property_is_described(name):
 
 
 def test_enums_match_the_model_constants():
-    assert load_schema(CONFIG)["properties"]["type"]["enum"] == list(model.LOADER_TYPES)
+    assert load_schema(CONFIG)["properties"]["type"]["enum"] == list(kinds.BUILTIN)
     assert load_schema("manifest_feature.schema.json")["properties"]["dtype"]["enum"] == list(model.DTYPES)
     assert load_schema("manifest_feature.schema.json")["properties"]["deserialize_type"]["enum"] == list(
         model.DESERIALIZE_TYPES)
@@ -419,6 +420,6 @@ def test_enums_match_the_model_constants():
 
 def test_loader_args_list_every_common_argument():
     common = set(load_schema("common_args.schema.json")["definitions"]) - {"shuffle_needs_buffers", "dataset_or_sources"}
-    for kind in model.LOADER_TYPES:
+    for kind in kinds.BUILTIN:
         props = load_schema(f"{kind}_args.schema.json")["properties"]
         assert common <= set(props), kind

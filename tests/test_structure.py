@@ -86,3 +86,28 @@ def test_every_allowed_wide_function_exists_is_wide_and_says_why():
         assert widths.get(entry, 0) > 6, entry
         assert why.strip(), entry
     assert len(structure.WIDE_ALLOWED) <= 8
+
+
+def test_the_loader_contract_rule_names_literals_and_hasattr(tmp_path):
+    """A loader name written outside the registry's homes and hasattr asked of a loader are named; the kinds
+    table, the loaders, a registration's ``loaders=`` and hasattr on other things are not."""
+    package = tmp_path / "pkg"
+    for folder in ("loaders", "config", "cli"):
+        (package / folder).mkdir(parents=True)
+    (package / "cli" / "main.py").write_text(textwrap.dedent("""\
+        CHOICES = ["independent", "discrete_sequence"]
+        def pick(loader, thing):
+            register_step("x", loaders=("discrete_sequence",))(pick)
+            return hasattr(loader, "records") or hasattr(thing, "shape")
+        """))
+    (package / "config" / "kinds.py").write_text("KINDS = {'independent': 1}\n")
+    (package / "loaders" / "base.py").write_text("def f(x):\n    return hasattr(x, 'source') or 'independent'\n")
+    found = structure.figures(package)["loader names or hasattr on a loader outside the loader registry"]
+    assert sorted(found) == ["cli/main.py:1 'discrete_sequence'", "cli/main.py:1 'independent'",
+                             "cli/main.py:4 hasattr", "loaders/base.py:2 hasattr"]
+
+
+def test_the_rule_knows_every_registered_loader_name():
+    from batchloaders.config import kinds
+
+    assert structure.LOADER_TYPES == kinds.BUILTIN

@@ -39,6 +39,7 @@ LIMITS = {
     "functions over 6 parameters": 0,
     "files that branch on more than one regroup mode": 2,
     "loader-type name comparisons outside the loaders and the config check": 0,
+    "loader names or hasattr on a loader outside the loader registry": 0,
 }
 
 
@@ -138,6 +139,29 @@ def loader_type_comparisons(trees: dict[str, ast.AST]) -> list[str]:
     return out
 
 
+# Where a loader type's name may be written: the loaders, and the kinds table (config/kinds.py: the config
+# layer's half of the loader registry). Elsewhere names come from the registry, except where a registered
+# step or secondary feature names the loaders it serves (its ``loaders=`` argument).
+LOADER_NAME_HOMES = ("loaders/", "config/kinds.py")
+
+
+def loader_contract(trees: dict[str, ast.AST]) -> list[str]:
+    """A loader type's name written outside its homes, and ``hasattr`` asked of a loader anywhere (a loader's
+    capabilities are attributes with defaults: loaders/registry.py)."""
+    out = []
+    for name, tree in trees.items():
+        served = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                  for k in node.keywords if k.arg == "loaders" for inner in ast.walk(k.value)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hasattr" and node.args
+                    and (name.startswith("loaders/") or "loader" in ast.unparse(node.args[0]).lower())):
+                out.append(f"{name}:{node.lineno} hasattr")
+            elif (isinstance(node, ast.Constant) and node.value in LOADER_TYPES and id(node) not in served
+                  and not name.startswith(LOADER_NAME_HOMES)):
+                out.append(f"{name}:{node.lineno} {node.value!r}")
+    return out
+
+
 def figures(root: pathlib.Path = PACKAGE) -> dict[str, list[str]]:
     trees = {_relative(p, root): ast.parse(p.read_text(), str(p)) for p in python_files(root)}
     return {
@@ -146,6 +170,7 @@ def figures(root: pathlib.Path = PACKAGE) -> dict[str, list[str]]:
         "functions over 6 parameters": wide_functions(trees),
         "files that branch on more than one regroup mode": regroup_branching(trees),
         "loader-type name comparisons outside the loaders and the config check": loader_type_comparisons(trees),
+        "loader names or hasattr on a loader outside the loader registry": loader_contract(trees),
     }
 
 

@@ -33,7 +33,7 @@ from batchloaders.errors import BatchLoaderError, ConfigError, Problem, suggest
 from batchloaders.config.config import config_from_text
 from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
-from batchloaders.config.kinds import kind
+from batchloaders.config.kinds import DEFAULT, kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.spec.model import Dataset, ManifestFeature
 from batchloaders.cli import tfds_info, write_manifest
@@ -82,7 +82,7 @@ class Choices:
     """
 
     pattern: str | None = None
-    loader: str = "independent"
+    loader: str = DEFAULT
     inputs: Sequence[str] | None = None
     targets: Sequence[str] | None = None
     output: str | None = None

@@ -56,7 +56,7 @@ from typing import Callable, Sequence, TextIO
 
 from batchloaders import __version__
 from batchloaders.errors import BatchLoaderError, PluginsNotChecked
-from batchloaders.config import type_schemas
+from batchloaders.config import kinds, type_schemas
 from batchloaders.config.config import load_config
 from batchloaders.config.datasets import quote_entries, unlisted_files
 from batchloaders.config.manifest import load_manifest
@@ -499,8 +499,8 @@ def _add_init(commands) -> None:
     init.add_argument("--pattern", metavar="GLOB",
                       help="which files below DATA_DIR are data files (default: the usual TFRecord names and "
                            "shard names, as the manifest command finds them)")
-    init.add_argument("--loader", choices=["independent", "continuous_sequence", "discrete_sequence"],
-                      default="independent", help="the loader type (default independent: a record is an example)")
+    init.add_argument("--loader", choices=kinds.names(), default=kinds.DEFAULT,
+                      help=f"the loader type (default {kinds.DEFAULT}: a record is an example)")
     init.add_argument("--inputs", nargs="+", metavar="NAME",
                       help="the features the model takes (default: every feature not a target)")
     init.add_argument("--targets", nargs="+", metavar="NAME",

@@ -27,10 +27,12 @@ from referencing.jsonschema import DRAFT202012
 from batchloaders.errors import Problem, json_path, suggest
 from batchloaders.transform import registry
 from batchloaders.config import stage_rules
+from batchloaders.config import kinds
 from batchloaders.config.document import Document
 from batchloaders.config.schema_files import load_schema, schema_names, schema_text, schemas_dir
 from batchloaders.config.type_schemas import generated
 
+LOADER_CONFIG = "loader_config.schema.json"
 __all__ = ["schema_problems", "schema_check", "schema_names", "load_schema", "schema_text"]
 
 
@@ -77,6 +79,8 @@ def _validator_at(schema_file: str, version: tuple, scopes: frozenset):
 
     references = referencing.Registry(retrieve=retrieve)
     root = types[schema_file].contents if schema_file in types else load_schema(schema_file)
+    if schema_file == LOADER_CONFIG:  # every registered loader type, the shipped file's and any other
+        root = kinds.typed_schema(root)
     return _Validator(root, registry=references)
 
 

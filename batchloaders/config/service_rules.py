@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from batchloaders.spec.model import ServiceConfig
+from batchloaders.config.kinds import DEFAULT
 from batchloaders.config.sections.loader import is_sequence
 
 AT = ("args", "service")
@@ -45,7 +46,7 @@ def _unfollowed(loader_type: str, args: dict) -> str | None:
     return next((key for key in ("segmenting", "bucketing") if key in args), None)
 
 
-def service_spec(block: dict, epochs, check, loader_type: str = "independent", args: dict | None = None
+def service_spec(block: dict, epochs, check, loader_type: str = DEFAULT, args: dict | None = None
                  ) -> ServiceConfig | None:
     """The checked block, or None after reporting through ``check(parts, message)``; ``args``: the loader's
     (what file sharding would have to see through)."""

@@ -1,8 +1,8 @@
 """What every loader's elements go through before a regroup stage takes them.
 
-A loader supplies ``batches(config, shard, batch_size, reader)``: a dataset of
-``{"values": ..., "lengths": ..., "extras": ...}`` dicts, each a block of examples (or ``source``,
-deferring work into one map stage). Here they are decoded, given their secondary features and
+A loader (loaders/registry.py: Loader) supplies ``batches(config, shard, batch_size, reader)``: a dataset
+of ``{"values": ..., "lengths": ..., "extras": ...}`` dicts, each a block of examples (and ``source``,
+which may defer work into one map stage). Here they are decoded, given their secondary features and
 processing steps in order, and, for plain batching, padded and split into the model's inputs
 and targets (:func:`finisher`).
 """
@@ -61,21 +61,17 @@ def _same(tensors):
 
 
 def zero_tails(loader, config: LoaderConfig) -> frozenset:
-    """The tensors ``loader`` gives zero-padded to the batch's longest example (none unless it says)."""
-    return loader.zero_tails(config) if hasattr(loader, "zero_tails") else frozenset()
+    """The tensors ``loader`` gives zero-padded to the batch's longest example (Loader.zero_tails)."""
+    return loader.zero_tails(config)
 
 
 def source(loader, config: LoaderConfig, shard, batch_size: int, reader, finish=None):
-    """(dataset, decode): a loader's elements and the function turning one into a batch dict.
+    """(dataset, decode): a loader's elements and the function turning one into a batch dict (Loader.source).
 
-    A loader that can defer work into the compiler's single map stage (the
-    independent loader defers parsing) defines ``source``; others give batches.
-    ``finish`` (see :func:`finisher`) is offered to loaders whose ``source`` takes it: a loader
-    that runs it on blocks of examples itself returns ``decode`` None (its elements are finished).
+    ``finish`` (see :func:`finisher`) is offered to the loader: one that runs it on blocks of examples itself
+    returns ``decode`` None (its elements are finished).
     """
-    if hasattr(loader, "source"):
-        return loader.source(config, shard, batch_size, reader, finish=finish)
-    return loader.batches(config, shard, batch_size, reader), _same
+    return loader.source(config, shard, batch_size, reader, finish=finish)
 
 
 def example_wise(config: LoaderConfig) -> bool:

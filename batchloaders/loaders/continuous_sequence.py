@@ -18,6 +18,8 @@ from batchloaders.transform.graphs import as_written, masked
 from batchloaders.read.naming import names_in_block, record_name_parts
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.kinds import kind
+from batchloaders.loaders.registry import Loader
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -178,3 +180,15 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
         file_blocks=file_blocks, make_windows=make_windows, max_offset=config.stride or config.max_window,
         make_in_scan=back_to_back,  # a gather and a reshape: one copy
         unit="steps"))
+
+
+class ContinuousSequence(Loader):
+    """Random-length windows over each file's records concatenated along time, cut from parsed blocks."""
+
+    kind = kind("continuous_sequence")
+    global_order = True
+    global_units = staticmethod(global_units)
+    batches = staticmethod(batches)
+
+
+LOADER = ContinuousSequence()

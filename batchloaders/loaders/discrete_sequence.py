@@ -19,6 +19,8 @@ from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.kinds import kind
+from batchloaders.loaders.registry import Loader
 
 
 def assemble(serialized, counts, manifest, selected: dict, fixed_count: int | None, names=None) -> dict:
@@ -168,3 +170,17 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
     planned, parse = source(config, shard, batch_size, reader)
     return planned.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
                        deterministic=not config.sloppy_interleave)
+
+
+class DiscreteSequence(Loader):
+    """Windows of whole records, planned on the serialized records and parsed a batch at a time (``source``)."""
+
+    kind = kind("discrete_sequence")
+    global_order = True
+    source = staticmethod(source)
+    global_units = staticmethod(global_units)
+    zero_tails = staticmethod(zero_tails)
+    batches = staticmethod(batches)
+
+
+LOADER = DiscreteSequence()

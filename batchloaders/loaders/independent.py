@@ -12,6 +12,8 @@ from batchloaders.read import global_order, origins, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written
 from batchloaders.spec.model import LoaderConfig
+from batchloaders.config.kinds import kind
+from batchloaders.loaders.registry import Loader
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -133,3 +135,20 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
     records, parse = source(config, shard, batch_size, reader)
     return records.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
                        deterministic=not config.sloppy_interleave)
+
+
+class Independent(Loader):
+    """Every record one example: its blocks parsed in the compiler's map stage (``source``), or a block at a
+    time where they are read."""
+
+    kind = kind("independent")
+    global_order = True
+    reads_records = True
+    source = staticmethod(source)
+    records = staticmethod(records)
+    global_units = staticmethod(global_units)
+    zero_tails = staticmethod(zero_tails)
+    batches = staticmethod(batches)
+
+
+LOADER = Independent()

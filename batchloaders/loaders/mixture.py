@@ -230,7 +230,7 @@ def parses_alike(loader, config: LoaderConfig) -> bool:
     (``records``), every source stores the model's features alike (the same stored names, dtypes, shapes
     and encodings, in manifests that all or none allow feature lists), and a record's number can name its
     file (fewer than 2**23 files in all)."""
-    if not hasattr(loader, "records") or sum(len(s.dataset.files) for s in config.sources) >= 2**(63 - RECORD_BITS):
+    if not loader.reads_records or sum(len(s.dataset.files) for s in config.sources) >= 2**(63 - RECORD_BITS):
         return False  # (more files than a drawn record's number can name)
     first = config.of_source(config.sources[0])
     return all(sub.selected == first.selected

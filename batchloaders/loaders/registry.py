@@ -1,25 +1,153 @@
-"""Loader types by name: the module that reads each type's examples (loaders/__init__.py registers the
-built-in ones; this module knows none of them)."""
+"""Loader types by name, and the contract a loader keeps (:class:`Loader`).
+
+loaders/__init__.py registers the built-in loaders; this module knows none of them. A loader registers
+with its kind (config/kinds.py: what its type means to the config check, block sizes, sharding,
+describe), and the kinds table is where the config layer, the schema's ``type`` enum and the command
+line read the names from: every loader type name comes from a registration or a row that one checks.
+"""
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any, Callable
 
+from batchloaders.config import kinds
+from batchloaders.config.kinds import LoaderKind
+from batchloaders.errors import ConfigError, Problem
 from batchloaders.spec.model import LoaderConfig
-from batchloaders.errors import suggest
-
-LOADERS: dict[str, ModuleType] = {}
 
 
-def register(name: str, module: ModuleType) -> None:
-    """Make ``module`` (its ``batches`` or ``source``, and optionally ``zero_tails``) read configs of ``name``."""
-    if name in LOADERS:
-        raise ValueError(f"loader type {name!r} is registered twice")
-    LOADERS[name] = module
+class Loader:
+    """What every loader does, and what some can do: a capability's method runs only where its flag says so.
+
+    Every loader has a ``kind`` (a config.kinds.LoaderKind naming its type) and ``batches``. The capabilities
+    have defaults: ``source`` gives ``batches`` with the identity as its decoder; ``zero_tails`` names no
+    tensor; ``global_order`` False (``shuffle_scope: global`` needs ``global_units``); ``reads_records``
+    False (a mixture draws records before parsing only from a loader with ``records``).
+
+    Example::
+
+        class Reversed(Loader):
+            kind = LoaderKind("reversed", sequence=False, concatenates_records=False, example="record",
+                              example_is="the record", args_schema="independent_args.schema.json")
+
+            def batches(self, config, shard, batch_size, reader):
+                ...
+
+        registry.register(Reversed())
+    """
+
+    kind: LoaderKind | None = None
+    global_order: bool = False  # counts an epoch's examples for a global shuffle: global_units
+    reads_records: bool = False  # one example per record, read before parsing: records
+
+    @property
+    def name(self) -> str:
+        """The loader type's name (its kind's)."""
+        return self.kind.name
+
+    def batches(self, config: LoaderConfig, shard, batch_size: int, reader):
+        """Parsed blocks of examples.
+
+        Args:
+            config: the checked config (or one source's, in a mixture).
+            shard: this input pipeline's read.sharding.Shard.
+            batch_size: examples per block.
+            reader: the config's read.integrity.Reader.
+
+        Returns:
+            A tf.data.Dataset of ``{"values", "lengths", "extras"}`` dicts, each a block of examples.
+        """
+        raise NotImplementedError  # (register refuses a loader without its own)
+
+    def source(self, config: LoaderConfig, shard, batch_size: int, reader, finish=None) -> tuple[Any, Callable]:
+        """(elements, decode): the blocks the compiler's one map stage decodes, for a loader that defers work
+        into it (the independent loader defers parsing).
+
+        Args:
+            config, shard, batch_size, reader: as for :meth:`batches`.
+            finish: loaders/base.finisher's function, offered when it acts on each example alone; a loader that
+                runs it on its blocks itself returns ``decode`` None.
+
+        Returns:
+            (a tf.data.Dataset, the function turning one element into a block dict, or None).
+        """
+        return self.batches(config, shard, batch_size, reader), _same
+
+    def zero_tails(self, config: LoaderConfig) -> frozenset:
+        """The tensors this loader gives zero-padded to the block's longest example already (padding skips them)."""
+        return frozenset()
+
+    def global_units(self, config: LoaderConfig, counts) -> int:
+        """Examples (records or windows) of a global shuffle's epoch, from each indexed file's record count.
+
+        Raises:
+            ConfigError: for a loader without ``global_order``.
+        """
+        raise ConfigError(Problem(config.source, "$.args.shuffle_scope", (
+            f"found global, but the {self.name} loader has no global order; expected shuffle_scope file")))
+
+    def records(self, config: LoaderConfig, shard, batch_size: int, reader) -> tuple[Any, Callable]:
+        """(blocks of serialized records ``{"serialized", "file", "record"}``, the function parsing one), for a
+        loader that ``reads_records``."""
+        raise NotImplementedError  # (register refuses reads_records without its own)
 
 
-def of(config: LoaderConfig) -> ModuleType:
-    """The module that reads ``config``'s examples."""
+def _same(element):
+    return element
+
+
+LOADERS: dict[str, Loader] = {}
+# Capability flag -> the method it needs.
+_NEEDS = {"global_order": "global_units", "reads_records": "records"}
+
+
+def missing(loader) -> list[str]:
+    """What ``loader`` lacks of the contract: each entry names a method or attribute."""
+    if not isinstance(loader, Loader):
+        return [f"Loader (found {type(loader).__name__}, expected an instance of loaders.registry.Loader)"]
+    out = [] if isinstance(loader.kind, LoaderKind) else ["kind (a config.kinds.LoaderKind)"]
+    if type(loader).batches is Loader.batches:
+        out.append("batches(config, shard, batch_size, reader)")
+    out += [f"{method} (it sets {flag})" for flag, method in _NEEDS.items()
+            if getattr(loader, flag) and getattr(type(loader), method) is getattr(Loader, method)]
+    return out
+
+
+def register(loader: Loader) -> Loader:
+    """Make ``loader`` read configs of its kind's type, and the config check admit that type.
+
+    Args:
+        loader: a Loader instance.
+
+    Returns:
+        ``loader``.
+
+    Raises:
+        TypeError: when it lacks part of the contract (the message names each part).
+        ValueError: for a type registered twice, or a kind unlike the kinds table's row of that name.
+    """
+    lacking = missing(loader)
+    if lacking:
+        raise TypeError(f"loader {type(loader).__name__} cannot be registered: it lacks {'; '.join(lacking)}")
+    if loader.name in LOADERS:
+        raise ValueError(f"loader type {loader.name!r} is registered twice")
+    kinds.add(loader.kind)
+    LOADERS[loader.name] = loader
+    return loader
+
+
+def of(config: LoaderConfig) -> Loader:
+    """The loader that reads ``config``'s examples.
+
+    Raises:
+        ValueError: when no loader is registered as its type.
+    """
     try:
         return LOADERS[config.type]
     except KeyError:
-        raise ValueError(f"no loader is registered as {config.type!r}{suggest(config.type, LOADERS)}") from None
+        raise ValueError(kinds.unknown(config.type)) from None
+
+
+def unregister(name: str) -> None:
+    """Forget the loader type ``name`` and its kind (tests register throwaway loaders)."""
+    LOADERS.pop(name, None)
+    kinds.drop(name)

@@ -149,6 +149,19 @@ class Stage(StageRules):
         """The stage's block in ``describe --json`` (None for plain batching)."""
         return None
 
+    def report(self, counter, kind: type | None = None):
+        """What ``counter`` (this stage's :meth:`counter`) counted so far.
+
+        Args:
+            counter: the stage's running count, or None (none kept).
+            kind: a report class (chunking.ChunkReport ...): None unless the stage's report is one.
+
+        Returns:
+            The report, or None.
+        """
+        found = counter.report() if counter is not None else None
+        return found if kind is None or isinstance(found, kind) else None
+
 
 def register(stage: type[Stage]) -> type[Stage]:
     """Class decorator: make ``stage`` the stage of configs whose regroup spec names it, and its block

@@ -9,7 +9,6 @@ import dataclasses
 import os
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
-LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")
 COMPRESSIONS = (None, "zlib", "gzip")
 # dtypes a manifest feature or a const may name.

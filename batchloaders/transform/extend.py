@@ -189,6 +189,11 @@ def _start(fn: Callable, call: str, name: Any, loaders) -> str:
     return _origin(fn)
 
 
+def _served(loaders):
+    """The loaders a type serves: every one, the ones registered later too, for ``ALL_LOADERS``."""
+    return loaders if loaders is ALL_LOADERS else tuple(loaders)
+
+
 def _register(registry, item, fn: Callable, call: str):
     try:
         registry.register(item)
@@ -236,7 +241,7 @@ def register_step(name: str, *, schema: dict | None = None, infer: Callable | No
         what = _named("step", name, origin, _scope)
         build = _as_traced(fn) if batched else _per_example_step(_as_traced(fn), what)
         _register(STEPS, StepType(name, checked_schema, infer or _traced_step(fn, batched, what), build,
-                                  tuple(loaders), origin, _scope), fn, call)
+                                  _served(loaders), origin, _scope), fn, call)
         return fn
     return decorate
 
@@ -281,7 +286,7 @@ def register_secondary(name: str, *, schema: dict | None = None, infer: Callable
         what = _named("secondary feature", name, origin, _scope)
         build = _as_traced(fn) if batched else _per_example_secondary(_as_traced(fn), what)
         _register(SECONDARY, SecondaryType(name, checked_schema, infer or _traced_secondary(fn, batched, what), build,
-                                           tuple(loaders), origin, measures, _scope, after_chunking), fn, call)
+                                           _served(loaders), origin, measures, _scope, after_chunking), fn, call)
         return fn
     return decorate
 

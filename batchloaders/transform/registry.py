@@ -10,9 +10,40 @@ registered one.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
-ALL_LOADERS = ("independent", "continuous_sequence", "discrete_sequence")
+
+class LoaderTypes(Collection[str]):
+    """The loader type names, as the loader kinds table adds them (config/kinds.py: its rows, and each
+    loader registered with a kind of its own). A type registered for ``ALL_LOADERS`` keeps this object
+    itself, so it serves every loader type, the ones registered after it too."""
+
+    def __init__(self):
+        self._names: list[str] = []
+        self.version = 0  # bumped on every change: the loader config schema's enum is made from these names
+
+    def extend(self, names) -> None:
+        """Add ``names`` (each once)."""
+        self._names.extend(n for n in names if n not in self._names)
+        self.version += 1
+
+    def discard(self, name: str) -> None:
+        """Forget ``name`` (a loader type a test registered)."""
+        if name in self._names:
+            self._names.remove(name)
+            self.version += 1
+
+    def __contains__(self, name) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+ALL_LOADERS = LoaderTypes()
 # The batching policies every tensor can name (batching.py builds them); registered batchers add more.
 POLICIES = ("padded", "dense", "ragged", "sparse")
 # Who may see a registered type. The built-ins, and whatever a program registers itself (or the
@@ -51,7 +82,7 @@ class SecondaryType:
     infer: Callable[[dict, CheckContext], Any]
     # (args, batch, info) -> (values [B, ...], lengths [B] or None); runs inside tf.data
     build: Callable[..., Any]
-    loaders: tuple[str, ...] = ALL_LOADERS
+    loaders: Collection[str] = ALL_LOADERS
     origin: str = ""  # "file: function f, line N" of the function registered, for messages
     # The arg naming a tensor this type measures as the processing steps leave it (``length``):
     # such a feature is built after the steps on that tensor, not with the other secondaries.
@@ -68,7 +99,7 @@ class StepType:
     schema: dict
     infer: Callable[[dict, Any, CheckContext], Any]  # (args, TensorInfo, ctx) -> TensorInfo or None
     build: Callable[..., Any]  # (args, values, lengths, info_in, info_out) -> (values, lengths)
-    loaders: tuple[str, ...] = ALL_LOADERS
+    loaders: Collection[str] = ALL_LOADERS
     origin: str = ""
     scope: str | None = GLOBAL
 
@@ -134,5 +165,5 @@ STEPS = Registry("processing step type")
 BATCHERS = Registry("batcher")
 
 
-def version() -> tuple[int, int, int]:
-    return SECONDARY.version, STEPS.version, BATCHERS.version
+def version() -> tuple[int, int, int, int]:
+    return SECONDARY.version, STEPS.version, BATCHERS.version, ALL_LOADERS.version
