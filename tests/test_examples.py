@@ -178,7 +178,7 @@ def test_sentences_encoder_decoder_rows_pair_each_prefix_with_its_own_continuati
     for features, targets in build_input_fn(os.path.join(ROOT, "configs", "sentences_encoder_decoder.yaml"))().take(3):
         f = {k: v.numpy() for k, v in features.items()}
         nxt = targets["decoder_target_tokens"].numpy()
-        assert f["inputs"].shape == (8, 1024) and nxt.shape == (8, 64)
+        assert f["inputs"].shape == (8, 1024) and nxt.shape == (8, 128)
         for row in range(8):
             enc, dec = f["inputs_segment_ids"][row], f["decoder_segment_ids"][row]
             assert enc.max() <= dec.max()  # every window has decoder characters (a short one no prefix)
@@ -279,3 +279,24 @@ def test_the_mixture_draws_both_corpora_by_weight(corpus):
         for context, nxt, source in zip(features["context"], targets["next_char"], features["corpus"]):
             seq = bytes(int(c) for c in list(context) + [nxt])
             assert (seq in text) if source == 1 else in_corpus(list(seq), corpus)
+
+
+@pytest.mark.parametrize("name, groups", [("sentences_packed", 1), ("sentences_encoder_decoder", 2)])
+def test_bench_reports_packing_efficiency_for_windows_of_varying_length(corpus, name, groups):
+    """bench measures the loader's window units on the loader's own tensors, not the packed rows' (whose segment
+    tensors only packing makes): each packed tensor's real steps are at most its rows' steps."""
+    import io
+    import re
+
+    from batchloaders.cli import bench
+
+    out = io.StringIO()
+    bench.run(os.path.join(ROOT, "configs", f"{name}.yaml"), batches=3, seconds=30, out=out, progress=io.StringIO())
+    found = re.findall(r"^  (\w+): (0\.\d{4}) \((\d+) / (\d+)\)$", out.getvalue(), re.M)
+    rows = int(re.search(r"over the ([\d,]+) rows", out.getvalue()).group(1).replace(",", ""))
+    lengths = load_config(os.path.join(ROOT, "configs", f"{name}.yaml")).packing.packed_groups
+    want = {n: g.length * rows for g in lengths for n in g.tensors}
+    assert {n: int(padded) for n, _, _, padded in found} == want
+    assert all(0 < int(real) <= int(padded) and abs(int(real) / int(padded) - float(rate)) < 1e-4
+               for _, rate, real, padded in found)
+    assert len({g.segment_ids for g in lengths}) == groups

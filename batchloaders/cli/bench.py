@@ -190,7 +190,7 @@ def lengths_dataset(config: LoaderConfig, batch_size: int) -> tf.data.Dataset:
         batch = Batch(dict(element["values"]), dict(element["lengths"]), dict(element.get("extras", {})))
         out = {"examples": tf.cast(batch.size, tf.int64),
                "units": _window_units(config, batch) if kind(config.type).sequence else tf.constant(0, tf.int64)}
-        if own_examples:
+        if not names:  # (packing's rows, say: the loader's tensors are not the model's, nothing to pad here)
             return out
         return {**out, **measured_padding(base.transform(batch, config), config, names)}
 
