@@ -15,10 +15,19 @@ from typing import Iterable, Sequence
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """One thing wrong with one place in one file."""
+    """One thing wrong with one place in one file, shown as 'file: path: message (line L, column C)'.
+
+    Attributes:
+        file: the file (config, manifest or data file), or a stand-in such as ``<params>`` where there is none.
+        path: where in it: a JSON path such as "$.args.primary_features[1].to_name", or a data file's
+            record ("record 3").
+        message: what was found and what was expected.
+        line: the line in the file (1-based), when known.
+        column: the column in that line (1-based), when known.
+    """
 
     file: str
-    path: str  # JSON path such as "$.args.primary_features[1].to_name"
+    path: str
     message: str
     line: int | None = None
     column: int | None = None
@@ -31,7 +40,17 @@ class Problem:
 
 
 class BatchLoaderError(ValueError):
-    """Base class of every error a user can cause with a config, manifest or data."""
+    """Base class of every error a user can cause with a config, manifest or data.
+
+    Its message is its problems, one a line.
+
+    Args:
+        problems: the problems found, one problem, or a message alone (then its file is ``<unknown>`` and its
+            path "$").
+
+    Attributes:
+        problems: the problems, in the order given.
+    """
 
     def __init__(self, problems: Problem | Sequence[Problem] | str):
         if isinstance(problems, str):

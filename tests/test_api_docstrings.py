@@ -48,12 +48,6 @@ EXTENSION_POINTS = [
 # the docstring checks until the rewrites are in. Empty this set once they are, so that they are checked too.
 PENDING = {
     "batchloaders.input_fn.InputFn",  # input_fn.py: the source chosen once (issue 56, item 3)
-    "batchloaders.regroup.stage.Stage",
-    "batchloaders.errors.Problem",
-    "batchloaders.errors.BatchLoaderError",
-    "batchloaders.runtime.translate.data_error_from",
-    "batchloaders.runtime.translate.data_errors",
-    "batchloaders.runtime.record_access.read_record",
 }
 
 

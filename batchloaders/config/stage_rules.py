@@ -21,15 +21,24 @@ PHASES = (AFTER_STEPS, BEFORE_MODEL, AFTER_PADDING)
 
 class StageRules:
     """What the config check asks of a regroup stage. Subclasses (through regroup/stage.py's ``Stage``) set
-    ``name``, ``schema`` and ``regroups``, and override :meth:`check`."""
+    ``name``, ``schema`` and ``regroups``, and override :meth:`check`.
+
+    Attributes:
+        name: the stage's name: the key of its block in ``args``, and the ``stage`` of its spec.
+        phase: when its block is checked, one of PHASES: AFTER_STEPS (it reshapes the tensors the processing
+            steps made), BEFORE_MODEL (it makes tensors the model names) or AFTER_PADDING (it pads tensors
+            itself, which must agree with the padding list).
+        schema: the block's JSON schema: a file name of schemas/ (the built-in stages, which editors read) or
+            the schema itself; None for a stage without a block (plain batching).
+        description: the block's description in the loaders' args schemas.
+        regroups: what the stage does, for the message when two regroup blocks are given.
+    """
 
     name: ClassVar[str]
     phase: ClassVar[str] = AFTER_STEPS
-    # The block's JSON schema: a file name of schemas/ (the built-in stages, which editors read) or the schema
-    # itself; None for a stage without a block (plain batching).
     schema: ClassVar[str | dict | None] = None
-    description: ClassVar[str] = ""  # the block's description in the loaders' args schemas
-    regroups: ClassVar[str] = "regroups examples its own way"  # what it does, for the two-blocks message
+    description: ClassVar[str] = ""
+    regroups: ClassVar[str] = "regroups examples its own way"
 
     def check(self, ctx: "SectionContext", block: dict, *, alone: bool):
         """Check the stage's block against the tensors the config makes so far.
@@ -49,14 +58,33 @@ class StageRules:
 
     def check_batching(self, ctx: "SectionContext", spec) -> None:
         """Once the padding list is checked: report a tensor whose batching the stage cannot make (packed
-        rows and segments are cut to a fixed length). Nothing by default."""
+        rows and segments are cut to a fixed length). Nothing by default.
+
+        Args:
+            ctx: the config check so far, its padding list checked; the stage reports through ``ctx.check``.
+            spec: what :meth:`check` returned for the block (called only when that was not None).
+        """
 
     def primary_extra(self, spec) -> tuple:
-        """PrimaryFeatures the stage reads besides the config's (segmenting's manifest key): none by default."""
+        """PrimaryFeatures the stage reads besides the config's (segmenting's manifest key): none by default.
+
+        Args:
+            spec: what :meth:`check` returned for the block (called only when that was not None).
+
+        Returns:
+            The PrimaryFeatures, added to the config's own (the features its records are parsed for).
+        """
         return ()
 
     def excluded(self, other: "StageRules") -> str:
-        """The message at this stage's block when ``other``'s block is given too."""
+        """The message at this stage's block when ``other``'s block is given too.
+
+        Args:
+            other: a stage registered before this one whose block the config gives as well.
+
+        Returns:
+            The message, naming both stages and what each does (their ``regroups``).
+        """
         return (f"found {self.name} and {other.name} together: expected one ({self.name} {self.regroups}; "
                 f"{other.name} {other.regroups})")
 

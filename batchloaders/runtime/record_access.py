@@ -44,12 +44,26 @@ class Fetched:
 
 def read_record(config, file: str | None = None, n: int | None = None, *, index: int | None = None
                 ) -> dict[str, np.ndarray]:
-    """Record ``n`` of data file ``file`` of ``config``'s dataset (a path, dict or loaded config), or record
-    ``index`` of the whole dataset (its files in the config's order, counted with the manifest's record
-    counts), decoded as the loader decodes it: tensor name -> NumPy array (a feature list cut to its length).
+    """Record ``n`` of data file ``file`` of ``config``'s dataset, or record ``index`` of the whole dataset,
+    decoded as the loader decodes it. Without a record index (``batchloaders index``) the file is read from
+    its start up to the record, and a warning says so once per file.
 
-    ``file``: relative to the dataset directory (the manifest's directory), or absolute.
-    Raises ConfigError for a file that is not one of the dataset's, DataError for a record number out of range.
+    Args:
+        config: the config: a path, a dict or a loaded config.
+        file: the data file, relative to the dataset directory (the manifest's directory), or absolute.
+        n: the record's number in ``file``, from 0.
+        index: the record's number in the whole dataset (its files in the config's order, counted with the
+            manifest's record counts), instead of ``file`` and ``n``.
+
+    Returns:
+        Tensor name -> NumPy array (a feature list cut to its length).
+
+    Raises:
+        ConfigError: for a config given as a path or dict that is invalid (as load_config raises it), a file
+            that is not one of the dataset's, arguments that name no record (both ``index`` and ``file``/``n``,
+            or neither), or ``index`` when the manifest lists no record count of some file.
+        ManifestError: for a config given as a path or dict whose dataset's manifest is invalid.
+        DataError: for a record number out of range, or a record that cannot be read or parsed.
     """
     fetched = fetch(config, file, n, index=index)
     if not fetched.by_index and fetched.path not in _told:

@@ -264,6 +264,9 @@ def data_errors() -> Iterator[None]:
     >>> with batchloaders.data_errors():
     ...     model.fit(input_fn(), epochs=3, shuffle=False)
 
+    Yields:
+        Nothing, while the ``with`` block runs; its errors are read as they are raised.
+
     Raises:
         DataError: for a TensorFlow error :func:`data_error_from` reads as one (chained to it); any other
             error is raised as it is.
