@@ -42,6 +42,9 @@ EXTENSION_POINTS = [
     "batchloaders.cli.verify.run",
     "batchloaders.input_fn.InputFn",
     "batchloaders.regroup.stage.Stage",
+    "batchloaders.config.stage_rules.StageRules",  # the config half of a stage
+    "batchloaders.loaders.registry.Loader",  # what a loader type implements
+    "batchloaders.loaders.registry.register",
 ]
 
 # Rewritten by other work at the same time as these docstrings were written: shown on the API page, left out of

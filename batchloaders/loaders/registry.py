@@ -63,7 +63,10 @@ class Loader:
         into it (the independent loader defers parsing).
 
         Args:
-            config, shard, batch_size, reader: as for :meth:`batches`.
+            config: as for :meth:`batches`.
+            shard: as for :meth:`batches`.
+            batch_size: as for :meth:`batches`.
+            reader: as for :meth:`batches`.
             finish: loaders/base.finisher's function, offered when it acts on each example alone; a loader that
                 runs it on its blocks itself returns ``decode`` None.
 
@@ -73,11 +76,25 @@ class Loader:
         return self.batches(config, shard, batch_size, reader), _same
 
     def zero_tails(self, config: LoaderConfig) -> frozenset:
-        """The tensors this loader gives zero-padded to the block's longest example already (padding skips them)."""
+        """The tensors this loader gives zero-padded to the block's longest example already (padding skips them).
+
+        Args:
+            config: the checked config.
+
+        Returns:
+            Their names; none by default.
+        """
         return frozenset()
 
     def global_units(self, config: LoaderConfig, counts) -> int:
         """Examples (records or windows) of a global shuffle's epoch, from each indexed file's record count.
+
+        Args:
+            config: the checked config.
+            counts: the record count of each indexed file, in the config's file order.
+
+        Returns:
+            The examples of one epoch.
 
         Raises:
             ConfigError: for a loader without ``global_order``.
@@ -86,8 +103,17 @@ class Loader:
             f"found global, but the {self.name} loader has no global order; expected shuffle_scope file")))
 
     def records(self, config: LoaderConfig, shard, batch_size: int, reader) -> tuple[Any, Callable]:
-        """(blocks of serialized records ``{"serialized", "file", "record"}``, the function parsing one), for a
-        loader that ``reads_records``."""
+        """Blocks of serialized records, for a loader that ``reads_records`` (a mixture draws from them).
+
+        Args:
+            config: as for :meth:`batches`.
+            shard: as for :meth:`batches`.
+            batch_size: records per block.
+            reader: as for :meth:`batches`.
+
+        Returns:
+            (a tf.data.Dataset of ``{"serialized", "file", "record"}`` blocks, the function parsing one).
+        """
         raise NotImplementedError  # (register refuses reads_records without its own)
 
 
