@@ -10,6 +10,7 @@ import os
 import time
 
 from batchloaders.cli.main import validate
+from batchloaders.regroup import stage as stages
 from batchloaders.runtime.quiet import import_tensorflow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,8 +155,8 @@ def main() -> int:
         model.compile(optimizer=keras.optimizers.Adam(3e-3),
                       loss=(keras.losses.SparseCategoricalCrossentropy(from_logits=True) if loss == "sparse"
                             else keras.losses.CategoricalCrossentropy(from_logits=True)),
-                      # XLA takes no strings: the segment counters carry the string key (on a GPU "auto" is XLA)
-                      jit_compile=False if config.segmenting is not None else "auto")
+                      # XLA takes no strings (segmenting's counters carry its key); on a GPU "auto" is XLA
+                      jit_compile="auto" if stages.of(config).xla_compilable else False)
         history = model.fit(dataset, steps_per_epoch=40, epochs=4, verbose=0, shuffle=False)
         losses = " -> ".join(f"{v:.3f}" for v in history.history["loss"])
         print(f"   tiny Keras model, 4 x 40 steps: loss {losses}")

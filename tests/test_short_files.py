@@ -41,7 +41,7 @@ def stream_windows(lengths, seeds, block, lo, hi, stride, max_offset):
     files of ``units`` units numbered from 0, read ``block`` units at a time."""
     def one(seed, units):
         blocks = tf.data.Dataset.range(units).batch(block).map(lambda b: windows_module.marked({"u": b}))
-        cuts = windows_module.stream(blocks, seed, lo, hi, stride, max_offset)
+        cuts = windows_module.stream(blocks, seed, windows_module.Cutting(lo, hi, stride, max_offset))
         return cuts.map(lambda c: (seed, units, tf.gather(c["buffer"]["u"], c["starts"]), c["lens"],
                                    tf.size(c["buffer"]["u"], out_type=tf.int64)))
 

@@ -111,3 +111,42 @@ def test_the_rule_knows_every_registered_loader_name():
     from batchloaders.config import kinds
 
     assert structure.LOADER_TYPES == kinds.BUILTIN
+
+
+def test_the_stage_name_rule_names_literals_and_config_attributes(tmp_path):
+    """A stage's name written as a string or read as a config's attribute outside the stages' homes is named;
+    the stages, their own config checks, a spec declaring its stage, other objects' attributes of the same
+    name and an allowed entry are not."""
+    package = tmp_path / "pkg"
+    for folder in ("regroup/stages", "config", "cli", "spec", "read"):
+        (package / folder).mkdir(parents=True)
+    (package / "cli" / "describe.py").write_text(textwrap.dedent("""\
+        def shapes(config, side, align):
+            if config.regroup.stage == "bucketing":
+                return self.config.chunking, side.packing, align.packing(config)
+            return {"segmenting": 1}, build.loader_config.packing
+        """))
+    (package / "config" / "pack_rules.py").write_text("AT = ('args', 'packing')\n")
+    (package / "regroup" / "stages" / "packing.py").write_text("class P:\n    name = 'packing'\n")
+    (package / "spec" / "model.py").write_text(textwrap.dedent("""\
+        class PackSpec:
+            stage: ClassVar[str] = "packing"
+        class Other:
+            label = "chunking"
+        """))
+    (package / "read" / "sharding.py").write_text("def f(config):\n    return config.bucketing\n")
+    named = ["cli/describe.py:2 'bucketing'", "cli/describe.py:3 .chunking", "cli/describe.py:4 'segmenting'",
+             "cli/describe.py:4 .packing", "spec/model.py:4 'chunking'"]
+    # read/sharding.py's .bucketing is one of the package's allowed entries; with none allowed it is named too.
+    assert sorted(structure.figures(package)["regroup stage names outside the stages"]) == named
+    trees = {structure._relative(p, package): ast.parse(p.read_text()) for p in structure.python_files(package)}
+    assert sorted(structure.stage_names(trees, allowed={})) == sorted(named + ["read/sharding.py:2 .bucketing"])
+
+
+def test_the_stage_name_rule_knows_every_built_in_stage_and_its_exceptions_exist():
+    from batchloaders.regroup import stage
+
+    assert structure.REGROUP_MODES == stage.names()
+    found = structure.stage_names({structure._relative(p, structure.PACKAGE): ast.parse(p.read_text())
+                                   for p in structure.python_files()}, allowed={})
+    assert {f"{item.split(':')[0]} {item.split(' ', 1)[1]}" for item in found} == set(structure.STAGE_NAME_ALLOWED)

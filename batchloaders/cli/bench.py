@@ -25,6 +25,7 @@ Example::
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import TextIO
@@ -221,9 +222,38 @@ def _rate(count: float, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("nan")
 
 
-def report(config: LoaderConfig, start: float, arrivals: list, asked: int, seconds_limit: float, *,
-           files: dict, lengths: dict | None, chunks=None) -> list[str]:
-    """The lines bench prints; ``chunks``: the chunking.ChunkReport of the timed pass (with chunking)."""
+@dataclasses.dataclass(frozen=True)
+class TimedPass:
+    """What the timed pass gave and what bounded it.
+
+    Attributes:
+        start: ``time.perf_counter()`` when the pass started.
+        arrivals: (time, examples) of each batch, in order.
+        asked: the batches asked for (``--batches``).
+        seconds_limit: the seconds allowed (``--seconds``).
+    """
+
+    start: float
+    arrivals: list
+    asked: int
+    seconds_limit: float
+
+
+def report(config: LoaderConfig, timed: TimedPass, *, files: dict, lengths: dict | None, chunks=None) -> list[str]:
+    """The lines bench prints.
+
+    Args:
+        config: the benchmarked config.
+        timed: the timed pass.
+        files: what :func:`survey` found of the data files.
+        lengths: the measured lengths and padding (:func:`count_lengths`, with ``stage_lines`` when the stage
+            measured its own rows), or None when nothing was measured.
+        chunks: the chunking.ChunkReport of the timed pass (with chunking), else None.
+
+    Returns:
+        The lines, in order.
+    """
+    start, arrivals, asked, seconds_limit = timed.start, timed.arrivals, timed.asked, timed.seconds_limit
     batches, examples = len(arrivals), sum(n for _, n in arrivals)
     total = arrivals[-1][0] - start
     first = arrivals[0][0] - start
@@ -323,6 +353,6 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
     stage_lines = stage.bench_lines(config, config.target_batch_size, len(arrivals))
     if stage_lines is not None:
         lengths = dict(lengths or {}, stage_lines=stage_lines)
-    for line in report(config, start, arrivals, batches, seconds, files=files, lengths=lengths,
+    for line in report(config, TimedPass(start, arrivals, batches, seconds), files=files, lengths=lengths,
                        chunks=input_fn.chunk_report()):
         print(line, file=out)

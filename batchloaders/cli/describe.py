@@ -438,8 +438,9 @@ def batch_shapes(config: LoaderConfig) -> tuple[list[Shapes] | None, str]:
         return None, f"{odd.name} is made by the registered {odd.kind}: only running it tells its shape"
     if odd is not None:
         return None, f"{odd.name} is batched {odd.kind}: its shape is each batch's"
-    if config.regroup is not None and config.regroup.stage == "bucketing":
-        return _bucket_shapes(config, outputs)
+    fixed = stages.of(config).batch_shapes(config, outputs)
+    if fixed is not None:
+        return fixed
     varying = next(((o.name, axis) for o in outputs for axis, d in enumerate(o.shape[1:], 1) if d is None), None)
     if varying is not None:
         return None, f"{varying[0]} axis {varying[1]} is padded to each batch's longest"
@@ -457,28 +458,6 @@ def batch_shapes(config: LoaderConfig) -> tuple[list[Shapes] | None, str]:
     left = (f"; the last batch holds the {examples % size:,} examples left (drop_remainder false)"
             if examples % size else "")
     return shapes, f"{examples:,} examples in the run{left}"
-
-
-def _bucket_shapes(config: LoaderConfig, outputs: list[Output]) -> tuple[list[Shapes] | None, str]:
-    """One shape per bucket when every batch is full (drop_remainder true, or epochs null) and every length
-    is fixed by padding or, for pad_to_boundary tensors below the last bucket, by the bucket's boundary."""
-    spec = config.bucketing
-    if not (config.drop_remainder or config.epochs is None):
-        return None, "bucketing with drop_remainder false: each bucket's last batch holds what is left"
-    shapes = []
-    for bucket, size in enumerate(spec.batch_sizes):
-        shape = []
-        for o in outputs:
-            dims = list(o.shape[1:])
-            if dims and dims[0] is None and o.name in spec.pad_to_boundary and spec.admits(bucket) is not None:
-                dims[0] = spec.admits(bucket)
-            varying = next((axis for axis, d in enumerate(dims, 1) if d is None), None)
-            if varying is not None:
-                last = " in the last bucket" if o.name in spec.pad_to_boundary else ""
-                return None, f"{o.name} axis {varying} is padded to each batch's longest{last}"
-            shape.append((o.name, (size, *dims)))
-        shapes.append(tuple(shape))
-    return shapes, f"one per bucket ({len(spec.batch_sizes)} buckets)"
 
 
 SHAPES_SHOWN = 3  # batch shapes the describe line spells out

@@ -18,15 +18,18 @@ import json
 import os
 import sys
 
+from batchloaders.config import stage_rules
 from batchloaders.config.schema import _schemas_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "docs", "reference.md")
 
-# Top-level schema files in reading order; the rest follow alphabetically.
+# Top-level schema files in reading order (the regroup stages' shipped ones in registration order); the rest
+# follow alphabetically.
 FIRST = ("loader_config", "independent_args", "continuous_sequence_args", "discrete_sequence_args", "dataset",
-         "primary_feature", "secondary_feature", "step", "padding", "batching", "bucketing", "packing", "chunking",
-         "segmenting", "manifest", "manifest_feature")
+         "primary_feature", "secondary_feature", "step", "padding", "batching",
+         *(stage.schema.removesuffix(".schema.json") for stage in stage_rules.blocks() if isinstance(stage.schema, str)),
+         "manifest", "manifest_feature")
 LOADERS = ("independent_args", "continuous_sequence_args", "discrete_sequence_args")
 SHARED = "arguments of every loader"  # the section of the loader arguments all three take alike
 BOUNDS = (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"), ("exclusiveMaximum", "< {}"),

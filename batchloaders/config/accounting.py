@@ -16,6 +16,7 @@ from batchloaders.errors import Problem
 from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, url_scheme
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import is_sidecar
+from batchloaders.config.stage_rules import given
 from batchloaders.spec.model import DataFile, Dataset, LoaderConfig, Manifest
 
 
@@ -124,7 +125,7 @@ def empty_output_problems(args: dict, loader_type: str, dataset: Dataset, check)
         return
     batch, epochs = args["target_batch_size"], args["epochs"]
     # With chunking, target_batch_size counts chunks, which the counts cannot tell: no verdict on batches.
-    drop = bool(args["drop_remainder"]) and epochs is not None and "chunking" not in args
+    drop = bool(args["drop_remainder"]) and epochs is not None and not given(args, "makes_examples")
     listed = f"the manifest {dataset.manifest.path} lists {sum(counts):,} records in the {len(counts)} data file(s)"
     if sum(counts) == 0:
         check(("args", "dataset"), f"{listed}: every data file is empty, so no batch would come out; expected "

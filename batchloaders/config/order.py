@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from batchloaders.transform.registry import SECONDARY
 from batchloaders.spec.model import LoaderConfig, SecondaryFeature, Step
+from batchloaders.config.stage_rules import of_spec
 
 
 def on_chunks(feature: SecondaryFeature, chunked) -> bool:
@@ -25,9 +26,11 @@ def on_chunks(feature: SecondaryFeature, chunked) -> bool:
 
 def after_chunking(config: LoaderConfig) -> list[SecondaryFeature]:
     """The features built on the chunks, in config order (none without chunking)."""
-    if config.chunking is None:
+    stage = of_spec(config.regroup)
+    if stage is None or not stage.makes_examples:
         return []
-    return [f for f in config.secondary_features if on_chunks(f, config.chunking.names)]
+    chunked = tuple(stage.chunk_widths(config.regroup))
+    return [f for f in config.secondary_features if on_chunks(f, chunked)]
 
 
 def run_order(config: LoaderConfig) -> list[SecondaryFeature | Step]:

@@ -13,6 +13,7 @@ from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES
 from batchloaders.spec.model import format_shape
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import is_sequence
+from batchloaders.config.stage_rules import blocks, given
 
 
 def example_bytes(name: str, info, pad_spec, window: int | None, primaries: dict, chunk: int | None = None) -> int:
@@ -42,10 +43,11 @@ def check_resources(ctx: SectionContext) -> None:
     args = ctx.args
     _check_step_outputs(ctx)
     # Chunks are examples of their own, of at most left + size + right steps: no window axis.
-    window = args.get("max_window") if is_sequence(ctx.loader_type) and "chunking" not in args else None
+    window = (args.get("max_window") if is_sequence(ctx.loader_type) and not given(args, "makes_examples")
+              else None)
     primaries = {p["to_name"] for p in args["primary_features"]}
-    chunking = ctx.regroup.get("chunking")
-    widths = {t.name: t.width for t in chunking.tensors} if chunking is not None else {}
+    widths = {name: width for stage in blocks() if ctx.regroup.get(stage.name) is not None
+              for name, width in stage.chunk_widths(ctx.regroup[stage.name]).items()}
     sizes = {name: example_bytes(name, ctx.tensors[name], ctx.pad_specs.get(name), window, primaries,
                                  widths.get(name))
              for name in sorted(ctx.outputs) if name in ctx.tensors}
@@ -91,13 +93,9 @@ def _check_buffers(ctx: SectionContext, per_example: int) -> None:
                   f"a shuffle buffer of {args['num_shuffle_buffer_elements']:,} examples of at least "
                   f"{per_example:,} bytes would hold at least {gib(held)}: expected at most "
                   f"{gib(MAX_HELD_BYTES)}; lower num_shuffle_buffer_elements")
-    chunking = args.get("chunking")
-    if isinstance(chunking, dict) and chunking.get("shuffle_buffer"):
-        held = chunking["shuffle_buffer"] * per_example
-        if held > MAX_HELD_BYTES:
-            check(("args", "chunking", "shuffle_buffer"),
-                  f"a chunk shuffle buffer of {chunking['shuffle_buffer']:,} chunks of at least {per_example:,} bytes "
-                  f"would hold at least {gib(held)}: expected at most {gib(MAX_HELD_BYTES)}; lower shuffle_buffer")
+    for stage in blocks():
+        if stage.name in args:
+            stage.check_held(ctx, args[stage.name], per_example)
     open_files = args.get("num_mix_files") if args.get("shuffle") else args.get("num_parallel_reads")
     open_files = max(1, open_files or 1)
     buffers = open_files * args["num_read_buffer_bytes"]

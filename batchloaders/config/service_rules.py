@@ -9,6 +9,7 @@ import re
 
 from batchloaders.spec.model import ServiceConfig
 from batchloaders.config.kinds import DEFAULT
+from batchloaders.config.stage_rules import given
 from batchloaders.config.sections.loader import is_sequence
 
 AT = ("args", "service")
@@ -43,7 +44,7 @@ def _unfollowed(loader_type: str, args: dict) -> str | None:
     """
     if is_sequence(loader_type):
         return f"the {loader_type} loader"
-    return next((key for key in ("segmenting", "bucketing") if key in args), None)
+    return next((stage.name for stage in given(args, "file_unshardable")), None)
 
 
 def service_spec(block: dict, epochs, check, loader_type: str = DEFAULT, args: dict | None = None

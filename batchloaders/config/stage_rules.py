@@ -7,10 +7,10 @@ The registry lives here, in the config layer, because the config check is the lo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-if TYPE_CHECKING:  # annotations only: the sections import this module
-    from batchloaders.config.sections.context import SectionContext
+# ``ctx`` below is config/sections/context.py's SectionContext, named only in annotations: that module asks this
+# registry (the tensors a stage reads for itself), so importing it here would make a cycle.
 
 # When a stage's block is checked, in the order of config.config_from_document's sections:
 AFTER_STEPS = "after steps"  # it reshapes the tensors the processing steps made (chunking, segmenting)
@@ -32,6 +32,17 @@ class StageRules:
             the schema itself; None for a stage without a block (plain batching).
         description: the block's description in the loaders' args schemas.
         regroups: what the stage does, for the message when two regroup blocks are given.
+        makes_examples: whether the stage makes examples of its own out of the loader's (chunks): then
+            ``target_batch_size`` counts them (the manifest's counts tell no batches), they carry no window
+            axis, a secondary feature that describes a chunk has them to describe, and bench measures the
+            stage's padding, not the loader's.
+        file_unshardable: whether TensorFlow's ``file`` sharding of a service block cannot trace the stage's
+            pipeline back to the list of data files (the worker would fail at its first batch).
+        keeps_file_order: whether the stage works on each sequence's records in file order (which a global
+            shuffle takes apart).
+        unmixable: why the stage cannot work on a mixture of sources ("" when it can).
+        fingerprinted: whether checkpoints name the stage's block even when another stage (or none) makes
+            the batches (a null part): the stages checkpoints were written with before others registered.
     """
 
     name: ClassVar[str]
@@ -39,6 +50,11 @@ class StageRules:
     schema: ClassVar[str | dict | None] = None
     description: ClassVar[str] = ""
     regroups: ClassVar[str] = "regroups examples its own way"
+    makes_examples: ClassVar[bool] = False
+    file_unshardable: ClassVar[bool] = False
+    keeps_file_order: ClassVar[bool] = False
+    unmixable: ClassVar[str] = ""
+    fingerprinted: ClassVar[bool] = False
 
     def check(self, ctx: "SectionContext", block: dict, *, alone: bool):
         """Check the stage's block against the tensors the config makes so far.
@@ -76,6 +92,48 @@ class StageRules:
         """
         return ()
 
+    def unfed(self, block: dict) -> tuple[str, ...]:
+        """Tensors the stage reads that the model need not take (segmenting's key, which names the sequences).
+
+        Args:
+            block: the block as written, valid against the stage's schema.
+
+        Returns:
+            Their names: none by default.
+        """
+        return ()
+
+    def chunk_widths(self, spec) -> dict[str, int]:
+        """The tensors the stage cuts into examples of their own, each with the steps a piece holds.
+
+        Args:
+            spec: what :meth:`check` returned for the block.
+
+        Returns:
+            {tensor: steps per piece}: empty by default (the stage cuts nothing).
+        """
+        return {}
+
+    def check_held(self, ctx: "SectionContext", block: dict, per_example: int) -> None:
+        """Report a buffer of the stage's that cannot fit in memory. Nothing by default.
+
+        Args:
+            ctx: the config check so far; the stage reports through ``ctx.check``.
+            block: the block as written (schema-valid or not: check its types).
+            per_example: the bytes of one example, at least.
+        """
+
+    def draws_at_random(self, spec) -> bool:
+        """Whether the stage draws anything at random (a shuffle of its own).
+
+        Args:
+            spec: the config's regroup spec, this stage's.
+
+        Returns:
+            False by default.
+        """
+        return False
+
     def excluded(self, other: "StageRules") -> str:
         """The message at this stage's block when ``other``'s block is given too.
 
@@ -95,6 +153,46 @@ STAGES: dict[str, StageRules] = {}
 def blocks() -> list[StageRules]:
     """Every registered stage that has a block in ``args`` (plain batching has none), in registration order."""
     return [stage for stage in STAGES.values() if stage.schema is not None]
+
+
+def flagged(flag: str) -> list[StageRules]:
+    """Every registered stage with a block whose attribute ``flag`` is true, in registration order.
+
+    Args:
+        flag: a StageRules attribute (``keeps_file_order``, ``makes_examples`` ...).
+
+    Returns:
+        The stages.
+    """
+    return [stage for stage in blocks() if getattr(stage, flag)]
+
+
+def given(args: dict, flag: str) -> list[StageRules]:
+    """The stages of :func:`flagged` whose block ``args`` holds (as written, valid or not).
+
+    Args:
+        args: the loader's ``args`` as written.
+        flag: a StageRules attribute.
+
+    Returns:
+        The stages, in registration order.
+    """
+    return [stage for stage in flagged(flag) if stage.name in args]
+
+
+def of_spec(spec) -> StageRules | None:
+    """The registered stage of a regroup spec (its ``stage``), or None for no spec.
+
+    Args:
+        spec: a LoaderConfig's ``regroup``.
+
+    Returns:
+        The stage; None when ``spec`` is None.
+
+    Raises:
+        KeyError: no stage of that name is registered.
+    """
+    return None if spec is None else STAGES[spec.stage]
 
 
 def version() -> tuple:

@@ -46,15 +46,40 @@ def draw_lengths(count, seed, lo: int, hi: int) -> tf.Tensor:
                                        maxval=tf.constant(hi + 1, tf.int64), dtype=tf.int64)
 
 
-def cut(start, length, end, seed, lo: int, hi: int, *, stride: int | None):
+@dataclasses.dataclass(frozen=True)
+class Cutting:
+    """How the windows of a file are cut.
+
+    Attributes:
+        lo: the shortest window length drawn (min_window).
+        hi: the longest window length drawn (max_window).
+        stride: windows start ``stride`` units apart; None: each starts where the last ended.
+        max_offset: above 1, a random 0..max_offset-1 units are skipped before the first window.
+    """
+
+    lo: int
+    hi: int
+    stride: int | None = None
+    max_offset: int = 0
+
+
+def cut(start, length, end, seed, cutting: Cutting):
     """Every window that fits before unit ``end``, in order, from a window at ``start`` of ``length``.
 
-    Windows follow each other (``stride`` None) or start ``stride`` apart. The
-    first window that does not fit stops the cut even if a later, shorter one
-    would fit, so windows always come out in order. Returns (starts, lengths)
-    of the windows that fit, then the start and (already drawn) length of the
-    next window.
+    Windows follow each other (``cutting.stride`` None) or start ``stride`` apart. The first window that does
+    not fit stops the cut even if a later, shorter one would fit, so windows always come out in order.
+
+    Args:
+        start: the next window's start (int64 scalar).
+        length: the next window's length, already drawn (int64 scalar).
+        end: the units available so far (int64 scalar).
+        seed: the stateless seed of the lengths drawn after ``length``.
+        cutting: the window lengths and stride (its ``max_offset`` is not used here).
+
+    Returns:
+        (starts, lengths) of the windows that fit, then the start and (already drawn) length of the next window.
     """
+    lo, hi, stride = cutting.lo, cutting.hi, cutting.stride
     step = stride or lo
     room = tf.maximum(end - start, 0)
     # Candidate i starts at least start + i*step, so candidate room//step + 1 never fits:
@@ -80,9 +105,9 @@ def marked(block: dict) -> dict:
     return {"data": block, "end": tf.constant(False)}
 
 
-def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: int | None,
-           max_offset: int, *, file=None, then: Callable[[dict], dict] | None = None) -> tf.data.Dataset:
-    """Cut the windows of one file.
+def stream(blocks: tf.data.Dataset, seed: tf.Tensor, cutting: Cutting, *, file=None,
+           then: Callable[[dict], dict] | None = None) -> tf.data.Dataset:
+    """Cut the windows of one file (``cutting``: the window lengths lo..hi, stride and max_offset).
 
     ``blocks`` yields dicts of tensors sharing their first (unit) axis, each wrapped by
     :func:`marked`; ``file``, if given, is added to every output element. Each
@@ -96,6 +121,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
     gives, in that last element, one window of length min(first length, units)
     starting at min(offset, units - length), unless it is shorter than ``lo``.
     """
+    lo, hi, max_offset = cutting.lo, cutting.hi, cutting.max_offset
     empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in blocks.element_spec["data"].items()}
     elements = blocks.concatenate(tf.data.Dataset.from_tensors({"data": empty, "end": True}))
 
@@ -114,7 +140,7 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, lo: int, hi: int, stride: i
         carry, position, start, length, index, total = state
         buffer = {k: tf.concat([carry[k], element["data"][k]], 0) for k in carry}
         end = position + _units(buffer)
-        starts, lengths, start, length = cut(start, length, end, key(index), lo, hi, stride=stride)
+        starts, lengths, start, length = cut(start, length, end, key(index), cutting)
         total += tf.size(starts, out_type=tf.int64)
         # A file ending before its first window fits still gives that window, clipped to the file
         # and moved back to fit, so whether a file gives a window never depends on the draws.
@@ -232,8 +258,9 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
         def made(cut):  # in the file's own scan step: this pipeline's windows (made, with make_in_scan)
             mine = sharding.keep_windows(cut, share)
             return make_windows(mine) if make_in_scan else mine
-        cuts = stream(file_blocks(element["file"], element["index"]), seed, lo, hi, stride,
-                      max_offset if config.shuffle else 0, file=element["index"], then=made)
+        cutting = Cutting(lo, hi, stride, max_offset if config.shuffle else 0)
+        cuts = stream(file_blocks(element["file"], element["index"]), seed, cutting, file=element["index"],
+                      then=made)
         return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
 
     by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files

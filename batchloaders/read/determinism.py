@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.config.kinds import kind
+from batchloaders.config.stage_rules import of_spec
 from batchloaders.transform.graphs import as_written
 
 MAX_SEED = 2**63 - 1
@@ -87,8 +88,9 @@ def draws(config) -> bool:
     every epoch order and from every iterator without being rebuilt per iterator and per epoch, so it is
     built flat (:func:`per_iterator`), which shortens every iterator's start-up (docs/decisions/performance.md)."""
     random_windows = kind(config.type).sequence and config.min_window != config.max_window
-    chunk_shuffle = config.chunking is not None and config.chunking.shuffle_buffer is not None
-    return bool(config.shuffle or random_windows or chunk_shuffle or getattr(config, "sources", ()))
+    stage = of_spec(config.regroup)
+    stage_draws = stage is not None and stage.draws_at_random(config.regroup)
+    return bool(config.shuffle or random_windows or stage_draws or getattr(config, "sources", ()))
 
 
 def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False,

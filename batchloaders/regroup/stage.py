@@ -113,14 +113,17 @@ class Stage(StageRules):
             targets on blocks of examples), ``start_position`` and ``skip_batches`` start at a position of the
             order (instead of making and dropping batches), and describe count a mixture's batches.
         counted_as: what a batch is made of, for describe's "steps per epoch: unknown (...)".
-        makes_examples: whether the stage makes examples of its own out of the loader's (chunks): the padding
-            of the loader's batches is then not the model's, and bench always measures the stage's
+        makes_examples: (StageRules) whether the stage makes examples of its own out of the loader's (chunks):
+            the padding of the loader's batches is then not the model's, and bench always measures the stage's
             (:meth:`padding_dataset`).
+        xla_compilable: whether a model may compile its step with XLA on the stage's batches (False: the
+            features carry strings, as segmenting's counters carry the key).
     """
 
     name: ClassVar[str]
     example_wise: ClassVar[bool] = False
     counted_as: ClassVar[str] = "examples"
+    xla_compilable: ClassVar[bool] = True
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         """What the stage asks of the loader for the call's pipeline: by default blocks of ``batch_size``
@@ -221,8 +224,6 @@ class Stage(StageRules):
         """
         raise NotImplementedError
 
-    makes_examples: ClassVar[bool] = False
-
     def padding_dataset(self, config: LoaderConfig, batch_size: int, names: list[str]) -> "tf.data.Dataset | None":
         """The stage's batches as bench and preview measure them.
 
@@ -275,6 +276,20 @@ class Stage(StageRules):
         Returns:
             (tensor, (each row's real length per batch, each batch's width)), the second None when there is
             no tensor to draw; None (the default) to draw the first tensor whose first axis varies.
+        """
+        return None
+
+    def batch_shapes(self, config: LoaderConfig, outputs: list) -> tuple[list | None, str] | None:
+        """The batch shapes the stage fixes, for describe (a jitted step compiles once per shape).
+
+        Args:
+            config: the config.
+            outputs: describe's outputs of the signature, each with ``name`` and ``shape`` (batch axis first);
+                every one dense.
+
+        Returns:
+            (every batch shape, why there are that many), or (None, why they vary); None (the default) when
+            the shapes are the loader's batches', which describe works out itself.
         """
         return None
 

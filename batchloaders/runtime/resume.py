@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
+from batchloaders.config import stage_rules
 from batchloaders.read import determinism, global_order
 from batchloaders.spec.model import UNLESS_EMPTY
 from batchloaders.read import sharding
@@ -49,8 +50,10 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-# Checkpoints name the regroup stage by its block: one part per block, null unless it is the config's stage.
-_REGROUP_PARTS = ("bucketing", "packing", "chunking", "segmenting")
+def _regroup_parts() -> tuple[str, ...]:
+    """The stages checkpoints name by their block, one part each, null unless it is the config's stage: the
+    ``fingerprinted`` ones (the built-in stages), in registration order, so saved checkpoints still match."""
+    return tuple(stage.name for stage in stage_rules.flagged("fingerprinted"))
 
 
 def _parts(config) -> dict[str, Any]:
@@ -58,9 +61,9 @@ def _parts(config) -> dict[str, Any]:
     out = _plain(config)
     stage = config.regroup
     out.pop("regroup", None)
-    out.update({name: _plain(stage) if stage is not None and stage.stage == name else None
-                for name in _REGROUP_PARTS})
-    if stage is not None and stage.stage not in _REGROUP_PARTS:  # a stage registered besides the built-ins
+    parts = _regroup_parts()
+    out.update({name: _plain(stage) if stage is not None and stage.stage == name else None for name in parts})
+    if stage is not None and stage.stage not in parts:  # a stage registered besides the built-ins
         out[stage.stage] = _plain(stage)
     return out
 

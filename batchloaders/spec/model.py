@@ -334,8 +334,10 @@ class RegroupSpec(Protocol):
         """What the loader must say of where each example was read (read/origins.py)."""
 
 
-def _regroup_property(name: str) -> property:
-    return property(lambda self: self.regroup_of(name), doc=f"The {name} spec, None unless {name} is the stage.")
+def _regroup_property(spec: type) -> property:
+    """A LoaderConfig property: its regroup spec when it is a ``spec`` (that stage makes the batches), else None."""
+    return property(lambda self: self.regroup_of(spec.stage),
+                    doc=f"The {spec.stage} spec, None unless {spec.stage} is the stage.")
 
 
 SERVICE_MODES = ("off", "dynamic", "file", "data", "file_or_data")
@@ -422,11 +424,12 @@ class LoaderConfig:
         """
         return self.regroup if self.regroup is not None and self.regroup.stage == stage else None
 
-    # The built-in stages' specs by name, for their own code (a new stage asks regroup_of or regroup).
-    bucketing = _regroup_property("bucketing")
-    packing = _regroup_property("packing")
-    chunking = _regroup_property("chunking")
-    segmenting = _regroup_property("segmenting")
+    # The built-in stages' specs by name, for their own code in regroup/ (tools/structure.py: no other code
+    # names a stage; a new stage asks regroup_of or regroup).
+    bucketing = _regroup_property(BucketSpec)
+    packing = _regroup_property(PackSpec)
+    chunking = _regroup_property(ChunkSpec)
+    segmenting = _regroup_property(SegmentSpec)
 
     def of_source(self, source: Source) -> "LoaderConfig":
         """This config reading ``source`` alone (its dataset and primary features; the rest as it is)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Problem, json_path, suggest
 from batchloaders.transform.registry import CheckContext
 from batchloaders.config.document import Document
+from batchloaders.config.stage_rules import blocks
 from batchloaders.spec.model import PrimaryFeature, SecondaryFeature, Step, TensorInfo
 
 
@@ -62,10 +63,9 @@ class SectionContext:
         self.tensors: dict[str, TensorInfo] = {}
         self.primaries: dict = {}  # to_name -> the manifest feature of each primary feature
         self.unnamed: list[str] = []  # lists with broken entries whose to_name is unknown: any tensor may be theirs
-        # The segmenting key is read to name the sequences, not to feed the model.
-        block = self.args.get("segmenting") if self.valid(("args", "segmenting")) else None
-        self.segmenting_block = block
-        self.key_tensor = block.get("key") if isinstance(block, dict) else None
+        # Tensors a regroup stage reads for itself, which the model need not use (segmenting's key).
+        self.unfed = {name for stage in blocks() if self.valid(("args", stage.name))
+                      and isinstance(self.args.get(stage.name), dict) for name in stage.unfed(self.args[stage.name])}
         # What the sections make, for LoaderConfig.
         self.primary: list[PrimaryFeature] = []
         self.secondary: list[SecondaryFeature] = []
@@ -126,7 +126,7 @@ class SectionContext:
         else:
             self.seen[to_name] = at + ("to_name",)
         if (self.model_known and (self.wanted or self.model_declared) and to_name not in self.wanted
-                and to_name != self.key_tensor):
+                and to_name not in self.unfed):
             self.check(at + ("to_name",), f"to_name {to_name!r} is constructed but not used by the model: expected "
                                           f"one of the model's inputs or targets ({', '.join(sorted(self.wanted))})"
                                           f"{suggest(to_name, self.wanted)}")

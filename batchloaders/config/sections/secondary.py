@@ -7,6 +7,7 @@ from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import SECONDARY
 from batchloaders.spec.model import SecondaryFeature
 from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.stage_rules import given
 
 
 def claim_names(ctx: SectionContext) -> None:
@@ -41,7 +42,7 @@ def _available(ctx: SectionContext, kind, name: str, at: tuple) -> bool:
     elif ctx.loader_type not in kind.loaders:
         ctx.check(at + ("type",), f"secondary feature type {name!r} is not available for the {ctx.loader_type} "
                                   f"loader: expected one of {', '.join(kind.loaders)} loaders")
-    elif kind.after_chunking and "chunking" not in ctx.args:
+    elif kind.after_chunking and not given(ctx.args, "makes_examples"):
         ctx.check(at + ("type",), f"secondary feature type {name!r} describes a chunk, and there are no chunks: "
                                   "expected a chunking block in args (chunk metadata exists only once examples are "
                                   "cut into chunks)")

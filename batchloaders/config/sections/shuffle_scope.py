@@ -10,6 +10,7 @@ from __future__ import annotations
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.stage_rules import flagged
 
 AT = ("args", "shuffle_scope")
 _SHOWN = 3  # files named in a message about several
@@ -42,7 +43,7 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
                       "shuffle_scope)")
     if kind(ctx.loader_type).sequence:
         _check_windows(ctx)
-    regroup = next((name for name in ("chunking", "segmenting") if ctx.given(name)), None)
+    regroup = next((stage.name for stage in flagged("keeps_file_order") if ctx.given(stage.name)), None)
     if regroup is not None:
         ctx.check(AT, f"found global with {regroup}: {regroup} works on each sequence's records in file order, "
                       "which a global shuffle takes apart; expected shuffle_scope buffer")

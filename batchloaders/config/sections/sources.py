@@ -13,6 +13,7 @@ from batchloaders.config import datasets
 from batchloaders.config.accounting import examples_bounded, record_counts
 from batchloaders.config.document import Document
 from batchloaders.config.sections.context import SectionContext
+from batchloaders.config.stage_rules import flagged
 from batchloaders.config.sections.loader import fixed_window, primary_info
 from batchloaders.config.sections.primary import manifest_feature
 from batchloaders.errors import BatchLoaderError, json_path, suggest
@@ -72,10 +73,11 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
                                        "primary_features) or several (sources, each with its own); expected one "
                                        "of them")
         return
-    for unsupported in ("service", "chunking", "segmenting"):
+    why_not = {"service": _NO_SERVICE, **{stage.name: stage.unmixable for stage in flagged("unmixable")}}
+    for unsupported, why in why_not.items():
         if ctx.given(unsupported):
             ctx.check(("args", "sources"), f"found sources with {unsupported}: "
-                                           f"{_WHY_NOT[unsupported]}; expected one dataset, or no {unsupported}")
+                                           f"{why}; expected one dataset, or no {unsupported}")
     if ctx.value("shuffle_scope", default="buffer") == "global":
         ctx.check(("args", "shuffle_scope"), "found global with sources: a global shuffle permutes one dataset's "
                                              "records; expected shuffle_scope buffer with sources")
@@ -134,11 +136,8 @@ def _check_unbounded_weights(ctx: SectionContext) -> None:
             "DIR`), or exhausted stop or repeat"))
 
 
-_WHY_NOT = {
-    "service": "the sources would each need a service job of their own, which this version does not build",
-    "chunking": "chunking cuts each sequence as one file gives it, before any mixing",
-    "segmenting": "segmenting groups consecutive records by key within one file, which mixing interleaves",
-}
+# Why sources cannot have a service block (a regroup stage says why it cannot: its ``unmixable``).
+_NO_SERVICE = "the sources would each need a service job of their own, which this version does not build"
 
 
 def _first(ctx: SectionContext, name: str) -> Source:

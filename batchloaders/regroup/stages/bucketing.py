@@ -17,6 +17,8 @@ class Bucketing(Stage):
     description = ("Length bucketing: batches of examples of similar length, per-bucket batch sizes or a token "
                    "budget. Defaults to none.")
     regroups = "batches examples of similar length"
+    file_unshardable = True  # its last-block flush hides the files from TensorFlow's file sharding
+    fingerprinted = True
 
     def check(self, ctx, block: dict, *, alone: bool):
         bounds = bucket_rules.window_bounds(ctx.loader_type, ctx.args.get("max_window"), ctx.primaries, ctx.steps)
@@ -39,6 +41,27 @@ class Bucketing(Stage):
         from batchloaders.regroup import bucketing  # deferred: stages are described without TensorFlow
 
         return bucketing.padding_dataset(config, batch_size, names)
+
+    def batch_shapes(self, config: LoaderConfig, outputs: list) -> tuple[list | None, str]:
+        """One shape per bucket when every batch is full (drop_remainder true, or epochs null) and every length
+        is fixed by padding or, for pad_to_boundary tensors below the last bucket, by the bucket's boundary."""
+        spec = config.bucketing
+        if not (config.drop_remainder or config.epochs is None):
+            return None, "bucketing with drop_remainder false: each bucket's last batch holds what is left"
+        shapes = []
+        for bucket, size in enumerate(spec.batch_sizes):
+            shape = []
+            for o in outputs:
+                dims = list(o.shape[1:])
+                if dims and dims[0] is None and o.name in spec.pad_to_boundary and spec.admits(bucket) is not None:
+                    dims[0] = spec.admits(bucket)
+                varying = next((axis for axis, d in enumerate(dims, 1) if d is None), None)
+                if varying is not None:
+                    last = " in the last bucket" if o.name in spec.pad_to_boundary else ""
+                    return None, f"{o.name} axis {varying} is padded to each batch's longest{last}"
+                shape.append((o.name, (size, *dims)))
+            shapes.append(tuple(shape))
+        return shapes, f"one per bucket ({len(spec.batch_sizes)} buckets)"
 
     def lines(self, config: LoaderConfig) -> list[str]:
         spec = config.bucketing

@@ -1,6 +1,7 @@
 """Chunking: each example's sequences cut into chunks with context, the chunks batched."""
 from __future__ import annotations
 
+from batchloaders.spec.limits import MAX_HELD_BYTES, gib
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.config import chunk_rules
 from batchloaders.config.order import after_chunking
@@ -18,9 +19,27 @@ class Chunking(Stage):
     description = ("Chunking: each example's sequences cut into chunks of a fixed size with zero context at the "
                    "borders, each chunk an example. Defaults to none.")
     regroups = "makes each chunk an example of its own"
+    keeps_file_order = True
+    unmixable = "chunking cuts each sequence as one file gives it, before any mixing"
+    fingerprinted = True
 
     def check(self, ctx, block: dict, *, alone: bool):
         return chunk_rules.chunk_spec(ctx, block, alone=alone, per_record=chunk_rules.per_record(ctx))
+
+    def chunk_widths(self, spec) -> dict[str, int]:
+        return {t.name: t.width for t in spec.tensors}
+
+    def check_held(self, ctx, block: dict, per_example: int) -> None:
+        if isinstance(block, dict) and block.get("shuffle_buffer"):
+            held = block["shuffle_buffer"] * per_example
+            if held > MAX_HELD_BYTES:
+                ctx.check(("args", self.name, "shuffle_buffer"),
+                          f"a chunk shuffle buffer of {block['shuffle_buffer']:,} chunks of at least {per_example:,} "
+                          f"bytes would hold at least {gib(held)}: expected at most {gib(MAX_HELD_BYTES)}; lower "
+                          "shuffle_buffer")
+
+    def draws_at_random(self, spec) -> bool:
+        return spec.shuffle_buffer is not None
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # Chunks are made from blocks of one epoch of examples: the stage repeats the epochs.

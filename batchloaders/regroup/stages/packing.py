@@ -21,6 +21,7 @@ class Packing(Stage):
     description = ("Packing: short examples concatenated into rows of a fixed length, with segment ids and "
                    "positions. Defaults to none.")
     regroups = "fills rows of a fixed length"
+    fingerprinted = True
 
     def check(self, ctx, block: dict, *, alone: bool):
         return pack_rules.pack_spec(ctx, block, alone=alone)

@@ -17,9 +17,18 @@ class Segmenting(Stage):
                    "recurrent model carries its state from one segment of a sequence to the next (truncated "
                    "backpropagation through time). Defaults to none.")
     regroups = "batches consecutive segments of each sequence in a fixed slot"
+    file_unshardable = True  # its lanes hide the files from TensorFlow's file sharding
+    keeps_file_order = True
+    unmixable = "segmenting groups consecutive records by key within one file, which mixing interleaves"
+    fingerprinted = True
+    xla_compilable = False  # XLA takes no strings: the segment counters carry the string key
 
     def check(self, ctx, block: dict, *, alone: bool):
         return segment_rules.segment_spec(ctx, block, alone=alone)
+
+    def unfed(self, block: dict) -> tuple[str, ...]:
+        # The key is read to name the sequences, not to feed the model.
+        return (block["key"],) if "key" in block else ()
 
     def check_batching(self, ctx, spec) -> None:
         segment_rules.check_batching(ctx, spec)
