@@ -28,7 +28,6 @@ WIDE_ALLOWED = {
     "transform/extend.py:register_secondary": "a public decorator plugins call with these keywords "
                                               "(docs/python-api.md)",
     "cli/bench.py:report": "being restructured (stages report their own padding)",
-    "loaders/mixture.py:_drawn_records": "being restructured (the source chosen once)",
     "loaders/windows.py:cut": "being restructured (window settings in the sequence loaders' spec)",
     "loaders/windows.py:stream": "being restructured (window settings in the sequence loaders' spec)",
 }

@@ -83,6 +83,23 @@ def plan(config: LoaderConfig, input_context) -> Shard:
     return Shard(RECORD, pipelines, pipeline, tuple(range(files)))
 
 
+def plan_sources(config: LoaderConfig, input_context) -> tuple[Shard, ...]:
+    """The share of each mixture source (``config.sources``, in order) for the input pipeline ``input_context``
+    names: :func:`plan` of each source's config on its own; none for a config without sources.
+
+    Args:
+        config: a checked LoaderConfig, with the call's seed.
+        input_context: the call's tf.distribute.InputContext, or None.
+
+    Returns:
+        One Shard a source.
+
+    Raises:
+        ConfigError: as :func:`plan` does, for a source that cannot be shared out.
+    """
+    return tuple(plan(config.of_source(spec), input_context) for spec in config.sources)
+
+
 def files_handed_out(config: LoaderConfig) -> bool:
     """Whether a tf.data service in ``dynamic`` mode hands the file names out to its workers one at a time.
     They are then not shuffled: TensorFlow 2.21 gives every file to every worker when a shuffle of the
