@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from batchloaders.config.config import load_config
-from batchloaders.spec.limits import INT32_MAX, INT64_MAX, MAX_BATCH_SIZE
+from batchloaders.spec.limits import MAX_BATCH_SIZE
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, registry as loaders, sources as example_sources
@@ -28,8 +28,6 @@ from batchloaders.regroup.segmenting import SegmentReport
 from batchloaders.runtime import keras_align, reuse
 from batchloaders.runtime.located import LocatedDataset, Locator, locate_model_errors, register
 from batchloaders.runtime.resume import identity
-
-AUTOTUNE = tf.data.AUTOTUNE
 
 
 def _packer(kind: str, names: list[str]):
@@ -91,6 +89,7 @@ class CallPlan:
     from_params: bool
     input_context: Any
     shard: Shard
+    shards: tuple[Shard, ...]  # each mixture source's (sharding.plan_sources), none without sources
     skip_batches: int
     params: Mapping[str, Any] | None = None  # as given (Estimator-style ones moved here from input_context)
     start_position: int | None = None  # shuffle_scope global: the position of the run's order to start at
@@ -152,18 +151,9 @@ class InputFn:
         return dataset
 
     def _build(self, call: CallPlan) -> tf.data.Dataset:
-        """The call's pipeline, built."""
-        start = self._source.start(call, self.stage)
-        cardinality = self._cardinality(call, start)
-        # Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
-        # (determinism.py): the same batches from every call and iterator for a seed, and after a restore.
-        # Under a tf.data service, flat: the service's sharding follows the pipeline back to its file names.
-        # Flat too when nothing is drawn: every epoch and iterator is the same without rebuilding.
-        flat = not self._local or not determinism.draws(call.config)
-        dataset = _finished(call.config, determinism.per_iterator(lambda: self._batches(call), call.config.seed,
-                                                                  flat=flat, start=start), cardinality)
-        if call.skip_batches and start is None:
-            dataset = _skip(dataset, call.skip_batches)
+        """The call's pipeline, built: the source's batches (their start, count, prefetch and options), then
+        the tf.data service when configured, in a dataset that locates its data errors."""
+        dataset = self._source.pipeline(call, self.stage, lambda blocks: self._batches(call, blocks))
         fetcher = None
         if call.config.service is not None:
             from batchloaders.runtime import service  # deferred: the tf.data service's client, for service configs
@@ -194,14 +184,9 @@ class InputFn:
         if input_context is not None:
             sharding.log_rule(config, shard)
             sharding.check_share(config, shard)
-        return CallPlan(config, batch_size, from_params, input_context, shard, skip_batches, params, start_position)
-
-    def _cardinality(self, call: CallPlan, start) -> int | None:
-        """The number of batches, when the manifest's counts fix it; never under a tf.data service, where each
-        worker runs the pipeline on its part of the data."""
-        if call.config.service is not None:
-            return None
-        return self._source.cardinality(call, self.stage, start)
+        shards = sharding.plan_sources(config, input_context)  # each mixture source's share, planned once too
+        return CallPlan(config, batch_size, from_params, input_context, shard, shards, skip_batches, params,
+                        start_position)
 
     def run_length(self, input_context=None, *, params: Mapping[str, Any] | None = None) -> int | None:
         """The batches ``input_fn(input_context, params=params)`` gives from the run's start.
@@ -218,7 +203,7 @@ class InputFn:
             ConfigError: for arguments a call cannot take.
         """
         call = self._plan(input_context, params, 0)
-        return None if call.config.epochs is None else self._cardinality(call, None)
+        return None if call.config.epochs is None else self._source.cardinality(call, self.stage, None)
 
     def run_positions(self) -> int | None:
         """The positions of a global shuffle's run: its epochs times an epoch's examples (records or windows).
@@ -228,8 +213,9 @@ class InputFn:
         """
         return self._source.run_positions(self.config)
 
-    def _batches(self, call: CallPlan) -> tf.data.Dataset:
-        """The model's batches: the loader's blocks of examples, made into batches by the stage."""
+    def _batches(self, call: CallPlan, blocks) -> tf.data.Dataset:
+        """The model's batches: the source's ``blocks(config, block, finish)`` of examples, made into batches by
+        the stage."""
         config = call.config
         zero_tails = base.zero_tails(self.loader, config)
         wanted = self.stage.source_plan(config, call.batch_size)
@@ -242,8 +228,8 @@ class InputFn:
             finish = base.finisher(config, None, *self._pack, zero_tails=zero_tails)
 
         def source():
-            return self._source.blocks(call, source_config, wanted.block, finish)
-        build = stages.Build(sharding.per_replica_buckets(config, call.input_context), call.batch_size, source,
+            return blocks(source_config, wanted.block, finish)
+        build = stages.Build(self.stage.per_replica(config, sharding.replicas_in_sync(call.input_context)), call.batch_size, source,
                              *self._pack, zero_tails=zero_tails, counters=self._counters,
                              share=sharding.share_note(config, call.shard), report=self._report)
         return self.stage.apply(build)
@@ -288,40 +274,6 @@ def _check_arguments(input_context, params, skip_batches, config: LoaderConfig) 
             f"found {params['service_address']!r}, but {config.source} has no service block "
             "($.args.service): the pipeline would run here, not on the service; expected a service block, "
             "or no service_address")))
-
-
-def _finished(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None) -> tf.data.Dataset:
-    """The known cardinality, the last prefetch and the pipeline's options."""
-    if config.epochs is None:
-        # Interleaving hides the repeat from tf.data's cardinality; tell Keras the truth.
-        ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    elif cardinality is not None:
-        # Keras then knows the steps per epoch. The end-of-file checks fail first if a count is off.
-        ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-    if config.num_prefetch is None:
-        ds = ds.prefetch(AUTOTUNE)
-    elif config.num_prefetch > 0:
-        ds = ds.prefetch(config.num_prefetch)
-    return ds.with_options(sources.options(config))
-
-
-def _skip(dataset: tf.data.Dataset, count: int) -> tf.data.Dataset:
-    """``dataset`` without its first ``count`` elements, for any count, in one step. tf.data's skip counts in
-    int32 (``skip(2**31)`` skips nothing), and a chain of skips nests one dataset per 2**31 elements."""
-    if count <= INT32_MAX:
-        return dataset.skip(count)
-    known = tf.get_static_value(dataset.cardinality())
-    endless = known == tf.data.INFINITE_CARDINALITY
-    if not endless and (count > INT64_MAX or (known is not None and 0 <= known <= count)):
-        return dataset.take(0)  # past the run's end (a finite run never holds 2**63 batches): nothing, unread
-    if count > INT64_MAX:
-        raise ConfigError(Problem("<input_fn>", "$.skip_batches", (
-            f"found {count}: the run is endless, and its batches are counted as int64; expected at most "
-            f"{INT64_MAX:,}")))
-    rest = dataset.enumerate().filter(lambda i, _: i >= count).map(lambda _, element: element)
-    if endless or (known is not None and known >= 0):
-        rest = rest.apply(tf.data.experimental.assert_cardinality(known if endless else known - count))
-    return rest
 
 
 def _check_start_position(start_position, skip_batches: int, config: LoaderConfig) -> None:

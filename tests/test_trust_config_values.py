@@ -253,11 +253,12 @@ def test_the_draws_stop_at_each_sources_records(tmp_path):
     """Weight 1e-300 beside two of 1: one draw per record and one that finds each source's end, then no more:
     79 draws for 76 records, not ~1e300."""
     from batchloaders.loaders import mixture
+    from batchloaders.read import sharding
 
     config = load_config(_three(tmp_path, [1e-300, 1, 1]))
-    limits = mixture.budgets(config)
-    assert limits == list(SIZES)
-    draws = list(mixture._choices(config, limits).take(1000).as_numpy_iterator())
+    mix = mixture.plan(config, sharding.plan_sources(config, None))
+    assert mixture.budgets(mix) == list(SIZES)
+    draws = list(mixture._choices(mix).take(1000).as_numpy_iterator())
     assert sorted(draws) == [0] * 7 + [1] * 41 + [2] * 31
     assert draws[-7:] == [0] * 7  # the small source drawn once the others ran out
 

@@ -27,7 +27,6 @@ LOADER_TYPE_CHECK = ("config/kinds.py",)
 WIDE_ALLOWED = {
     "transform/extend.py:register_secondary": "a public decorator plugins call with these keywords "
                                               "(docs/python-api.md)",
-    "loaders/mixture.py:_drawn_records": "being restructured (the source chosen once)",
 }
 
 # Where a regroup stage's name may be written: the stages (regroup/) and their own config checks, which sit
@@ -36,10 +35,8 @@ WIDE_ALLOWED = {
 # declaring its stage (``stage = "packing"`` in a class body, spec/model.py) names it and is not counted.
 STAGE_NAME_HOMES = ("regroup/", "config/bucket_rules.py", "config/chunk_rules.py", "config/pack_rules.py",
                     "config/segment_rules.py")
-# Stage names allowed elsewhere ("path what" -> why): a module being restructured.
-STAGE_NAME_ALLOWED = {
-    "read/sharding.py .bucketing": "being restructured (the source chosen once): per_replica_buckets splits "
-                                   "bucketing's batch sizes",
+# Stage names allowed elsewhere ("path what" -> why): none now; an entry needs its reason.
+STAGE_NAME_ALLOWED: dict[str, str] = {
 }
 
 LIMITS = {

@@ -33,8 +33,9 @@ import tensorflow as tf
 
 from batchloaders.config.accounting import examples_in_run, most_examples, record_counts
 from batchloaders.loaders import base
-from batchloaders.read import block_sizes, determinism, naming, origins, sharding
+from batchloaders.read import block_sizes, determinism, naming, origins
 from batchloaders.read.parsing import parse_batch
+from batchloaders.read.sharding import Shard
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
@@ -67,14 +68,42 @@ def source_configs(config: LoaderConfig) -> list[LoaderConfig]:
     return [sub if i == longest else dataclasses.replace(sub, epochs=None) for i, sub in enumerate(subs)]
 
 
-def examples_per_source(config: LoaderConfig, input_context=None) -> list[int] | None:
+@dataclasses.dataclass(frozen=True)
+class MixturePlan:
+    """One call's mixture, worked out once and handed whole to what reads it.
+
+    Attributes:
+        config: the mixed config (the call's, as the regroup stage's source_plan changes it).
+        subs: each source's config on its own (:func:`source_configs`), in ``config.sources`` order.
+        shards: each source's share of the data for this input pipeline (sharding.plan_sources).
+    """
+
+    config: LoaderConfig
+    subs: tuple[LoaderConfig, ...]
+    shards: tuple[Shard, ...]
+
+
+def plan(config: LoaderConfig, shards: tuple[Shard, ...]) -> MixturePlan:
+    """The mixture a call reads.
+
+    Args:
+        config: a checked mixture config.
+        shards: each source's share (input_fn.CallPlan.shards). A share depends on a source's files, seed,
+            shuffle and windows, never on the epochs or drop_remainder a stage or :func:`source_configs` changes.
+
+    Returns:
+        The MixturePlan of ``config``'s sources.
+    """
+    return MixturePlan(config, tuple(source_configs(config)), tuple(shards))
+
+
+def examples_per_source(mix: MixturePlan) -> list[int] | None:
     """Each source's examples over the run in this input pipeline's share, when every record is read once per
     epoch (``exhausted: continue``, finite epochs) and the manifests count them; else None."""
-    if config.mixing.exhausted != "continue" or config.epochs is None:
+    if mix.config.mixing.exhausted != "continue" or mix.config.epochs is None:
         return None
     out = []
-    for sub in source_configs(config):
-        shard = sharding.plan(sub, input_context)
+    for sub, shard in zip(mix.subs, mix.shards):
         count = examples_in_run(sub, list(shard.files), share=shard.records_of)
         if count is None:
             return None
@@ -82,11 +111,21 @@ def examples_per_source(config: LoaderConfig, input_context=None) -> list[int] |
     return out
 
 
-def batches(config: LoaderConfig, stage, batch_size: int, input_context=None) -> int | None:
+def batches(mix: MixturePlan, stage, batch_size: int) -> int | None:
     """The run's batches when they are known: every record read once (:func:`examples_per_source`) and batches cut
     from the examples as they come (no regroup stage): mixed, the examples of all sources in batches; per
-    source, each source's examples in batches of their own."""
-    counts = examples_per_source(config, input_context)
+    source, each source's examples in batches of their own.
+
+    Args:
+        mix: the call's MixturePlan.
+        stage: the config's regroup stage.
+        batch_size: the call's batch size, per input pipeline.
+
+    Returns:
+        The count, or None when the manifests' counts do not fix it.
+    """
+    config = mix.config
+    counts = examples_per_source(mix)
     if counts is None or not stage.example_wise:
         return None
     if config.mixing.batches == "per_source":
@@ -107,34 +146,34 @@ def _labelled(parsed: dict, index: int, name: str, files_before: int) -> dict:
     return {"values": dict(parsed["values"]), "lengths": dict(parsed.get("lengths", {})), "extras": extras}
 
 
-def budgets(config: LoaderConfig, input_context=None, readers=None) -> list[int | None] | None:
+def budgets(mix: MixturePlan, readers=None) -> list[int | None] | None:
     """How many elements each source gives this input pipeline at most, under ``exhausted: continue``.
 
     By the manifests' counts (exactly, for examples and records, where they fix them), or by the sizes of the
     files a manifest lists no count for (accounting.most_examples).
 
     Args:
-        config: a checked mixture config.
-        input_context: this input pipeline's tf.distribute.InputContext, or None.
+        mix: the call's MixturePlan.
         readers: each source's integrity.Reader (its files' sizes), or None.
 
     Returns:
         One bound a source (None where nothing bounds it), or None when no source runs out before the run
         ends (endless epochs) or the first one to run out ends it.
     """
-    if config.mixing.exhausted != "continue" or config.epochs is None:
+    if mix.config.mixing.exhausted != "continue" or mix.config.epochs is None:
         return None
-    exact = examples_per_source(config, input_context)
+    exact = examples_per_source(mix)
     if exact is not None:
         return list(exact)
-    return [most_examples(sub, list(sharding.plan(sub, input_context).files),
-                          readers[i].table.sizes if readers is not None else None)
-            for i, sub in enumerate(source_configs(config))]
+    return [most_examples(sub, list(shard.files), readers[i].table.sizes if readers is not None else None)
+            for i, (sub, shard) in enumerate(zip(mix.subs, mix.shards))]
 
 
-def _choices(config: LoaderConfig, limits: list[int | None] | None = None) -> tf.data.Dataset:
-    """The source of every draw, from the run's seed and the draw's number: never ending, or with ``limits``
-    (:func:`budgets`) drawn among the sources still running (:func:`_planned`)."""
+def _choices(mix: MixturePlan, readers=None) -> tf.data.Dataset:
+    """The source of every draw, from the run's seed and the draw's number: never ending, or, where
+    :func:`budgets` bounds the sources (``readers``: their files' sizes), drawn among the sources still running
+    (:func:`_planned`)."""
+    config, limits = mix.config, budgets(mix, readers)
     seed = determinism.seed(config.seed, determinism.MIXING)
     if seed is None:  # built outside input_fn without a seed: a fresh order
         seed = tf.random.uniform([], maxval=determinism.MAX_SEED, dtype=tf.int64)
@@ -195,34 +234,44 @@ def _trimmed(block: dict) -> dict:
     return {**block, "values": values}
 
 
-def source(loader, config: LoaderConfig, input_context, block: int, readers,
-           finish=None) -> tuple[tf.data.Dataset, object]:
-    """(the mixed blocks of examples, decoded; identity) for the regroup stage (see the module's text). With
-    ``finish`` (base.finisher: examples made into the model's tensors one by one) and whole batches from one
-    source, each source's blocks are finished where they are decoded: (the mixed batches, None)."""
+def source(loader, mix: MixturePlan, block: int, readers, finish=None) -> tuple[tf.data.Dataset, object]:
+    """The mixed stream of a call, for the regroup stage (see the module's text).
+
+    Args:
+        loader: the config's registered Loader, which reads every source.
+        mix: the call's MixturePlan.
+        block: examples per block.
+        readers: each source's integrity.Reader.
+        finish: base.finisher's function (examples made into the model's tensors one by one), or None.
+
+    Returns:
+        (the mixed blocks of examples, decoded; identity); with ``finish`` and whole batches from one source,
+        each source's blocks finished where they are decoded: (the mixed batches, None).
+    """
+    config = mix.config
     stop = config.mixing.exhausted != "continue"
-    drop = config.drop_remainder or config.epochs is None
     if finish is not None and config.mixing.batches == "per_source":
-        return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, config, input_context, block, readers,
-                                                                      finish),
-                                                    _choices(config, budgets(config, input_context, readers)),
-                                                    stop_on_empty_dataset=stop), None
+        return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, mix, block, readers, finish),
+                                                    _choices(mix, readers), stop_on_empty_dataset=stop), None
     if config.mixing.batches == "mixed" and parses_alike(loader, config):
-        return _drawn_records(loader, config, input_context, block, readers, stop=stop, drop=drop)
+        return _drawn_records(loader, mix, block, readers)
     streams, files_before = [], 0
-    for spec, elements, decode in _each_source(loader, config, input_context, block, readers):
+    for spec, elements, decode in _each_source(loader, mix, block, readers):
         streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name, f=files_before:
                                                _labelled(decode(e), i, n, f)),
                                     num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
                                     deterministic=True))
         files_before += len(spec.dataset.files)
     if config.mixing.batches == "per_source":
-        return tf.data.Dataset.choose_from_datasets(streams, _choices(config, budgets(config, input_context, readers)),
-                                                    stop_on_empty_dataset=stop), _same
-    examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams],
-                                                    _choices(config, budgets(config, input_context, readers)),
+        return tf.data.Dataset.choose_from_datasets(streams, _choices(mix, readers), stop_on_empty_dataset=stop), _same
+    examples = tf.data.Dataset.choose_from_datasets([s.unbatch() for s in streams], _choices(mix, readers),
                                                     stop_on_empty_dataset=stop)
-    return examples.padded_batch(block, drop_remainder=drop).map(as_written(_trimmed)), _same
+    return examples.padded_batch(block, drop_remainder=_drops(config)).map(as_written(_trimmed)), _same
+
+
+def _drops(config: LoaderConfig) -> bool:
+    """Whether the mixed stream's last, short block is dropped (an endless run has none to keep)."""
+    return config.drop_remainder or config.epochs is None
 
 
 def parses_alike(loader, config: LoaderConfig) -> bool:
@@ -238,13 +287,13 @@ def parses_alike(loader, config: LoaderConfig) -> bool:
                for sub in (config.of_source(s) for s in config.sources[1:]))
 
 
-def _drawn_records(loader, config: LoaderConfig, input_context, block: int, readers, *, stop: bool, drop: bool):
+def _drawn_records(loader, mix: MixturePlan, block: int, readers):
     """(blocks of the mixed stream's serialized records, the function parsing one): :func:`source` for
     sources that parse alike. Each record carries one number beside it, its file's place among every
     source's files and its own place in the file, so that a parse error names both."""
+    config = mix.config
     streams, files_before, owners = [], 0, []
-    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
-        shard = sharding.plan(sub, input_context)
+    for spec, sub, shard, reader in zip(config.sources, mix.subs, mix.shards, readers):
         with determinism.for_source(spec.index):
             # In blocks as its files are read (up to 1,024 records, fewer when records are large): a map
             # call per block of the batch's size cost as much as the drawing (docs/decisions/performance.md).
@@ -255,9 +304,10 @@ def _drawn_records(loader, config: LoaderConfig, input_context, block: int, read
         streams.append(blocks.map(as_written(numbered)).unbatch())
         files_before += len(spec.dataset.files)
         owners.extend([spec.index] * len(spec.dataset.files))
-    drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(config, budgets(config, input_context, readers)),
-                                                 stop_on_empty_dataset=stop)
-    return drawn.batch(block, drop_remainder=drop), _record_parser(config, origins.data_files(config), tuple(owners))
+    drawn = tf.data.Dataset.choose_from_datasets(streams, _choices(mix, readers),
+                                                 stop_on_empty_dataset=config.mixing.exhausted != "continue")
+    parser = _record_parser(config, origins.data_files(config), tuple(owners))
+    return drawn.batch(block, drop_remainder=_drops(config)), parser
 
 
 def _record_parser(config: LoaderConfig, files: tuple[str, ...], owners: tuple[int, ...]):
@@ -279,21 +329,21 @@ def _record_parser(config: LoaderConfig, files: tuple[str, ...], owners: tuple[i
     return parse
 
 
-def _each_source(loader, config: LoaderConfig, input_context, block: int, readers, finish=None):
+def _each_source(loader, mix: MixturePlan, block: int, readers, finish=None):
     """(spec, elements, decode) of each source, read as its own config would be (base.source), in this input
     pipeline's share and with its own draws from the run's seed."""
-    for spec, sub, reader in zip(config.sources, source_configs(config), readers):
-        shard = sharding.plan(sub, input_context)
+    for spec, sub, shard, reader in zip(mix.config.sources, mix.subs, mix.shards, readers):
         with determinism.for_source(spec.index):
             elements, decode = base.source(loader, sub, shard, block, reader, finish)
         yield spec, elements, decode
 
 
-def _finished_streams(loader, config: LoaderConfig, input_context, block: int, readers, finish) -> list:
+def _finished_streams(loader, mix: MixturePlan, block: int, readers, finish) -> list:
     """Each source's blocks made into the model's tensors: by its loader where it parses them (as one source's
     are), else in one map after decoding. Nothing reads the source's index then (no secondary feature)."""
     streams = []
-    for _, elements, decode in _each_source(loader, config, input_context, block, readers, finish):
+    config = mix.config
+    for _, elements, decode in _each_source(loader, mix, block, readers, finish):
         if decode is not None:
             elements = elements.map(as_written(lambda e, decode=decode: finish(decode(e))),
                                     num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,

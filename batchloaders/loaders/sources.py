@@ -5,18 +5,24 @@
   order says where a call starts and what is left of the run;
 * :class:`MixtureSource`: several sources mixed into one stream (``args.sources``, loaders/mixture.py).
 
-Each gives the blocks a stage makes batches of (:meth:`PlainSource.blocks`), the run's batches when the
-manifests' counts fix them (:meth:`PlainSource.cardinality`) and the place a call starts at
-(:meth:`PlainSource.start`). A call is described by input_fn.CallPlan: its config, batch size, shard,
-input context, skip_batches and start_position.
+Each gives a call its pipeline of batches (:meth:`PlainSource.pipeline`): the regroup stage's batches of the source's
+blocks (:meth:`PlainSource.blocks`), built per iterator from the place the call starts at
+(:meth:`PlainSource.start`), with the run's batches when the manifests' counts fix them
+(:meth:`PlainSource.cardinality`), and the batches before a start no count fixes dropped. A call is
+described by input_fn.CallPlan: its config, batch size, shards, input context, skip_batches and
+start_position.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+import tensorflow as tf
+
 from batchloaders.config.accounting import examples_in_run, records_per_epoch
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.loaders import base, mixture
+from batchloaders.loaders import base, finish, mixture
 from batchloaders.loaders.registry import Loader
-from batchloaders.read import global_order
+from batchloaders.read import determinism, global_order
 from batchloaders.spec.limits import INT64_MAX
 from batchloaders.spec.model import LoaderConfig
 
@@ -26,6 +32,35 @@ class PlainSource:
 
     def __init__(self, loader: Loader, reader, local: bool):
         self.loader, self.reader, self.local = loader, reader, local
+
+    def pipeline(self, call, stage, make: Callable) -> tf.data.Dataset:
+        """The call's batches, with their cardinality, the last prefetch and the pipeline's options.
+
+        Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
+        (determinism.py): the same batches from every call and iterator for a seed, and after a restore. Under
+        a tf.data service, flat: the service's sharding follows the pipeline back to its file names. Flat too
+        when nothing is drawn: every epoch and iterator is the same without rebuilding.
+
+        Args:
+            call: the input_fn.CallPlan.
+            stage: the config's regroup stage.
+            make: ``make(blocks)`` -> the stage's batches of ``blocks(config, block, finish)`` (:meth:`blocks`
+                for this call).
+
+        Returns:
+            The dataset of batches from the call's :meth:`start`; where no start is known, its first
+            ``skip_batches`` batches dropped.
+
+        Raises:
+            ConfigError: as :meth:`start` and :meth:`cardinality` do.
+        """
+        start = self.start(call, stage)
+        cardinality = self.cardinality(call, stage, start)
+        flat = not self.local or not determinism.draws(call.config)
+        dataset = determinism.per_iterator(lambda: make(lambda *asked: self.blocks(call, *asked)), call.config.seed,
+                                           flat=flat, start=start)
+        dataset = finish.finished(call.config, dataset, cardinality)
+        return finish.skip(dataset, call.skip_batches) if call.skip_batches and start is None else dataset
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
         """(elements, decode) for the stage: the loader's blocks of ``block`` examples (Loader.source).
@@ -55,11 +90,25 @@ class PlainSource:
         return numbered_epoch(call, (consumed // per_epoch, consumed % per_epoch))
 
     def cardinality(self, call, stage, start) -> int | None:
-        """The call's batches when the manifests' counts fix them (``start``: :meth:`start`'s), else None.
+        """The call's batches when the manifests' counts fix them; never under a tf.data service, where each
+        worker runs the pipeline on its part of the data.
+
+        Args:
+            call: the input_fn.CallPlan.
+            stage: the config's regroup stage.
+            start: :meth:`start`'s, or None from the run's beginning.
+
+        Returns:
+            The count, or None.
 
         Raises:
             ConfigError: for a params batch_size larger than the run, with drop_remainder true.
         """
+        if call.config.service is not None:
+            return None
+        return self._counted(call, stage, start)
+
+    def _counted(self, call, stage, start) -> int | None:
         examples = examples_in_run(call.config, call.shard.files, share=call.shard.records_of)
         cardinality = stage.batches(call.config, examples, call.batch_size)
         if start is not None and cardinality is not None:
@@ -101,7 +150,7 @@ class GlobalOrderSource(PlainSource):
             position = min(position, call.config.epochs * records)  # past the run's end: at its end, nothing left
         return numbered_epoch(call, global_order.start_of(records, position))
 
-    def cardinality(self, call, stage, start) -> int | None:
+    def _counted(self, call, stage, start) -> int | None:
         units = self.units(call.config)
         position = 0 if start is None else start[0] * units + start[1]
         examples = global_order.examples(units, call.config.epochs, position, call.shard.pipeline,
@@ -121,11 +170,11 @@ class MixtureSource(PlainSource):
         self.readers = readers
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
-        return mixture.source(self.loader, config, call.input_context, block, self.readers, finish)
+        return mixture.source(self.loader, mixture.plan(config, call.shards), block, self.readers, finish)
 
-    def cardinality(self, call, stage, start) -> int | None:
+    def _counted(self, call, stage, start) -> int | None:
         """The mixed run's batches when every source's count is known (mixture.batches)."""
-        return mixture.batches(call.config, stage, call.batch_size, call.input_context)
+        return mixture.batches(mixture.plan(call.config, call.shards), stage, call.batch_size)
 
 
 def pick(config: LoaderConfig, loader: Loader, readers: list, local: bool) -> PlainSource:
@@ -168,3 +217,4 @@ def numbered_epoch(call, start: tuple[int, int]) -> tuple[int, int]:
         f"found {found}: it starts this endless run in epoch {start[0]:,}, past the last one it numbers "
         f"({INT64_MAX:,}: each epoch's draws are seeded with its number as an int64); expected a start in an "
         "earlier epoch")))
+

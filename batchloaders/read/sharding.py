@@ -83,6 +83,23 @@ def plan(config: LoaderConfig, input_context) -> Shard:
     return Shard(RECORD, pipelines, pipeline, tuple(range(files)))
 
 
+def plan_sources(config: LoaderConfig, input_context) -> tuple[Shard, ...]:
+    """The share of each mixture source (``config.sources``, in order) for the input pipeline ``input_context``
+    names: :func:`plan` of each source's config on its own; none for a config without sources.
+
+    Args:
+        config: a checked LoaderConfig, with the call's seed.
+        input_context: the call's tf.distribute.InputContext, or None.
+
+    Returns:
+        One Shard a source.
+
+    Raises:
+        ConfigError: as :func:`plan` does, for a source that cannot be shared out.
+    """
+    return tuple(plan(config.of_source(spec), input_context) for spec in config.sources)
+
+
 def files_handed_out(config: LoaderConfig) -> bool:
     """Whether a tf.data service in ``dynamic`` mode hands the file names out to its workers one at a time.
     They are then not shuffled: TensorFlow 2.21 gives every file to every worker when a shuffle of the
@@ -148,23 +165,9 @@ def per_replica_batch_size(config: LoaderConfig, batch_size: int, input_context,
     return input_context.get_per_replica_batch_size(batch_size)
 
 
-def per_replica_buckets(config: LoaderConfig, input_context) -> LoaderConfig:
-    """``config`` with each bucket's batch size split among the replicas in sync, as the global batch is;
-    ConfigError when a ``batch_sizes`` entry does not split evenly. Budgets (``max_tokens``) are split
-    rounding down (at least 1 example), so that the global batch stays within the budget."""
-    replicas = input_context.num_replicas_in_sync if input_context is not None else 1
-    spec = config.bucketing
-    if replicas <= 1 or spec is None:
-        return config
-    if spec.max_tokens is None:
-        for k, size in enumerate(spec.batch_sizes):
-            if size % replicas:
-                raise ConfigError(Problem(config.source, f"{spec.json_path}.batch_sizes[{k}]", (
-                    f"found {size}: under tf.distribute every bucket's batch is split evenly among the {replicas} "
-                    f"replicas in sync, and {size} is not a multiple of {replicas}; expected multiples of "
-                    f"{replicas}")))
-    sizes = tuple(max(1, size // replicas) for size in spec.batch_sizes)
-    return dataclasses.replace(config, regroup=dataclasses.replace(spec, batch_sizes=sizes))
+def replicas_in_sync(input_context) -> int:
+    """The replicas in sync a tf.distribute input context feeds; 1 without one."""
+    return input_context.num_replicas_in_sync if input_context is not None else 1
 
 
 def keep_records(shard: Shard):

@@ -47,7 +47,7 @@ class Build:
     """What one ``input_fn()`` call hands its stage (:meth:`Stage.apply`).
 
     Attributes:
-        config: the call's config, each bucket's batch size split among the replicas (sharding.per_replica_buckets).
+        config: the call's config, each bucket's batch size split among the replicas (:meth:`Stage.per_replica`).
         batch_size: the call's batch size, per input pipeline.
         source: the loader's source, as :meth:`Stage.source_plan` asked for it: ``source()`` -> (elements,
             decode), ``decode`` None when the loader finished its blocks of examples itself.
@@ -186,6 +186,22 @@ class Stage(StageRules):
             Their names, which describe and preview label as counters.
         """
         return tuple(name for name in self.counters(config) if name not in config.inputs)
+
+    def per_replica(self, config: LoaderConfig, replicas: int) -> LoaderConfig:
+        """The config one replica's pipeline runs, under tf.distribute with ``replicas`` replicas in sync.
+
+        Args:
+            config: the call's config.
+            replicas: the replicas in sync (1 without a strategy).
+
+        Returns:
+            ``config`` (the default), or a copy whose stage settings are split among the replicas as the global
+            batch is (bucketing's per-bucket batch sizes).
+
+        Raises:
+            ConfigError: when the stage's settings do not split among the replicas.
+        """
+        return config
 
     def padded(self, config: LoaderConfig) -> list[str] | None:
         """The tensors whose padding preview measures on the batches shown.

@@ -1,6 +1,10 @@
 """Length bucketing: examples grouped by the length of one tensor, each bucket with its batch size."""
 from __future__ import annotations
 
+import dataclasses
+
+from batchloaders.errors import ConfigError, Problem
+
 from batchloaders.spec.model import LoaderConfig
 from batchloaders.config import bucket_rules
 from batchloaders.config.stage_rules import AFTER_PADDING
@@ -23,6 +27,23 @@ class Bucketing(Stage):
     def check(self, ctx, block: dict, *, alone: bool):
         bounds = bucket_rules.window_bounds(ctx.loader_type, ctx.args.get("max_window"), ctx.primaries, ctx.steps)
         return bucket_rules.bucket_spec(ctx, block, bounds=bounds)
+
+    def per_replica(self, config: LoaderConfig, replicas: int) -> LoaderConfig:
+        """``config`` with each bucket's batch size split among the replicas in sync, as the global batch is;
+        ConfigError when a ``batch_sizes`` entry does not split evenly. Budgets (``max_tokens``) are split
+        rounding down (at least 1 example), so that the global batch stays within the budget."""
+        spec = config.bucketing
+        if replicas <= 1:
+            return config
+        if spec.max_tokens is None:
+            for k, size in enumerate(spec.batch_sizes):
+                if size % replicas:
+                    raise ConfigError(Problem(config.source, f"{spec.json_path}.batch_sizes[{k}]", (
+                        f"found {size}: under tf.distribute every bucket's batch is split evenly among the "
+                        f"{replicas} replicas in sync, and {size} is not a multiple of {replicas}; expected "
+                        f"multiples of {replicas}")))
+        sizes = tuple(max(1, size // replicas) for size in spec.batch_sizes)
+        return dataclasses.replace(config, regroup=dataclasses.replace(spec, batch_sizes=sizes))
 
     def source_plan(self, config: LoaderConfig, batch_size: int) -> SourcePlan:
         # The loader's blocks are large enough that the examples waiting in the buckets are copied once per
