@@ -15,8 +15,8 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from batchloaders.config.config import load_config
-from batchloaders.spec.limits import MAX_BATCH_SIZE
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.limits import MAX_BATCH_SIZE
+from batchloaders.core.model import LoaderConfig
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, registry as loaders, sources as example_sources
 from batchloaders.read import determinism, global_order, sharding, sources

@@ -454,7 +454,7 @@ def test_a_plugin_chunk_type_gets_the_source_key(data):
     from batchloaders import register_secondary
     from batchloaders.transform.builtin_types import load
     from batchloaders.transform.registry import SECONDARY
-    from batchloaders.spec.model import TensorInfo
+    from batchloaders.core.model import TensorInfo
 
     load()
     saved = SECONDARY.snapshot()

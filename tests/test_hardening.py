@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from batchloaders import BatchLoaderError, ConfigError, ManifestError, build_input_fn, load_config
-from batchloaders.spec import limits
+from batchloaders.core import limits
 from batchloaders.config import document
 from batchloaders.config.document import MANIFEST, parse_text
-from batchloaders.spec.limits import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_MANIFEST_BYTES,
+from batchloaders.core.limits import (MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_MANIFEST_BYTES,
                                         MAX_MANIFEST_NODES)
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.schema import load_schema, schema_names
@@ -235,7 +235,7 @@ def test_in_memory_configs_are_checked_too():
 
 
 # ---------------------------------------------------------------------------------------------
-# Bounds: every number of every schema has a maximum, taken from batchloaders.spec.limits.
+# Bounds: every number of every schema has a maximum, taken from batchloaders.core.limits.
 
 def numbers(schema, where="#"):
     """(where, node) of every integer-typed node in a schema (anyOf branches included)."""
@@ -330,7 +330,7 @@ def test_every_schema_number_has_the_documented_maximum():
             continue
         text = json.dumps(load_schema(name))
         shapes = text.count('"items": {"type": "integer"') + text.count('"items": {"type": ["integer", "null"]')
-        assert text.count(f'"maxItems": {limits.MAX_RANK}') == shapes, name  # the rank bound, as spec/limits.py says
+        assert text.count(f'"maxItems": {limits.MAX_RANK}') == shapes, name  # the rank bound, as core/limits.py says
 
 
 @pytest.fixture

@@ -85,11 +85,11 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-# Lowest first. A module belongs to the layer of its longest matching prefix; the typed config (spec/: the
+# Lowest first. A module belongs to the layer of its longest matching prefix; the typed config (core/: the
 # model, its limits and dtype values) is the vocabulary every layer speaks, so it sits at the bottom.
 LAYERS = [
-    ("foundation", ["batchloaders.errors", "batchloaders.spec.model", "batchloaders.spec.limits",
-                    "batchloaders.spec.values"]),
+    ("foundation", ["batchloaders.errors", "batchloaders.core.model", "batchloaders.core.limits",
+                    "batchloaders.core.values"]),
     ("transform", ["batchloaders.transform"]),
     ("config", ["batchloaders.config", "batchloaders.schemas"]),
     ("read", ["batchloaders.read"]),
@@ -130,7 +130,7 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     known = {"batchloaders.read.sources": tmp_path / "sources.py", "batchloaders.regroup": tmp_path / "__init__.py",
              "batchloaders.regroup.bucketing": tmp_path / "bucketing.py"}
     assert upward_imports(known) == ["batchloaders.read.sources (read) imports batchloaders.regroup.bucketing (regroup)"]
-    assert [LAYERS[layer_of(m)][0] for m in ("batchloaders.spec.model", "batchloaders.config.schema",
+    assert [LAYERS[layer_of(m)][0] for m in ("batchloaders.core.model", "batchloaders.config.schema",
                                              "batchloaders.cli.bench", "batchloaders")] == [
         "foundation", "config", "commands", "commands"]
 

@@ -215,7 +215,7 @@ def test_batched_plugin_step_with_infer(project, registry_scope):
     (project / "batched.py").write_text(textwrap.dedent('''
         import tensorflow as tf
         import batchloaders
-        from batchloaders.spec.model import TensorInfo
+        from batchloaders.core.model import TensorInfo
 
         def infer(args, info, ctx):
             return TensorInfo(info.dtype, info.shape[:1] + (1,))
@@ -280,7 +280,7 @@ BROKEN_PROMISES = {
 def test_a_function_that_breaks_its_infer_promise_is_refused_when_built(project, registry_scope, case):
     body, message = BROKEN_PROMISES[case]
     (project / "promise.py").write_text("import numpy as np\nimport tensorflow as tf\nimport batchloaders\n"
-                                        "from batchloaders.spec.model import TensorInfo\n" + body)
+                                        "from batchloaders.core.model import TensorInfo\n" + body)
     path = config(project, plugins=["promise.py"], steps=[{"tensor": "frames", "type": "p"}])
     load_config(path)
     with pytest.raises(ConfigError) as caught:
@@ -293,7 +293,7 @@ def test_a_function_that_breaks_its_infer_promise_is_refused_when_built(project,
 def test_a_per_example_size_the_trace_cannot_see_is_checked_while_running(project, registry_scope):
     (project / "late.py").write_text(textwrap.dedent('''
         import batchloaders
-        from batchloaders.spec.model import TensorInfo
+        from batchloaders.core.model import TensorInfo
 
         @batchloaders.register_step("first3", infer=lambda a, i, c: TensorInfo(i.dtype, (3, 2)))
         def first3(x):

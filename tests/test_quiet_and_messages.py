@@ -18,7 +18,7 @@ import yaml
 
 from batchloaders import ManifestError, load_manifest
 from batchloaders.cli.main import validate
-from batchloaders.spec.model import DTYPES
+from batchloaders.core.model import DTYPES
 from batchloaders.errors import suggest
 from conftest import example, feature, loader_config, write_manifest, write_records
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from batchloaders.errors import ConfigError, ManifestError
-from batchloaders.spec import model
+from batchloaders.core import model
 from batchloaders.config import kinds
 from batchloaders.config.document import parse_text
 from batchloaders.config.schema import load_schema, schema_names, schema_problems

@@ -24,7 +24,7 @@ import batchloaders
 from batchloaders import ConfigError
 from batchloaders.transform.builtin_types import load as load_builtin_types
 from batchloaders.transform.registry import STEPS, CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 from conftest import collect, example, feature, loader_config, sequence_example, write_manifest, write_records
 from seqdata import sequence_config, write_continuous, write_discrete
 

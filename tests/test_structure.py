@@ -118,7 +118,7 @@ def test_the_stage_name_rule_names_literals_and_config_attributes(tmp_path):
     the stages, their own config checks, a spec declaring its stage, other objects' attributes of the same
     name and an allowed entry are not."""
     package = tmp_path / "pkg"
-    for folder in ("regroup/stages", "config", "cli", "spec", "read"):
+    for folder in ("regroup/stages", "config", "cli", "core", "read"):
         (package / folder).mkdir(parents=True)
     (package / "cli" / "describe.py").write_text(textwrap.dedent("""\
         def shapes(config, side, align):
@@ -128,7 +128,7 @@ def test_the_stage_name_rule_names_literals_and_config_attributes(tmp_path):
         """))
     (package / "config" / "pack_rules.py").write_text("AT = ('args', 'packing')\n")
     (package / "regroup" / "stages" / "packing.py").write_text("class P:\n    name = 'packing'\n")
-    (package / "spec" / "model.py").write_text(textwrap.dedent("""\
+    (package / "core" / "model.py").write_text(textwrap.dedent("""\
         class PackSpec:
             stage: ClassVar[str] = "packing"
         class Other:
@@ -136,7 +136,7 @@ def test_the_stage_name_rule_names_literals_and_config_attributes(tmp_path):
         """))
     (package / "read" / "sharding.py").write_text("def f(config):\n    return config.bucketing\n")
     named = ["cli/describe.py:2 'bucketing'", "cli/describe.py:3 .chunking", "cli/describe.py:4 'segmenting'",
-             "cli/describe.py:4 .packing", "spec/model.py:4 'chunking'"]
+             "cli/describe.py:4 .packing", "core/model.py:4 'chunking'"]
     assert sorted(structure.figures(package)["regroup stage names outside the stages"]) == sorted(
         named + ["read/sharding.py:2 .bucketing"])
     # An allowed entry ("path what") is not named.

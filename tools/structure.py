@@ -32,7 +32,7 @@ WIDE_ALLOWED = {
 # Where a regroup stage's name may be written: the stages (regroup/) and their own config checks, which sit
 # in the config layer because the config check, below regroup/, runs them. Elsewhere code asks the stage
 # (config/stage_rules.py's StageRules, regroup/stage.py's Stage) what it is instead of naming it. A spec
-# declaring its stage (``stage = "packing"`` in a class body, spec/model.py) names it and is not counted.
+# declaring its stage (``stage = "packing"`` in a class body, core/model.py) names it and is not counted.
 STAGE_NAME_HOMES = ("regroup/", "config/bucket_rules.py", "config/chunk_rules.py", "config/pack_rules.py",
                     "config/segment_rules.py")
 # Stage names allowed elsewhere ("path what" -> why): none now; an entry needs its reason.

@@ -40,7 +40,7 @@ from batchloaders.read.parsing import parse_batch
 from batchloaders.loaders import base, registry as loaders
 from batchloaders.read import sharding
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.config import load_config
 from batchloaders.input_fn import build_input_fn
 from batchloaders.read.integrity import Reader

@@ -33,7 +33,7 @@ from batchloaders.config import datasets
 from batchloaders.config.accounting import missing_files
 from batchloaders.config.config import load_config
 from batchloaders.config.document import load_file
-from batchloaders.spec.model import Dataset, Manifest
+from batchloaders.core.model import Dataset, Manifest
 from batchloaders.config.schema import schema_check
 from batchloaders.read.records import (ReadError, RecordProblems, check_record, compression_name, count,
                                         read_problem, read_records, shown, sniff, tf_message)

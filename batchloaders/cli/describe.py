@@ -36,10 +36,10 @@ from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.config.config import load_config
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import LoaderConfig, Step, TensorInfo, format_shape
+from batchloaders.core.model import LoaderConfig, Step, TensorInfo, format_shape
 from batchloaders.config.order import after_chunking, run_order
 from batchloaders.config.schema import schema_text
-from batchloaders.spec.values import default_value
+from batchloaders.core.values import default_value
 from batchloaders.regroup import stage as stages  # no TensorFlow there
 
 VECTORIZED = ("vectorized: records are batched while serialized and parsed with one "

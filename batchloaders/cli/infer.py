@@ -34,8 +34,8 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from batchloaders.errors import DataError, Problem
-from batchloaders.spec.limits import ITEM_BYTES
-from batchloaders.spec.model import ManifestFeature
+from batchloaders.core.limits import ITEM_BYTES
+from batchloaders.core.model import ManifestFeature
 from batchloaders.read import naming
 from batchloaders.read.records import count, shown
 from batchloaders.transform.steps.decode_image import image_format, image_shape

@@ -35,7 +35,7 @@ from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
 from batchloaders.config.kinds import DEFAULT, kind
 from batchloaders.config.manifest import MANIFEST_NAME
-from batchloaders.spec.model import Dataset, ManifestFeature
+from batchloaders.core.model import Dataset, ManifestFeature
 from batchloaders.cli import tfds_info, write_manifest
 from batchloaders.cli.infer import suggested_targets, tensor_names
 from batchloaders.read import naming

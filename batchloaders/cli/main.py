@@ -62,7 +62,7 @@ from batchloaders.config.datasets import quote_entries, unlisted_files
 from batchloaders.config.manifest import load_manifest
 from batchloaders.config.service_rules import address_problem
 from batchloaders.runtime.quiet import import_tensorflow, install, uninstall
-from batchloaders.spec.model import Dataset
+from batchloaders.core.model import Dataset
 from batchloaders.transform import builtin_types, plugins
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2

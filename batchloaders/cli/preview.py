@@ -57,7 +57,7 @@ from batchloaders.runtime.translate import ASSERTION as _ASSERTION, data_error_f
 from batchloaders.transform.batching import Batch
 from batchloaders.transform.graphs import as_written
 from batchloaders.config.config import load_config
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.read import sharding
 from batchloaders.read.integrity import Reader
 from batchloaders.loaders import base, registry as loaders

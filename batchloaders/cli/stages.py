@@ -36,7 +36,7 @@ from batchloaders.read import determinism, sharding, sources
 from batchloaders.read.integrity import Reader
 from batchloaders.regroup import stage as stages
 from batchloaders.regroup.blocks import parallel
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 
 LABELS = ("read", "parse", "secondary features and steps", "regroup, batching and padding")

@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from batchloaders.config.datasets import _walk, url_scheme
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
-from batchloaders.spec.model import DataFile, Manifest
+from batchloaders.core.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary, unlisted
 from batchloaders.cli.progress import Progress
 from batchloaders.read import naming

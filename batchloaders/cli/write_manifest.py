@@ -50,10 +50,10 @@ from typing import Iterator, Sequence, TextIO
 
 from batchloaders.errors import BatchLoaderError, ManifestError
 from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, files_there, pattern_matcher, shorten
-from batchloaders.spec.limits import ITEM_BYTES
+from batchloaders.core.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
-from batchloaders.spec.model import COMPRESSIONS
+from batchloaders.core.model import COMPRESSIONS
 from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
                                     raw_hint)
 from batchloaders.cli.progress import Progress

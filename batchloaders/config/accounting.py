@@ -17,7 +17,7 @@ from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, url_s
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import is_sidecar
 from batchloaders.config.stage_rules import given
-from batchloaders.spec.model import DataFile, Dataset, LoaderConfig, Manifest
+from batchloaders.core.model import DataFile, Dataset, LoaderConfig, Manifest
 
 
 def record_counts(manifest: Manifest, files) -> list[int] | None:

@@ -11,8 +11,8 @@ check in the running pipeline naming the first such example's file and record.
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
-from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
-from batchloaders.spec.model import BucketSpec, format_shape
+from batchloaders.core.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_BATCH_SIZE, elements, gib
+from batchloaders.core.model import BucketSpec, format_shape
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import concatenates_records, is_sequence
 

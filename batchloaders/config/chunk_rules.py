@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
 from batchloaders.transform.registry import BUILTIN, SECONDARY
-from batchloaders.spec.model import ChunkSpec, ChunkTensor, TensorInfo
+from batchloaders.core.model import ChunkSpec, ChunkTensor, TensorInfo
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import stacks_record_rows
 

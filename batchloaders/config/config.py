@@ -14,7 +14,7 @@ from batchloaders.errors import ConfigError, PluginsNotChecked, Problem
 from batchloaders.transform import builtin_types
 from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.stage_rules import AFTER_PADDING, AFTER_STEPS, BEFORE_MODEL
 from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
 from batchloaders.config.sections import service, shuffle_scope, sources, steps

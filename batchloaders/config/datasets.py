@@ -22,9 +22,9 @@ from typing import Callable, Iterator
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
-from batchloaders.spec.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
+from batchloaders.core.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
 from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
-from batchloaders.spec.model import Dataset
+from batchloaders.core.model import Dataset
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, the shards
 # TFDS, Beam and the TF models scripts write (NAME-SPLIT.tfrecord-00000-of-00002, train-00000-of-01024), and their

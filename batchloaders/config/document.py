@@ -25,7 +25,7 @@ from typing import Any, Callable
 import yaml
 
 from batchloaders.errors import BatchLoaderError, Problem, json_path
-from batchloaders.spec.limits import (MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_DEPTH,
+from batchloaders.core.limits import (MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_CONFIG_NODES, MAX_DEPTH,
                                         MAX_MANIFEST_BYTES, MAX_MANIFEST_NODES, MAX_YAML_NODES)
 
 

@@ -7,8 +7,8 @@ import re
 
 from batchloaders.errors import ManifestError
 from batchloaders.config.document import MANIFEST, Document, load_file
-from batchloaders.spec.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.spec.model import DataFile, IndexFile, Manifest, ManifestFeature
+from batchloaders.core.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
+from batchloaders.core.model import DataFile, IndexFile, Manifest, ManifestFeature
 
 MANIFEST_NAME = "__manifest__.json"
 INDEX_SUFFIX = ".index"  # a data file's record index is the sidecar '<data file name>.index' (read/record_index.py)

@@ -12,7 +12,7 @@ types (``chunk_index``, ``chunk_count``, ``source_key``) and a ``length`` of a c
 from __future__ import annotations
 
 from batchloaders.transform.registry import SECONDARY
-from batchloaders.spec.model import LoaderConfig, SecondaryFeature, Step
+from batchloaders.core.model import LoaderConfig, SecondaryFeature, Step
 from batchloaders.config.stage_rules import of_spec
 
 

@@ -6,7 +6,7 @@ A block packs one group of tensors (``length``, ``tensors``, ``segment_ids``, ``
 from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
-from batchloaders.spec.model import PackGroup, PackSpec, TensorInfo, format_shape
+from batchloaders.core.model import PackGroup, PackSpec, TensorInfo, format_shape
 from batchloaders.config.sections.context import SectionContext
 
 AT = ("args", "packing")

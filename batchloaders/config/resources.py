@@ -9,8 +9,8 @@ estimate is a lower bound of what the batch holds at its largest.
 from __future__ import annotations
 
 from batchloaders.errors import path_parts
-from batchloaders.spec.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
-from batchloaders.spec.model import format_shape
+from batchloaders.core.limits import ITEM_BYTES, MAX_BATCH_BYTES, MAX_HELD_BYTES, elements, gib
+from batchloaders.core.model import format_shape
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import is_sequence
 from batchloaders.config.stage_rules import blocks, given

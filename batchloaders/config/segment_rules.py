@@ -3,12 +3,12 @@
 Segmented: every model tensor that varies in time (its first axis varies, or is the continuous
 loader's window axis), each becoming ``[num_unroll, ...]``. Copied to every segment: the tensors
 ``context`` names, which must have a fixed shape. Any other model tensor is an error naming it.
-The counters (spec/model.py COUNTERS, each ``prefix`` + name) become tensors the model may name.
+The counters (core/model.py COUNTERS, each ``prefix`` + name) become tensors the model may name.
 """
 from __future__ import annotations
 
 from batchloaders.errors import json_path, path_parts, suggest
-from batchloaders.spec.model import (COUNTER_DTYPES, COUNTERS, PrimaryFeature, SegmentSpec, TensorInfo,
+from batchloaders.core.model import (COUNTER_DTYPES, COUNTERS, PrimaryFeature, SegmentSpec, TensorInfo,
                                      format_shape)
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import concatenates_records, stacks_record_rows

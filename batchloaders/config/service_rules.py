@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from batchloaders.spec.model import ServiceConfig
+from batchloaders.core.model import ServiceConfig
 from batchloaders.config.kinds import DEFAULT
 from batchloaders.config.stage_rules import given
 from batchloaders.config.sections.loader import is_sequence

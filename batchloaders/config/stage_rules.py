@@ -68,7 +68,7 @@ class StageRules:
 
         Returns:
             The stage's spec (a frozen dataclass with ``stage`` = the stage's name and ``json_path``, see
-            spec/model.py's RegroupSpec), or None after reporting.
+            core/model.py's RegroupSpec), or None after reporting.
         """
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ from batchloaders.transform import building, builtin_types
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.extend import check_batch, checked, named
 from batchloaders.transform.registry import BUILTIN, SECONDARY, STEPS
-from batchloaders.spec.model import LoaderConfig, SecondaryFeature
+from batchloaders.core.model import LoaderConfig, SecondaryFeature
 from batchloaders.config.order import run_order
 
 

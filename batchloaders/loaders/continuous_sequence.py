@@ -17,7 +17,7 @@ from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.read.naming import names_in_block, record_name_parts
 from batchloaders.loaders import windows
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.kinds import kind
 from batchloaders.loaders.registry import Loader
 

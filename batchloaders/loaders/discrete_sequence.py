@@ -18,7 +18,7 @@ from batchloaders.read import global_order, origins, permutation, sharding
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.loaders import windows
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.kinds import kind
 from batchloaders.loaders.registry import Loader
 

@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.read.sources import options
-from batchloaders.spec.limits import INT32_MAX, INT64_MAX
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.limits import INT32_MAX, INT64_MAX
+from batchloaders.core.model import LoaderConfig
 
 
 def finished(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None) -> tf.data.Dataset:

@@ -11,7 +11,7 @@ from batchloaders.read import determinism
 from batchloaders.read import global_order, origins, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.kinds import kind
 from batchloaders.loaders.registry import Loader
 

@@ -36,7 +36,7 @@ from batchloaders.loaders import base
 from batchloaders.read import block_sizes, determinism, naming, origins
 from batchloaders.read.parsing import parse_batch
 from batchloaders.read.sharding import Shard
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.secondary.mixture_source import SOURCE_INDEX, SOURCE_NAME
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from batchloaders.config import kinds
 from batchloaders.config.kinds import LoaderKind
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 
 class Loader:

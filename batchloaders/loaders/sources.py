@@ -23,8 +23,8 @@ from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import base, finish, mixture
 from batchloaders.loaders.registry import Loader
 from batchloaders.read import determinism, global_order
-from batchloaders.spec.limits import INT64_MAX
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.limits import INT64_MAX
+from batchloaders.core.model import LoaderConfig
 
 
 class PlainSource:

@@ -33,7 +33,7 @@ from batchloaders.read import determinism
 from batchloaders.read import sharding, sources
 from batchloaders.transform.local_scan import local_scan
 from batchloaders.transform.graphs import as_written, growing
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
-from batchloaders.spec.limits import ITEM_BYTES, elements
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.limits import ITEM_BYTES, elements
+from batchloaders.core.model import LoaderConfig
 
 # independent: blocks are walked by the end-of-file check (integrity.py) one at a time; each block
 # has a fixed cost (docs/decisions/performance.md), so blocks hold up to 1024 records, fewer when

@@ -17,7 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from batchloaders.read import determinism, permutation
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.transform.graphs import as_written
 
 GLOBAL = "global"

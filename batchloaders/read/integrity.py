@@ -44,7 +44,7 @@ from batchloaders.read.naming import BlockNames
 from batchloaders.read import global_order
 from batchloaders.read.offset_reader import OffsetReader
 from batchloaders.config.datasets import url_scheme
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 UNKNOWN = -1
 

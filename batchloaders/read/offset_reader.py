@@ -29,7 +29,7 @@ import tensorflow as tf
 from batchloaders.read import exit_gate, naming
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = np.uint64(0xFFFFFFFF)

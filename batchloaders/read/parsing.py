@@ -14,7 +14,7 @@ import math
 import tensorflow as tf
 
 from batchloaders.read import naming
-from batchloaders.spec.model import Manifest, ManifestFeature
+from batchloaders.core.model import Manifest, ManifestFeature
 
 _STORED = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 

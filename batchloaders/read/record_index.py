@@ -31,7 +31,7 @@ from batchloaders.errors import ManifestError, Problem
 from batchloaders.config.datasets import within
 from batchloaders.config.manifest import INDEX_SUFFIX
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header
-from batchloaders.spec.model import Manifest
+from batchloaders.core.model import Manifest
 
 VERSION = 1
 MAGIC = b"BLRIDX\x00" + bytes([VERSION])

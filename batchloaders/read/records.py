@@ -32,8 +32,8 @@ from batchloaders.errors import suggest
 from batchloaders.read.framing import (FRAME_BYTES, HEADER_BYTES, STREAM, Sniffed, count, is_record_header,  # noqa: F401
                                   masked_crc32c, sniff_bytes)
 from batchloaders.config.datasets import url_scheme, within
-from batchloaders.spec.limits import ITEM_BYTES
-from batchloaders.spec.model import Manifest, ManifestFeature
+from batchloaders.core.limits import ITEM_BYTES
+from batchloaders.core.model import Manifest, ManifestFeature
 
 TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
 BLOCK = 256  # records TensorFlow hands over at a time

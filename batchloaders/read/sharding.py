@@ -29,7 +29,7 @@ from batchloaders.config.accounting import record_counts
 from batchloaders.config.kinds import kind
 from batchloaders.read import global_order
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 log = logging.getLogger("batchloaders")
 

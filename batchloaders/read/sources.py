@@ -23,7 +23,7 @@ from batchloaders.errors import ConfigError, Problem
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.inline_map import inline_map
 from batchloaders.config.datasets import quote_entries, shorten, url_scheme
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 

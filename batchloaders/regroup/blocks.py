@@ -5,7 +5,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.loaders.base import decoded
 from batchloaders.read.sources import AUTOTUNE
 

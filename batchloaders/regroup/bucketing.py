@@ -23,9 +23,9 @@ import tensorflow as tf
 from batchloaders.regroup import blocks, chunking, measure
 from batchloaders.read import origins
 from batchloaders.transform.batching import Batch, finalize
-from batchloaders.spec.values import default_value
+from batchloaders.core.values import default_value
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.transform.graphs import as_written, masked
 
 FLUSH = "flush"

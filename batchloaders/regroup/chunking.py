@@ -24,7 +24,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.order import after_chunking
 from batchloaders.loaders.base import decoded, secondary
 from batchloaders.read import determinism

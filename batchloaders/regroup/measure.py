@@ -10,7 +10,7 @@ from batchloaders.loaders import base, registry as loaders
 from batchloaders.read import sharding
 from batchloaders.read.integrity import Reader
 from batchloaders.regroup import stage as stages
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.transform.batching import Batch, finalize
 
 AUTOTUNE = tf.data.AUTOTUNE

@@ -26,11 +26,11 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from batchloaders.spec.values import default_value
+from batchloaders.core.values import default_value
 from batchloaders.regroup import blocks, measure
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
-from batchloaders.spec.model import LoaderConfig, PackGroup
+from batchloaders.core.model import LoaderConfig, PackGroup
 
 
 def _pieces(lengths, capacity: int, split: bool):

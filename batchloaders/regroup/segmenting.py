@@ -41,8 +41,8 @@ from batchloaders.transform.batching import Batch, finalize
 from batchloaders.read import determinism
 from batchloaders.read import origins
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.spec.values import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.values import default_value
+from batchloaders.core.model import LoaderConfig
 
 EPOCH_END, LAST = "epoch_end", "last"
 TALLY = "tally"  # [sequences, segments, skipped] of a block, for SegmentCounter

@@ -4,7 +4,7 @@ A stage turns the loader's examples into the model's batches: plain batching (on
 another), or a regrouping (bucketing, packing, chunking, segmenting). The compile template
 (input_fn.py) asks the config's one stage what it needs from the loader, then lets it apply itself;
 ``describe``, ``preview`` and ``bench`` ask it what it makes and how much of it is padding. A config's stage
-is the stage registered under its ``regroup`` spec's ``stage`` name (spec/model.py), or ``batch`` when it has
+is the stage registered under its ``regroup`` spec's ``stage`` name (core/model.py), or ``batch`` when it has
 none. What the config check asks of a stage (its block's check, schema and phase) is the part it inherits from
 config/stage_rules.py's ``StageRules``, whose registry this module's :func:`register` fills.
 
@@ -17,7 +17,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 from batchloaders.errors import suggest
-from batchloaders.spec.model import LoaderConfig, format_shape
+from batchloaders.core.model import LoaderConfig, format_shape
 from batchloaders.config.stage_rules import PHASES, STAGES, StageRules
 
 if TYPE_CHECKING:  # for annotations only: the stages are asked without TensorFlow

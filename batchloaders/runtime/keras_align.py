@@ -41,7 +41,7 @@ import re
 
 from batchloaders.errors import ConfigError, Problem, suggest
 from batchloaders.config.config import load_config
-from batchloaders.spec.model import LoaderConfig, format_shape
+from batchloaders.core.model import LoaderConfig, format_shape
 from batchloaders.regroup import stage as stages
 
 MODEL = "<model>"

@@ -28,7 +28,7 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
 from batchloaders import errors
 from batchloaders.runtime import translate
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.read.records import ReadError, check_record, read_records
 from batchloaders.runtime.resume import mismatch
 from batchloaders.transform.steps import decode_image

@@ -19,7 +19,7 @@ import tensorflow as tf
 from batchloaders.errors import ConfigError, DataError, Problem
 from batchloaders.config.config import load_config
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.read import naming, origins
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header, masked_crc32c
 from batchloaders.read.parsing import parse_batch

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from batchloaders.config import stage_rules
 from batchloaders.read import determinism, global_order
-from batchloaders.spec.model import UNLESS_EMPTY
+from batchloaders.core.model import UNLESS_EMPTY
 from batchloaders.read import sharding
 from batchloaders.errors import ConfigError, Problem, ResumeError
 

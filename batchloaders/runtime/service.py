@@ -21,7 +21,7 @@ import tensorflow as tf
 from tensorflow.python.data.util import structure
 from tensorflow.python.eager import cancellation, context, execute
 
-from batchloaders.spec.model import LoaderConfig, ServiceConfig
+from batchloaders.core.model import LoaderConfig, ServiceConfig
 from batchloaders.config.service_rules import address_problem, normalized
 from batchloaders.errors import ConfigError, Problem, ServiceError
 

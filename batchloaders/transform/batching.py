@@ -14,8 +14,8 @@ import math
 import tensorflow as tf
 
 from batchloaders.transform import policies
-from batchloaders.spec.values import default_value
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.values import default_value
+from batchloaders.core.model import LoaderConfig
 
 
 @dataclasses.dataclass

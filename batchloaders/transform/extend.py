@@ -40,7 +40,7 @@ from typing import Any, Callable
 from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.transform.registry import (ALL_LOADERS, BATCHERS, BUILTIN, GLOBAL, POLICIES, SECONDARY, STEPS, BatcherType,
                                    CheckContext, DuplicateName, SecondaryType, StepType)
-from batchloaders.spec.model import DTYPES, TensorInfo, format_shape
+from batchloaders.core.model import DTYPES, TensorInfo, format_shape
 
 __all__ = ["register_step", "register_secondary", "register_batcher", "PluginError", "BuildError", "ContractError"]
 

@@ -9,7 +9,7 @@ from batchloaders.errors import BatchLoaderError, ConfigError, ManifestError, Pr
 from batchloaders.transform.registry import CheckContext
 from batchloaders.config.document import Document
 from batchloaders.config.stage_rules import blocks
-from batchloaders.spec.model import PrimaryFeature, SecondaryFeature, Step, TensorInfo
+from batchloaders.core.model import PrimaryFeature, SecondaryFeature, Step, TensorInfo
 
 
 class Checker:

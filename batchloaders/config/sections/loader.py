@@ -3,7 +3,7 @@ kind, config/kinds.py, as every module outside the loaders asks)."""
 from __future__ import annotations
 
 from batchloaders.config.kinds import kind
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 from batchloaders.config.sections.context import SectionContext
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import BATCHERS
-from batchloaders.spec.model import PadSpec
-from batchloaders.spec.values import check_value
+from batchloaders.core.model import PadSpec
+from batchloaders.core.values import check_value
 from batchloaders.config.sections.context import SectionContext
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
-from batchloaders.spec.model import PrimaryFeature
+from batchloaders.core.model import PrimaryFeature
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.loader import fixed_window, primary_info
 

@@ -5,7 +5,7 @@ import dataclasses
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import SECONDARY
-from batchloaders.spec.model import SecondaryFeature
+from batchloaders.core.model import SecondaryFeature
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.stage_rules import given
 

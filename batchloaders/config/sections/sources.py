@@ -17,7 +17,7 @@ from batchloaders.config.stage_rules import flagged
 from batchloaders.config.sections.loader import fixed_window, primary_info
 from batchloaders.config.sections.primary import manifest_feature
 from batchloaders.errors import BatchLoaderError, json_path, suggest
-from batchloaders.spec.model import Mixing, PrimaryFeature, Source, format_shape
+from batchloaders.core.model import Mixing, PrimaryFeature, Source, format_shape
 
 _MOVED = ("dataset", "primary_features")  # what the first source stands in for
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from batchloaders.errors import json_path, suggest
 from batchloaders.transform.registry import STEPS
-from batchloaders.spec.model import Step
+from batchloaders.core.model import Step
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.sections.secondary import infer, measured_by
 

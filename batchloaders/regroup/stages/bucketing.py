@@ -5,7 +5,7 @@ import dataclasses
 
 from batchloaders.errors import ConfigError, Problem
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config import bucket_rules
 from batchloaders.config.stage_rules import AFTER_PADDING
 from batchloaders.read.block_sizes import regroup as block_of

@@ -1,8 +1,8 @@
 """Chunking: each example's sequences cut into chunks with context, the chunks batched."""
 from __future__ import annotations
 
-from batchloaders.spec.limits import MAX_HELD_BYTES, gib
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.limits import MAX_HELD_BYTES, gib
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config import chunk_rules
 from batchloaders.config.order import after_chunking
 from batchloaders.regroup.stage import Build, SourcePlan, Stage, register, shown

@@ -1,7 +1,7 @@
 """Packing: short examples concatenated best fit into rows of a fixed length."""
 from __future__ import annotations
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config import pack_rules
 from batchloaders.config.stage_rules import BEFORE_MODEL
 from batchloaders.read.block_sizes import regroup as block_of

@@ -1,7 +1,7 @@
 """Plain batching: examples cut into batches as they come."""
 from __future__ import annotations
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.regroup.stage import PLAIN, Build, Stage, register
 
 

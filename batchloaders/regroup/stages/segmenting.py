@@ -1,7 +1,7 @@
 """Segmenting (truncated BPTT): sequences cut into segments of num_unroll steps, batched in lanes."""
 from __future__ import annotations
 
-from batchloaders.spec.model import LoaderConfig
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config import segment_rules
 from batchloaders.regroup.stage import Build, ShownPadding, SourcePlan, Stage, register, shown
 

@@ -5,7 +5,7 @@ from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
 from batchloaders.transform.secondary.length import tensor_schema
 from batchloaders.transform.secondary.segment_ids import infer_per_step, record_index
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 
 def _infer(args: dict, ctx: CheckContext) -> TensorInfo | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 _DTYPE = {"title": "dtype", "description": "Integer dtype of the result (default int32).", "type": "string",
           "enum": ["int32", "int64"]}

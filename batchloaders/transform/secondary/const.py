@@ -4,8 +4,8 @@ from __future__ import annotations
 from batchloaders.errors import suggest
 from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import DTYPES, TensorInfo
-from batchloaders.spec.values import check_value, default_value  # noqa: F401 (also imported from here)
+from batchloaders.core.model import DTYPES, TensorInfo
+from batchloaders.core.values import check_value, default_value  # noqa: F401 (also imported from here)
 
 
 def _infer(args: dict, ctx: CheckContext) -> TensorInfo | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from batchloaders.errors import suggest
 from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 
 def named_tensor(args: dict, ctx: CheckContext, what: str) -> TensorInfo | None:

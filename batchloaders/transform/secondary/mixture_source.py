@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 # The extras of every example of a mixture (loaders/mixture.py puts them there).
 SOURCE_INDEX, SOURCE_NAME = "mixture_source", "mixture_source_name"

@@ -11,7 +11,7 @@ from batchloaders.errors import suggest
 from batchloaders.transform.extend import register_secondary
 from batchloaders.transform.registry import CheckContext
 from batchloaders.transform.secondary.length import named_tensor, tensor_schema
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 
 def infer_per_step(args: dict, ctx: CheckContext, what: str) -> TensorInfo | None:

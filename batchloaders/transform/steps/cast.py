@@ -16,7 +16,7 @@ from __future__ import annotations
 from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import DTYPES, TensorInfo
+from batchloaders.core.model import DTYPES, TensorInfo
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

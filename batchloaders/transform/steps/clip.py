@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.values import check_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core.values import check_value
+from batchloaders.core.model import TensorInfo, format_shape
 
 
 def _infer(args: dict, info: TensorInfo, ctx: CheckContext) -> TensorInfo | None:

@@ -28,8 +28,8 @@ import re
 from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec import limits
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core import limits
+from batchloaders.core.model import TensorInfo, format_shape
 
 # (name, the bytes it begins with); _kinds numbers the formats in this order.
 FORMATS = (("JPEG", b"\xff\xd8\xff"), ("PNG", b"\x89PNG"), ("GIF", b"GIF8"), ("BMP", b"BM"))

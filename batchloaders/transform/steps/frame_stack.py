@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.values import default_value
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.values import default_value
+from batchloaders.core.model import TensorInfo
 
 _MAX = 2**31 - 1  # TensorFlow's int32 shapes
 

@@ -19,7 +19,7 @@ import weakref
 
 from batchloaders.transform.extend import BuildError, register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 
 _LIMITS = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 # graph (None when eager) -> {(path, sha256 of the file, oov_id, dtype): StaticHashTable}, created

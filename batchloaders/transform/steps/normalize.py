@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.values import check_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core.values import check_value
+from batchloaders.core.model import TensorInfo, format_shape
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 EPSILON = 1e-5

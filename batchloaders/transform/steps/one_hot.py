@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.values import check_value
-from batchloaders.spec.model import DTYPES, TensorInfo, format_shape
+from batchloaders.core.values import check_value
+from batchloaders.core.model import DTYPES, TensorInfo, format_shape
 
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 

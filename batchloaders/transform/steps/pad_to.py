@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.values import check_value, default_value
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core.values import check_value, default_value
+from batchloaders.core.model import TensorInfo, format_shape
 
 
 def normalize_axis(axis: int, info: TensorInfo, ctx: CheckContext, step: str) -> int | None:

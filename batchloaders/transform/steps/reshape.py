@@ -18,7 +18,7 @@ import math
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core.model import TensorInfo, format_shape
 
 
 def resolve(new: list, info: TensorInfo) -> tuple[tuple[int | None, ...], int | None] | str:

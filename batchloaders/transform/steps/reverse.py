@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo
+from batchloaders.core.model import TensorInfo
 from batchloaders.transform.steps.pad_to import normalize_axis
 
 

@@ -11,7 +11,7 @@ import re
 
 from batchloaders.transform.extend import register_step
 from batchloaders.transform.registry import CheckContext
-from batchloaders.spec.model import TensorInfo, format_shape
+from batchloaders.core.model import TensorInfo, format_shape
 
 _INT = r"[+-]?\d+"
 # Every integer fits TensorFlow's int32 indices, and its sum with a length fits int64.
