@@ -102,7 +102,14 @@ class InputFn:
     files and graph built (runtime/reuse.py).
 
     ``config``: the checked LoaderConfig. ``skipped()``, ``chunk_report()``, ``segment_report()``: what the
-    pipelines built so far have skipped, chunked and segmented."""
+    pipelines built so far have skipped, chunked and segmented.
+
+    Args:
+        config: the checked config.
+        pack_inputs: turns the dict of a batch's model inputs into what the model takes (a dict by default).
+        pack_targets: likewise for the targets.
+        counters: the segment counters the features carry besides the model's inputs; None: all of them.
+    """
 
     def __init__(self, config: LoaderConfig, *, pack_inputs=_same, pack_targets=_same, counters=None):
         self.config = config
@@ -235,23 +242,37 @@ class InputFn:
         return self.stage.apply(build)
 
     def skipped(self):
-        """What ``on_corrupt: skip_file`` skipped so far (a SkipReport); None under ``on_corrupt: fail`` or
-        with a ``service`` block (the workers skip and count)."""
+        """What ``on_corrupt: skip_file`` skipped so far.
+
+        Returns:
+            A SkipReport; None under ``on_corrupt: fail`` or with a ``service`` block (the workers skip and count).
+        """
         return self._reader.skipped.report() if self._reader.skipped is not None and self._local else None
 
     def report(self):
-        """What the regroup stage did so far (a ChunkReport or SegmentReport), None when it keeps no count
-        or under a ``service`` block."""
+        """What the regroup stage did so far.
+
+        Returns:
+            A ChunkReport or SegmentReport; None when the stage keeps no count, or under a ``service`` block.
+        """
         return self.stage.report(self._report)
 
     def chunk_report(self):
-        """What chunking did so far (a chunking.ChunkReport: sequences, chunks, dropped last pieces); None
-        without chunking or with a ``service`` block."""
+        """What chunking did so far.
+
+        Returns:
+            A chunking.ChunkReport (sequences, chunks, dropped last pieces); None without chunking or with a
+            ``service`` block.
+        """
         return self.stage.report(self._report, ChunkReport)
 
     def segment_report(self):
-        """What segmenting did so far (a segmenting.SegmentReport: sequences, segments, zero-length sequences
-        skipped); None without segmenting or with a ``service`` block."""
+        """What segmenting did so far.
+
+        Returns:
+            A segmenting.SegmentReport (sequences, segments, zero-length sequences skipped); None without
+            segmenting or with a ``service`` block.
+        """
         return self.stage.report(self._report, SegmentReport)
 
 

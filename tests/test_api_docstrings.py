@@ -47,11 +47,6 @@ EXTENSION_POINTS = [
     "batchloaders.loaders.registry.register",
 ]
 
-# Rewritten by other work at the same time as these docstrings were written: shown on the API page, left out of
-# the docstring checks until the rewrites are in. Empty this set once they are, so that they are checked too.
-PENDING = {
-    "batchloaders.input_fn.InputFn",  # input_fn.py: the source chosen once (issue 56, item 3)
-}
 
 
 # As mkdocs.yml's mkdocstrings options parse them.
@@ -297,8 +292,6 @@ def class_problems(cls, caplog, errors: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("path", public_paths())
 def test_public_name_has_a_google_docstring(path, caplog):
-    if path in PENDING:
-        pytest.skip("rewritten elsewhere at the same time: checked once PENDING no longer lists it")
     obj = lookup(path)
     check = class_problems if obj.kind.value == "class" else callable_problems
     problems = check(obj, caplog, error_classes())
