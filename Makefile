@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test fuzz bench validate docs clean
+.PHONY: setup demo test check fuzz bench validate docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ demo: setup
 	$(PY) -m batchloaders.demo
 
 # One pytest worker per core plus one (pytest-xdist), each taking whole test files (module fixtures set up
-# once), the longest first (tests/conftest.py: LONGEST_FIRST). The extra worker keeps the cores busy while
+# once), the costliest first (tests/conftest.py: COSTLIEST). The extra worker keeps the cores busy while
 # tests wait on the processes and servers they start (docs/decisions/test-suite.md). The tf.data service servers tests/test_service.py
 # runs in pytest's workers log from C++ where pytest captures nothing (a client released after its
 # dispatcher stopped), onto pytest's progress line: TensorFlow's log level 3 unless you set one.
@@ -29,6 +29,12 @@ demo: setup
 test: setup
 	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} \
 		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadfile --no-loadscope-reorder
+
+# The fast tier for the edit-run loop: every test file but the costliest (marked slow in tests/conftest.py:
+# COSTLIEST), about a tenth of the suite's CPU. `make test` (and CI) still runs them all.
+check: setup
+	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} \
+		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadfile --no-loadscope-reorder -m "not slow"
 
 # The fuzz tests at eight times the suite's example counts (several minutes on 2 cores): before a
 # release, or after a change to validation or the config model.

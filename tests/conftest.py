@@ -148,14 +148,31 @@ def warm_python():
     return shared()
 
 
-# The test files that take longest (seconds of test time, summed, in a whole run on the 2-core dev
-# machine, 2026-11-25), longest first. pytest-xdist hands out whole files (`--dist loadfile`) in
-# the order collected (`--no-loadscope-reorder`, Makefile); starting with the longest keeps one
-# worker from running a long file alone at the end (~25 s of a ~610 s run otherwise). A file
-# missing here runs after these, in the usual order; a stale entry only changes the order.
-LONGEST_FIRST = ["test_resume", "test_corruption", "test_readme_blocks", "test_fuzz", "test_sharding",
-                 "test_short_files", "test_segmenting", "test_service", "test_backends", "test_describe_bench",
-                 "test_describe_json", "test_preview", "test_same_batches", "test_independent"]
+# CPU seconds of the costliest test files, their processes included (a whole run with
+# BATCHLOADERS_TEST_CPU=<dir>, summed by tools/test_cpu.py; CPU, unlike wall time, does not grow with the
+# load of the machine), costliest first. They are marked ``slow``: `make check` leaves them out and runs the
+# rest, about a tenth of the suite's CPU. pytest-xdist hands out whole files (`--dist loadfile`) in the order
+# collected (`--no-loadscope-reorder`, Makefile): these go first, so that no worker runs a long file alone at
+# the end. A file missing here runs after them, in the usual order, and in `make check`.
+COSTLIEST = {"test_resume": 75.7, "test_trust_global_reads": 68.1, "test_corruption": 57.0,
+             "test_mixture_records": 43.5, "test_sharding": 43.2, "test_readme_blocks": 39.2,
+             "test_describe_json": 37.5, "test_fuzz": 37.5, "test_service": 31.5, "test_resume_trust": 31.3,
+             "test_short_files": 28.9, "test_segmenting": 28.4, "test_preview": 25.1, "test_bucketing": 23.2,
+             "test_trust_keras": 22.7, "test_same_batches": 22.0, "test_describe_bench": 21.9,
+             "test_plugins": 21.7, "test_as_written": 21.1, "test_mixture": 20.2, "test_plugin_trust": 17.9,
+             "test_trust_config_values": 17.8, "test_steps_sequence": 17.0, "test_examples": 15.6,
+             "test_independent": 14.8, "test_quiet_and_messages": 14.5, "test_no_python_callbacks": 13.8,
+             "test_chunking": 13.3, "test_backends": 12.0, "test_slice_step": 10.9, "test_damage_fuzz": 10.4,
+             "test_numpy_iterator": 10.2, "test_editor_ci": 10.0, "test_global_shuffle_windows": 9.9,
+             "test_decode_image": 9.9, "test_trust_resume_defaults": 9.6, "test_packing": 9.3,
+             "test_steps_values": 9.2, "test_bench_stages": 8.8, "test_packing_groups": 8.8,
+             "test_hardening": 8.7, "test_continuous_sequence": 8.7, "test_segment_keys": 8.2, "test_init": 7.7,
+             "test_record_errors": 7.6, "test_global_shuffle": 7.3, "test_readme_segmenting": 6.6,
+             "test_data_tools": 6.5, "test_tensorflow_log": 5.7, "test_bench_yardsticks": 5.7,
+             "test_tuning_graph": 5.6, "test_real_data_init": 5.5}
+
+
+_CPU_COST = pytest.StashKey()
 
 
 def pytest_configure(config):
@@ -167,8 +184,45 @@ def pytest_configure(config):
         import tensorflow as tf
 
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    if os.environ.get("BATCHLOADERS_TEST_CPU"):
+        from cpu_cost import CpuCost
+
+        controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+        config.stash[_CPU_COST] = CpuCost(os.environ["BATCHLOADERS_TEST_CPU"], children=not controller)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``BATCHLOADERS_TEST_CPU=<dir>``: the CPU seconds of each test file, its processes included
+    (tests/cpu_cost.py, tools/test_cpu.py)."""
+    yield
+    cost = item.config.stash.get(_CPU_COST, None)
+    if cost is not None:
+        cost.add(item.path.name, item.nodeid)
+
+
+def pytest_collection_finish(session):
+    """What importing TensorFlow, Keras and the test modules made, kept out of the garbage collector's reach:
+    a full collection (a test's own ``gc.collect()``, or Python's when enough objects were made) then
+    walks only what the tests make, a third to a half of some files' CPU. Only objects made before any test
+    ran are set aside, so what a test makes is collected as before."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    cost = session.config.stash.get(_CPU_COST, None)
+    if cost is not None:
+        cost.add("(start-up and collection)")
+
+
+def pytest_unconfigure(config):
+    cost = config.stash.get(_CPU_COST, None)
+    if cost is not None:
+        cost.write()
 
 
 def pytest_collection_modifyitems(session, config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: order within a file kept
+    for item in items:
+        if item.path.stem in COSTLIEST:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -COSTLIEST.get(item.path.stem, 0.0))  # stable: order within a file kept
