@@ -92,6 +92,19 @@ def test_steps_registered_for_every_loader_serve_the_new_one(tmp_path, numbered_
     assert batches[0][1]["id"].dtype == "int32"
 
 
+def test_a_global_shuffle_is_refused_when_the_config_loads_for_a_loader_without_a_global_order(
+        tmp_path, numbered_dataset, reversed_loader):
+    """The kind says whether the loader has a global order: the config check (which imports no loader) refuses
+    shuffle_scope global for one that has not, as validate would, before anything is built."""
+    path = _yaml_config(tmp_path, numbered_dataset, shuffle=True, shuffle_scope="global", seed=1)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert [(p.path, p.message) for p in raised.value.problems] == [(
+        "$.args.shuffle_scope", "found global, but the reversed_records loader has no global order (it cannot "
+                                "count an epoch's examples from the record counts); expected shuffle_scope buffer")]
+    assert ReversedRecords().global_order is False and registry.LOADERS["independent"].global_order is True
+
+
 def test_an_unregistered_type_is_refused_by_the_schema(tmp_path, numbered_dataset):
     with pytest.raises(ConfigError) as raised:
         load_config(_yaml_config(tmp_path, numbered_dataset))
@@ -134,3 +147,12 @@ def test_the_registry_is_where_every_loader_name_comes_from():
                 if "--loader" in a.option_strings)
     assert list(init.choices) == list(registry.LOADERS) and init.default == "independent"
     assert isinstance(init, argparse.Action)
+
+
+def test_every_loader_type_reads_as_the_tuple_it_was():
+    """Plugins wrote ``loaders=ALL_LOADERS + ("mine",)`` and indexed it, when it was a tuple of the three names."""
+    from batchloaders.transform.registry import ALL_LOADERS
+
+    assert ALL_LOADERS + ("mine",) == tuple(kinds.BUILTIN) + ("mine",)
+    assert ("mine",) + ALL_LOADERS == ("mine",) + tuple(kinds.BUILTIN)
+    assert ALL_LOADERS[0] == kinds.BUILTIN[0] and ALL_LOADERS[-1] == kinds.BUILTIN[-1]

@@ -26,6 +26,7 @@ class LoaderKind:
     example: str  # what one example is called: "record" or "window"
     example_is: str  # what one example is, said of a record where an error names one
     args_schema: str = ""  # the schema file of its args; default <name>_args.schema.json
+    global_order: bool = False  # counts an epoch's examples from the record counts: shuffle_scope global works
 
     @property
     def args_file(self) -> str:
@@ -44,11 +45,11 @@ class LoaderKind:
 
 
 KINDS = {kind.name: kind for kind in (
-    LoaderKind("independent", sequence=False, concatenates_records=False, example="record",
+    LoaderKind("independent", sequence=False, concatenates_records=False, example="record", global_order=True,
                example_is="the record"),
-    LoaderKind("continuous_sequence", sequence=True, concatenates_records=True, example="window",
+    LoaderKind("continuous_sequence", sequence=True, concatenates_records=True, example="window", global_order=True,
                example_is="the window whose first step is in this record"),
-    LoaderKind("discrete_sequence", sequence=True, concatenates_records=False, example="window",
+    LoaderKind("discrete_sequence", sequence=True, concatenates_records=False, example="window", global_order=True,
                example_is="the window starting at this record"),
 )}
 BUILTIN = tuple(KINDS)  # the shipped schema's enum (tests/test_schemas.py keeps them equal)

@@ -186,7 +186,6 @@ class ContinuousSequence(Loader):
     """Random-length windows over each file's records concatenated along time, cut from parsed blocks."""
 
     kind = kind("continuous_sequence")
-    global_order = True
     global_units = staticmethod(global_units)
     batches = staticmethod(batches)
 

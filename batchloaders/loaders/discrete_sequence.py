@@ -176,7 +176,6 @@ class DiscreteSequence(Loader):
     """Windows of whole records, planned on the serialized records and parsed a batch at a time (``source``)."""
 
     kind = kind("discrete_sequence")
-    global_order = True
     source = staticmethod(source)
     global_units = staticmethod(global_units)
     zero_tails = staticmethod(zero_tails)

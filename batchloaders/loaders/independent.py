@@ -142,7 +142,6 @@ class Independent(Loader):
     time where they are read."""
 
     kind = kind("independent")
-    global_order = True
     reads_records = True
     source = staticmethod(source)
     records = staticmethod(records)

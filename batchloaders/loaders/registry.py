@@ -20,7 +20,7 @@ class Loader:
 
     Every loader has a ``kind`` (a config.kinds.LoaderKind naming its type) and ``batches``. The capabilities
     have defaults: ``source`` gives ``batches`` with the identity as its decoder; ``zero_tails`` names no
-    tensor; ``global_order`` False (``shuffle_scope: global`` needs ``global_units``); ``reads_records``
+    tensor; ``global_order`` as its kind says (``shuffle_scope: global`` needs ``global_units``); ``reads_records``
     False (a mixture draws records before parsing only from a loader with ``records``).
 
     Example::
@@ -36,13 +36,18 @@ class Loader:
     """
 
     kind: LoaderKind | None = None
-    global_order: bool = False  # counts an epoch's examples for a global shuffle: global_units
     reads_records: bool = False  # one example per record, read before parsing: records
 
     @property
     def name(self) -> str:
         """The loader type's name (its kind's)."""
         return self.kind.name
+
+    @property
+    def global_order(self) -> bool:
+        """Whether it counts an epoch's examples for a global shuffle (``global_units``): its kind says, so that
+        the config check, which knows kinds and not loaders, refuses ``shuffle_scope: global`` otherwise."""
+        return isinstance(self.kind, LoaderKind) and self.kind.global_order
 
     def batches(self, config: LoaderConfig, shard, batch_size: int, reader):
         """Parsed blocks of examples.

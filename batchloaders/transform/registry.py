@@ -42,6 +42,16 @@ class LoaderTypes(Collection[str]):
     def __len__(self) -> int:
         return len(self._names)
 
+    # As the tuple it replaced: plugins wrote ``ALL_LOADERS + ("mine",)`` and ``ALL_LOADERS[0]``.
+    def __getitem__(self, index):
+        return tuple(self._names)[index]
+
+    def __add__(self, other) -> tuple:
+        return tuple(self._names) + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + tuple(self._names)
+
 
 ALL_LOADERS = LoaderTypes()
 # The batching policies every tensor can name (batching.py builds them); registered batchers add more.

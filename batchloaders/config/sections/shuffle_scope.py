@@ -41,6 +41,10 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
     if not ctx.value("shuffle", default=False):
         ctx.check(AT, "found global with shuffle false: nothing is shuffled; expected shuffle true (or no "
                       "shuffle_scope)")
+    if not kind(ctx.loader_type).global_order:
+        ctx.check(AT, f"found global, but the {ctx.loader_type} loader has no global order (it cannot count an "
+                      "epoch's examples from the record counts); expected shuffle_scope buffer")
+        return
     if kind(ctx.loader_type).sequence:
         _check_windows(ctx)
     regroup = next((stage.name for stage in flagged("keeps_file_order") if ctx.given(stage.name)), None)
