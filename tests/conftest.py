@@ -202,14 +202,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_collection_finish(session):
-    """What importing TensorFlow, Keras and the test modules made, kept out of the garbage collector's reach:
-    a full collection (a test's own ``gc.collect()``, or Python's when enough objects were made) then
-    walks only what the tests make, a third to a half of some files' CPU. Only objects made before any test
-    ran are set aside, so what a test makes is collected as before."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
+    """With ``BATCHLOADERS_TEST_CPU=<dir>``: start-up and collection counted as their own line."""
     cost = session.config.stash.get(_CPU_COST, None)
     if cost is not None:
         cost.add("(start-up and collection)")
