@@ -290,6 +290,23 @@ def test_a_function_that_breaks_its_infer_promise_is_refused_when_built(project,
     assert problem.path == "$.args.processing_steps[0]" and message in problem.message, problem.message
 
 
+def test_a_refused_per_example_function_leaves_distribution_strategies_working(project, registry_scope):
+    # tf.map_fn marks the shared variable scope while it traces and unmarks it only on success: a step
+    # refused mid-trace used to make every later strategy scope in the process fail.
+    body, _ = BROKEN_PROMISES["per_example_shape"]
+    (project / "promise.py").write_text("import tensorflow as tf\nimport batchloaders\n"
+                                        "from batchloaders.core.model import TensorInfo\n" + body)
+    path = config(project, plugins=["promise.py"], steps=[{"tensor": "frames", "type": "p"}])
+    with pytest.raises(ConfigError):
+        build_input_fn(path)()
+    assert tf.compat.v1.get_variable_scope().caching_device is None
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        weight = tf.Variable([[2.0], [3.0]])
+    total = strategy.run(tf.function(lambda: tf.matmul([[1.0, 10.0]], weight)))
+    assert strategy.experimental_local_results(total)[0].numpy().tolist() == [[32.0]]
+
+
 def test_a_per_example_size_the_trace_cannot_see_is_checked_while_running(project, registry_scope):
     (project / "late.py").write_text(textwrap.dedent('''
         import batchloaders

@@ -41,6 +41,7 @@ from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.transform.registry import (ALL_LOADERS, BATCHERS, BUILTIN, GLOBAL, POLICIES, SECONDARY, STEPS, BatcherType,
                                    CheckContext, DuplicateName, SecondaryType, StepType)
 from batchloaders.core.model import DTYPES, TensorInfo, format_shape
+from batchloaders.transform.per_example import map_examples
 
 __all__ = ["register_step", "register_secondary", "register_batcher", "PluginError", "BuildError", "ContractError"]
 
@@ -524,8 +525,8 @@ def _per_example_step(fn: Callable, what: str) -> Callable:
     def build(args, values, lengths, info_in, info_out):
         import tensorflow as tf
 
-        result = tf.map_fn(lambda x: _as_promised(fn(x, **args), info_out, what), _examples(values, lengths),
-                           fn_output_signature=_signature(info_out))
+        result = map_examples(lambda x: _as_promised(fn(x, **args), info_out, what), _examples(values, lengths),
+                              _signature(info_out))
         return _as_batch(result)
     return build
 
@@ -550,7 +551,7 @@ def _per_example_secondary(fn: Callable, what: str) -> Callable:
         import tensorflow as tf
 
         elems = {n: _examples(v, batch.lengths.get(n)) for n, v in batch.values.items()}
-        result = tf.map_fn(lambda features: _as_promised(fn(features, **args), info, what), elems,
-                           fn_output_signature=_signature(info))
+        result = map_examples(lambda features: _as_promised(fn(features, **args), info, what), elems,
+                              _signature(info))
         return _as_batch(result)
     return build

@@ -27,6 +27,7 @@ import re
 
 from batchloaders.transform import building
 from batchloaders.transform.extend import register_step
+from batchloaders.transform.per_example import map_examples
 from batchloaders.transform.registry import CheckContext
 from batchloaders.core import limits
 from batchloaders.core.model import TensorInfo, format_shape
@@ -126,9 +127,8 @@ def _build(args: dict, values, lengths, info: TensorInfo, info_out: TensorInfo |
     with tf.name_scope(SCOPE):
         flat = tf.reshape(values, [-1])
         which = tf.gather([natives.index(_NATIVE[name][channels]) for name, _ in FORMATS], _kinds(flat))
-        pixels = tf.map_fn(lambda pair: _one(pair[0], pair[1], args, natives, channels), (flat, which),
-                           fn_output_signature=tf.TensorSpec([height, width, channels],
-                                                             tf.float32 if resized else tf.uint8))
+        pixels = map_examples(lambda pair: _one(pair[0], pair[1], args, natives, channels), (flat, which),
+                              tf.TensorSpec([height, width, channels], tf.float32 if resized else tf.uint8))
         pixels = _as_dtype(pixels, tf.as_dtype(info_out.dtype), resized)
         shape = tf.concat([tf.shape(values), [height, width, channels]], 0)
         return tf.reshape(pixels, shape), lengths
