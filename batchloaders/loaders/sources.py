@@ -14,7 +14,8 @@ skip_batches and start_position, then its start and batches.
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -27,11 +28,13 @@ from batchloaders.core.limits import INT64_MAX
 from batchloaders.core.model import LoaderConfig
 
 
+@dataclasses.dataclass(frozen=True)
 class PlainSource:
-    """The config's loader reading its own files (``reader``: their sizes and counts, read once)."""
+    """The config's loader reading its own files."""
 
-    def __init__(self, loader: Loader, reader, local: bool):
-        self.loader, self.reader, self.local = loader, reader, local
+    loader: Loader
+    reader: Any  # the config's read.integrity.Reader: its files' sizes and counts, read once
+    local: bool  # False under a tf.data service (a call's skipped batches are then made and dropped)
 
     def pipeline(self, call, make: Callable) -> tf.data.Dataset:
         """The call's batches, with their cardinality, the last prefetch and the pipeline's options.
@@ -156,12 +159,11 @@ class GlobalOrderSource(PlainSource):
         return None if config.epochs is None else config.epochs * self.units(config)
 
 
+@dataclasses.dataclass(frozen=True)
 class MixtureSource(PlainSource):
-    """Several sources mixed into one stream (loaders/mixture.py); ``readers``: each source's."""
+    """Several sources mixed into one stream (loaders/mixture.py), each read with its own files' reader."""
 
-    def __init__(self, loader: Loader, readers: list, local: bool):
-        super().__init__(loader, None, local)
-        self.readers = readers
+    readers: tuple = ()  # each source's read.integrity.Reader, in config.sources order (``reader`` is None)
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
         return mixture.source(self.loader, mixture.plan(config, call.shards), block, self.readers, finish)
@@ -185,7 +187,7 @@ def pick(config: LoaderConfig, loader: Loader, readers: list, local: bool) -> Pl
         a PlainSource.
     """
     if config.sources:
-        return MixtureSource(loader, readers[1:], local)
+        return MixtureSource(loader, None, local, tuple(readers[1:]))
     if global_order.enabled(config):
         return GlobalOrderSource(loader, readers[0], local)
     return PlainSource(loader, readers[0], local)
