@@ -52,6 +52,9 @@ class PlainSource:
         Returns:
             The dataset of batches from the call's start; where no start is known, its first
             ``skip_batches`` batches dropped.
+
+        Raises:
+            ConfigError: for an endless run and a skip_batches past int64 (finish.skip).
         """
         flat = not self.local or not determinism.draws(call.config)
         dataset = determinism.per_iterator(lambda: make(lambda *asked: self.blocks(call, *asked)), call.config.seed,
