@@ -82,7 +82,8 @@ def build_input_fn(config: str | os.PathLike | Mapping | LoaderConfig, *, model=
 @dataclasses.dataclass(frozen=True)
 class CallPlan:
     """What one ``input_fn()`` call works out once: its config (with the call's seed), the batch each input
-    pipeline makes, its share of the data, and the batches it skips."""
+    pipeline makes, its share of the data, the batches it skips, and what the source's counts make of them:
+    where the pipeline starts and how many batches it gives."""
 
     config: LoaderConfig
     batch_size: int
@@ -93,6 +94,9 @@ class CallPlan:
     skip_batches: int
     params: Mapping[str, Any] | None = None  # as given (Estimator-style ones moved here from input_context)
     start_position: int | None = None  # shuffle_scope global: the position of the run's order to start at
+    start: tuple[int, int] | None = None  # (epoch, examples of it consumed) the pipeline starts at; None: the run's
+    # beginning, or a start no count fixes (its batches are made and dropped)
+    batches: int | None = None  # the pipeline's batches from its start when the manifests' counts fix them
 
 
 class InputFn:
@@ -160,7 +164,7 @@ class InputFn:
     def _build(self, call: CallPlan) -> tf.data.Dataset:
         """The call's pipeline, built: the source's batches (their start, count, prefetch and options), then
         the tf.data service when configured, in a dataset that locates its data errors."""
-        dataset = self._source.pipeline(call, self.stage, lambda blocks: self._batches(call, blocks))
+        dataset = self._source.pipeline(call, lambda blocks: self._batches(call, blocks))
         fetcher = None
         if call.config.service is not None:
             from batchloaders.runtime import service  # deferred: the tf.data service's client, for service configs
@@ -174,7 +178,8 @@ class InputFn:
         return LocatedDataset(dataset, self._locator, json.dumps(fingerprint, sort_keys=True), fetcher)
 
     def _plan(self, input_context, params, skip_batches: int, start_position: int | None = None) -> CallPlan:
-        """The call's arguments checked, and what they decide."""
+        """The call's arguments checked, and what they decide: down to where its pipeline starts and the batches
+        it gives (the source's start and cardinality, from the manifests' counts)."""
         if isinstance(input_context, Mapping):  # Estimator-style input_fn(params)
             params, input_context = input_context, None
         _check_arguments(input_context, params, skip_batches, self.config)
@@ -192,8 +197,10 @@ class InputFn:
             sharding.log_rule(config, shard)
             sharding.check_share(config, shard)
         shards = sharding.plan_sources(config, input_context)  # each mixture source's share, planned once too
-        return CallPlan(config, batch_size, from_params, input_context, shard, shards, skip_batches, params,
+        call = CallPlan(config, batch_size, from_params, input_context, shard, shards, skip_batches, params,
                         start_position)
+        start = self._source.start(call, self.stage)
+        return dataclasses.replace(call, start=start, batches=self._source.cardinality(call, self.stage, start))
 
     def run_length(self, input_context=None, *, params: Mapping[str, Any] | None = None) -> int | None:
         """The batches ``input_fn(input_context, params=params)`` gives from the run's start.
@@ -210,7 +217,7 @@ class InputFn:
             ConfigError: for arguments a call cannot take.
         """
         call = self._plan(input_context, params, 0)
-        return None if call.config.epochs is None else self._source.cardinality(call, self.stage, None)
+        return None if call.config.epochs is None else call.batches
 
     def run_positions(self) -> int | None:
         """The positions of a global shuffle's run: its epochs times an epoch's examples (records or windows).

@@ -10,50 +10,20 @@ from __future__ import annotations
 
 from batchloaders.transform import building, builtin_types
 from batchloaders.transform.batching import Batch, finalize
-from batchloaders.transform.extend import check_batch, checked, named
-from batchloaders.transform.registry import BUILTIN, SECONDARY, STEPS
-from batchloaders.core.model import LoaderConfig, SecondaryFeature
+from batchloaders.core.model import LoaderConfig
 from batchloaders.config.order import run_order
 
 
 def transform(batch: Batch, config: LoaderConfig) -> Batch:
-    """Secondary features then processing steps, in config order, on a whole batch.
+    """Secondary features then processing steps, in config order, on a whole batch (transform.building.built).
 
     A secondary feature that measures a tensor (``length``) is built after that tensor's
     steps (see :mod:`batchloaders.config.order`).
     """
     builtin_types.load()
     for item in run_order(config):
-        if isinstance(item, SecondaryFeature):
-            secondary(batch, config, item)
-            continue
-        kind = STEPS.get(item.type)
-        what = named("step", item.type, kind)
-        with checked(config.source, item.json_path, what, kind.scope == BUILTIN), building.item(config.source,
-                                                                                             item.json_path):
-            values, lengths = kind.build(item.args, batch.values[item.tensor], batch.lengths.get(item.tensor),
-                                         item.input_info, item.output_info)
-            check_batch(values, lengths, item.output_info, what)
-        batch.values[item.tensor] = values
-        batch.zero_tails.discard(item.tensor)
-        if lengths is None:
-            batch.lengths.pop(item.tensor, None)
-        else:
-            batch.lengths[item.tensor] = lengths
+        building.built(batch, config.source, item)
     return batch
-
-
-def secondary(batch: Batch, config: LoaderConfig, feature: SecondaryFeature) -> None:
-    """Build secondary feature ``feature`` on ``batch`` (in place)."""
-    kind = SECONDARY.get(feature.type)
-    what = named("secondary feature", feature.type, kind)
-    with checked(config.source, feature.json_path, what, kind.scope == BUILTIN):
-        values, lengths = kind.build(feature.args, batch, feature.info)
-        check_batch(values, lengths, feature.info, what)
-    batch.zero_tails.discard(feature.to_name)
-    batch.values[feature.to_name] = values
-    if lengths is not None:
-        batch.lengths[feature.to_name] = lengths
 
 
 def _same(tensors):

@@ -5,16 +5,17 @@
   order says where a call starts and what is left of the run;
 * :class:`MixtureSource`: several sources mixed into one stream (``args.sources``, loaders/mixture.py).
 
-Each gives a call its pipeline of batches (:meth:`PlainSource.pipeline`): the regroup stage's batches of the source's
-blocks (:meth:`PlainSource.blocks`), built per iterator from the place the call starts at
-(:meth:`PlainSource.start`), with the run's batches when the manifests' counts fix them
-(:meth:`PlainSource.cardinality`), and the batches before a start no count fixes dropped. A call is
-described by input_fn.CallPlan: its config, batch size, shards, input context, skip_batches and
-start_position.
+Each works out, as a call is planned, the place the call starts at (:meth:`PlainSource.start`) and the run's
+batches when the manifests' counts fix them (:meth:`PlainSource.cardinality`); then gives the call its pipeline
+of batches (:meth:`PlainSource.pipeline`): the regroup stage's batches of the source's blocks
+(:meth:`PlainSource.blocks`), built per iterator from that start, and the batches before a start no count
+fixes dropped. A call is described by input_fn.CallPlan: its config, batch size, shards, input context,
+skip_batches and start_position, then its start and batches.
 """
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -27,13 +28,15 @@ from batchloaders.core.limits import INT64_MAX
 from batchloaders.core.model import LoaderConfig
 
 
+@dataclasses.dataclass(frozen=True)
 class PlainSource:
-    """The config's loader reading its own files (``reader``: their sizes and counts, read once)."""
+    """The config's loader reading its own files."""
 
-    def __init__(self, loader: Loader, reader, local: bool):
-        self.loader, self.reader, self.local = loader, reader, local
+    loader: Loader
+    reader: Any  # the config's read.integrity.Reader: its files' sizes and counts, read once
+    local: bool  # False under a tf.data service (a call's skipped batches are then made and dropped)
 
-    def pipeline(self, call, stage, make: Callable) -> tf.data.Dataset:
+    def pipeline(self, call, make: Callable) -> tf.data.Dataset:
         """The call's batches, with their cardinality, the last prefetch and the pipeline's options.
 
         Built per iterator, every draw from the seed (params' or the config's), epoch and purpose
@@ -42,25 +45,22 @@ class PlainSource:
         when nothing is drawn: every epoch and iterator is the same without rebuilding.
 
         Args:
-            call: the input_fn.CallPlan.
-            stage: the config's regroup stage.
+            call: the input_fn.CallPlan, its start and batches worked out (:meth:`start`, :meth:`cardinality`).
             make: ``make(blocks)`` -> the stage's batches of ``blocks(config, block, finish)`` (:meth:`blocks`
                 for this call).
 
         Returns:
-            The dataset of batches from the call's :meth:`start`; where no start is known, its first
+            The dataset of batches from the call's start; where no start is known, its first
             ``skip_batches`` batches dropped.
 
         Raises:
-            ConfigError: as :meth:`start` and :meth:`cardinality` do.
+            ConfigError: for an endless run and a skip_batches past int64 (finish.skip).
         """
-        start = self.start(call, stage)
-        cardinality = self.cardinality(call, stage, start)
         flat = not self.local or not determinism.draws(call.config)
         dataset = determinism.per_iterator(lambda: make(lambda *asked: self.blocks(call, *asked)), call.config.seed,
-                                           flat=flat, start=start)
-        dataset = finish.finished(call.config, dataset, cardinality)
-        return finish.skip(dataset, call.skip_batches) if call.skip_batches and start is None else dataset
+                                           flat=flat, start=call.start)
+        dataset = finish.finished(call.config, dataset, call.batches)
+        return finish.skip(dataset, call.skip_batches) if call.skip_batches and call.start is None else dataset
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
         """(elements, decode) for the stage: the loader's blocks of ``block`` examples (Loader.source).
@@ -162,12 +162,11 @@ class GlobalOrderSource(PlainSource):
         return None if config.epochs is None else config.epochs * self.units(config)
 
 
+@dataclasses.dataclass(frozen=True)
 class MixtureSource(PlainSource):
-    """Several sources mixed into one stream (loaders/mixture.py); ``readers``: each source's."""
+    """Several sources mixed into one stream (loaders/mixture.py), each read with its own files' reader."""
 
-    def __init__(self, loader: Loader, readers: list, local: bool):
-        super().__init__(loader, None, local)
-        self.readers = readers
+    readers: tuple = ()  # each source's read.integrity.Reader, in config.sources order (``reader`` is None)
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
         return mixture.source(self.loader, mixture.plan(config, call.shards), block, self.readers, finish)
@@ -191,7 +190,7 @@ def pick(config: LoaderConfig, loader: Loader, readers: list, local: bool) -> Pl
         a PlainSource.
     """
     if config.sources:
-        return MixtureSource(loader, readers[1:], local)
+        return MixtureSource(loader, None, local, tuple(readers[1:]))
     if global_order.enabled(config):
         return GlobalOrderSource(loader, readers[0], local)
     return PlainSource(loader, readers[0], local)

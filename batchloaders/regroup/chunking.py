@@ -26,9 +26,10 @@ import tensorflow as tf
 
 from batchloaders.core.model import LoaderConfig
 from batchloaders.config.order import after_chunking
-from batchloaders.loaders.base import decoded, secondary
+from batchloaders.loaders.base import decoded
 from batchloaders.read import determinism
 from batchloaders.regroup import blocks, measure
+from batchloaders.transform import building
 from batchloaders.transform.batching import Batch, finalize
 from batchloaders.transform.graphs import as_written
 
@@ -242,7 +243,7 @@ def chunk_batch(element, config: LoaderConfig, later=None) -> Batch:
     """A batch of chunks as a Batch, with the secondary features built on chunks (``later``: after_chunking's)."""
     batch = Batch(dict(element["values"]), dict(element["lengths"]), {"chunk": dict(element["extras"])})
     for feature in (after_chunking(config) if later is None else later):
-        secondary(batch, config, feature)
+        building.built(batch, config.source, feature)
     return batch
 
 

@@ -384,6 +384,35 @@ def checked(source: str, json_path: str, what: str, builtin: bool):
                                                      f"{type(error).__name__}: {error}")) from None
 
 
+def called(kind, word: str, source: str, json_path: str, build: Callable[[], Any], promised=None):
+    """A registered type's function called for the config item at ``json_path`` of ``source``, checked: every
+    secondary feature, processing step and batcher the pipeline builds goes through here.
+
+    Args:
+        kind: the registered SecondaryType, StepType or BatcherType.
+        word: what messages call it: "secondary feature", "step" or "batcher".
+        source: the config file.
+        json_path: the item's place in it.
+        build: calls ``kind``'s function with the item's arguments and tensors.
+        promised: the TensorInfo of the batch (values, lengths) the type promised; None for a batcher, whose
+            result is one TensorFlow value.
+
+    Returns:
+        What ``build()`` returned.
+
+    Raises:
+        ConfigError: naming the item, for a result other than the one promised, or a plugin's failure while the
+            pipeline is traced (:func:`checked`).
+    """
+    what = named(word, kind.name, kind)
+    with checked(source, json_path, what, kind.scope == BUILTIN):
+        result = build()
+        if promised is None:
+            return batched_output(result, what)
+        check_batch(*result, promised, what)
+    return result
+
+
 def _info_of(tensor, what: str, ctx: CheckContext):
     """TensorInfo of a traced per-example result, or report why it cannot be a pipeline tensor."""
     dtype = tensor.dtype.name

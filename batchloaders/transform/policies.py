@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from batchloaders.transform.extend import batched_output, checked, named
+from batchloaders.transform.extend import called
 from batchloaders.transform.registry import BATCHERS
 
 
@@ -40,12 +40,10 @@ def sparse(values, lengths):
 
 
 def registered(spec, values, lengths, source: str):
-    """The output of the batcher the padding entry names, checked to be TensorFlow values."""
+    """The output of the batcher the padding entry names, checked to be TensorFlow values (extend.called)."""
     kind = BATCHERS.get(spec.batching)
-    what = named("batcher", spec.batching, kind)
-    with checked(source, spec.json_path, what, builtin=False):
-        return batched_output(kind.build(ragged(values, lengths) if lengths is not None else values,
-                                         **spec.batching_args), what)
+    return called(kind, "batcher", source, spec.json_path,
+                  lambda: kind.build(ragged(values, lengths) if lengths is not None else values, **spec.batching_args))
 
 
 def batch(spec, values, lengths, source: str):
