@@ -56,9 +56,25 @@ def _regroup_parts() -> tuple[str, ...]:
     return tuple(stage.name for stage in stage_rules.flagged("fingerprinted"))
 
 
+def _settings_of_groups(config) -> dict[str, Any]:
+    """Each setting of the config's groups (reading, shuffling, window) by its config key, as a part of its own:
+    a ResumeError names the key that differs. A group that is None (no windows) gives None for each."""
+    out = {}
+    for field in dataclasses.fields(config):
+        group, value = field.metadata.get("group"), getattr(config, field.name)
+        for setting in dataclasses.fields(group) if group is not None else ():
+            out[setting.metadata.get("key", setting.name)] = None if value is None else _plain(
+                getattr(value, setting.name))
+    return out
+
+
 def _parts(config) -> dict[str, Any]:
     """The compiled config's parts as fingerprints name them."""
     out = _plain(config)
+    for field in dataclasses.fields(config):
+        if "group" in field.metadata:
+            out.pop(field.name, None)
+    out.update(_settings_of_groups(config))
     stage = config.regroup
     out.pop("regroup", None)
     parts = _regroup_parts()
@@ -218,7 +234,7 @@ def _checked_mode(config, input_fn, mode: str | None) -> str:
             "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
             "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
             "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
-    if mode == "replay" and config.sloppy_interleave:
+    if mode == "replay" and config.reading.sloppy_interleave:
         raise ConfigError(Problem(config.source, "$.args.resume", (
             "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
             "needs them in the same order every run; expected sloppy_interleave false, or resume state")))
