@@ -403,7 +403,7 @@ class ShuffleOptions:
     num_shuffle_buffer_elements: int | None = None
     num_filenames_shuffle_buffer: int | None = None
     num_mix_files: int | None = None
-    scope: str = dataclasses.field(default="buffer", metadata={"key": "shuffle_scope"})
+    scope: str = dataclasses.field(default="buffer", metadata={"key": "shuffle_scope"})  # (its config key)
 
 
 @dataclasses.dataclass(frozen=True)

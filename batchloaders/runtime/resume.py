@@ -56,25 +56,23 @@ def _regroup_parts() -> tuple[str, ...]:
     return tuple(stage.name for stage in stage_rules.flagged("fingerprinted"))
 
 
-def _settings_of_groups(config) -> dict[str, Any]:
-    """Each setting of the config's groups (reading, shuffling, window) by its config key, as a part of its own:
-    a ResumeError names the key that differs. A group that is None (no windows) gives None for each."""
-    out = {}
+def _ungrouped(config, plain: dict[str, Any]) -> dict[str, Any]:
+    """``plain`` (the config's fields) with each group (reading, shuffling, window) in its settings, each a part
+    named by its config key, so that a ResumeError names the key that differs. A group that is None (a loader
+    without windows) gives None for each."""
+    out = dict(plain)
     for field in dataclasses.fields(config):
-        group, value = field.metadata.get("group"), getattr(config, field.name)
-        for setting in dataclasses.fields(group) if group is not None else ():
-            out[setting.metadata.get("key", setting.name)] = None if value is None else _plain(
-                getattr(value, setting.name))
+        group = field.metadata.get("group")
+        if group is not None:
+            value = out.pop(field.name)
+            out.update({s.metadata.get("key", s.name): None if value is None else value[s.name]
+                        for s in dataclasses.fields(group)})
     return out
 
 
 def _parts(config) -> dict[str, Any]:
     """The compiled config's parts as fingerprints name them."""
-    out = _plain(config)
-    for field in dataclasses.fields(config):
-        if "group" in field.metadata:
-            out.pop(field.name, None)
-    out.update(_settings_of_groups(config))
+    out = _ungrouped(config, _plain(config))
     stage = config.regroup
     out.pop("regroup", None)
     parts = _regroup_parts()

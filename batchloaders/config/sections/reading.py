@@ -2,6 +2,8 @@
 config/resources.py checks the memory their read buffers take."""
 from __future__ import annotations
 
+import dataclasses
+
 from batchloaders.core.model import ReadOptions
 from batchloaders.config.sections.context import SectionContext
 
@@ -18,9 +20,5 @@ def read_options(ctx: SectionContext) -> ReadOptions:
     Returns:
         Its ReadOptions.
     """
-    args = ctx.args
-    given = {key: args[key] for key in ("num_read_buffer_bytes", "num_prefetch", "num_parallel_reads",
-                                        "num_parallel_parses", "sloppy_interleave",
-                                        "num_interleave_out_buffer_elements", "num_interleave_in_buffer_elements",
-                                        "on_corrupt") if key in args}
+    given = {f.name: ctx.args[f.name] for f in dataclasses.fields(ReadOptions) if f.name in ctx.args}
     return ReadOptions(**{key: None if key in _TUNED and value == -1 else value for key, value in given.items()})
