@@ -55,7 +55,7 @@ def test_example_configs_have_no_python_ops(demo_data, path):
     config = load_config(path)
     ops = graph_ops(build_input_fn(dataclasses.replace(config, service=None))())
     python = [o for o in ops if o[1] in PYTHON_OPS]
-    if config.shuffle_scope == "global":  # read by offset: the reader's one NumPy function, nothing else
+    if config.shuffling.scope == "global":  # read by offset: the reader's one NumPy function, nothing else
         assert len(python) == 1 and python[0][1] == "PyFuncStateless"
         assert not any(op == "TFRecordDataset" for _, op in ops)
         return

@@ -167,8 +167,8 @@ def padded_tensors(config: LoaderConfig) -> list[str]:
 def _window_units(config: LoaderConfig, batch: Batch) -> tf.Tensor:
     """Units the windows of this batch hold: steps (continuous_sequence) or records (discrete_sequence)."""
     size = tf.cast(batch.size, tf.int64)
-    if config.min_window == config.max_window:
-        return size * config.min_window
+    if config.window.fixed:
+        return size * config.window.min_window
     selected = config.selected
     if kind(config.type).concatenates_records:
         return tf.reduce_sum(batch.lengths[next(iter(selected))])
@@ -290,7 +290,7 @@ def report(config: LoaderConfig, timed: TimedPass, *, files: dict, lengths: dict
     elif names and lengths is not None:
         lines.append(f"padding efficiency (real elements / padded elements over the first {lengths['batches']} "
                      "batches; real = elements within the lengths before padding):")
-        if config.shuffle and config.seed is None:
+        if config.shuffling.shuffle and config.seed is None:
             lines.append("  (seed null: these batches come from a second pass and differ from the timed ones, "
                          "drawn from the same distribution)")
         for name in names:
@@ -314,7 +314,7 @@ def _read_lines(config: LoaderConfig, files: dict, examples: int, rate_examples:
                 f"record size {per_record:.1f} B",
                 f"  the mean is over {where} (record payloads, without TFRecord framing); on disk "
                 f"{rate_examples * on_disk / MB:.3f} MB/s ({on_disk:.1f} B per record with {framing})"]
-    units = lengths["units"] if lengths is not None else examples * config.min_window
+    units = lengths["units"] if lengths is not None else examples * config.window.min_window
     per_window = units / examples if examples else 0.0
     rate_units = rate_examples * per_window
     if kind(config.type).concatenates_records:
@@ -345,7 +345,7 @@ def run(path: str, *, batches: int = 200, seconds: float = 20.0, out: TextIO | N
                                f"{config.target_batch_size}, drop_remainder {config.drop_remainder})")
     files = survey(config)
     lengths = None
-    varying_windows = kind(config.type).sequence and config.min_window != config.max_window
+    varying_windows = kind(config.type).sequence and not config.window.fixed
     stage = stages.of(config)
     if padded_tensors(config) or varying_windows or stage.makes_examples:
         lengths = count_lengths(config, config.target_batch_size, len(arrivals))

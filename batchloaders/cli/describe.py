@@ -72,12 +72,12 @@ def _steps_per_record(config: LoaderConfig) -> str:
 
 
 def _shuffled_batches(config: LoaderConfig, what: str, one_shape: bool) -> str:
-    if not config.shuffle and one_shape:
+    if not config.shuffling.shuffle and one_shape:
         return f"of one shape, cut into batches by rebatch a block of {what} at a time"
-    if config.shuffle and config.shuffle_scope == "global":
+    if config.shuffling.shuffle and config.shuffling.scope == "global":
         return f"read in a global order of all {what} (see reading), batched as they come"
-    shuffle = (f"shuffled in a buffer of {config.num_shuffle_buffer_elements} {what}, then "
-               if config.shuffle else "")
+    shuffle = (f"shuffled in a buffer of {config.shuffling.num_shuffle_buffer_elements} {what}, then "
+               if config.shuffling.shuffle else "")
     return f"{shuffle}batched with padded_batch"
 
 
@@ -88,7 +88,7 @@ def parsing_path(config: LoaderConfig) -> str:
         return f"{VECTORIZED}; here: one {parse_call(config)}"
     call = parse_call(config)
     per_block = sequence_records_per_block(config)
-    one_length = config.min_window == config.max_window
+    one_length = config.window.fixed
     if loader.concatenates_records:
         return (f"vectorized in blocks: each file is read in blocks of {per_block} records; each block is "
                 f"parsed with one {call}, and flattened along the first axis into steps "
@@ -109,16 +109,14 @@ def windows_line(config: LoaderConfig) -> str | None:
     if not loader.sequence:
         return None
     unit = "steps" if loader.concatenates_records else "whole records"
-    size = (f"{config.min_window} {unit}" if config.min_window == config.max_window
-            else f"{config.min_window}..{config.max_window} {unit} (drawn uniformly per window)")
-    if loader.concatenates_records and config.stride:
-        placement = f"starting every {config.stride} steps"
-    else:
-        placement = "back to back"
-    max_offset = (config.stride or config.max_window) if loader.concatenates_records else config.max_window
+    window = config.window
+    size = (f"{window.min_window} {unit}" if window.fixed
+            else f"{window.min_window}..{window.max_window} {unit} (drawn uniformly per window)")
+    placement = f"starting every {window.stride} steps" if window.stride else "back to back"
+    max_offset = window.stride or window.max_window  # (stride: only where the kind concatenates records)
     start = (f"; the first window of each file starts after a random offset of 0..{max_offset - 1} "
              f"{loader.window_unit}"
-             if config.shuffle and max_offset > 1 and config.shuffle_scope != "global"
+             if config.shuffling.shuffle and max_offset > 1 and config.shuffling.scope != "global"
              else "; the first window starts at the start of each file")
     return f"windows: {size}, {placement} within one file{start}"
 
@@ -168,20 +166,20 @@ def padding_lines(config: LoaderConfig) -> list[str]:
 
 
 def reading_line(config: LoaderConfig) -> str:
-    if config.shuffle and config.shuffle_scope == "global":
+    if config.shuffling.shuffle and config.shuffling.scope == "global":
         what = kind(config.type).example
         records = "each record" if what == "record" else "each window's records"
         return (f"reading: {records} at their byte offsets (the files' record indexes), in one "
                 f"permutation of all {what}s per epoch drawn from the seed and the epoch"
                 f"{'' if config.seed is None else f' (seed {config.seed})'}; input pipeline k of N reads the "
                 "positions g with g % N == k")
-    if config.shuffle:
-        examples = (f"; examples shuffled in a buffer of {config.num_shuffle_buffer_elements}"
+    if config.shuffling.shuffle:
+        examples = (f"; examples shuffled in a buffer of {config.shuffling.num_shuffle_buffer_elements}"
                     if not kind(config.type).sequence else "")  # the sequence loaders' windows: see parsing
-        return (f"reading: {config.num_mix_files} files at a time, file names shuffled in a buffer of "
-                f"{config.num_filenames_shuffle_buffer}{examples}"
+        return (f"reading: {config.shuffling.num_mix_files} files at a time, file names shuffled in a buffer of "
+                f"{config.shuffling.num_filenames_shuffle_buffer}{examples}"
                 f"{'' if config.seed is None else f' (seed {config.seed})'}")
-    parallel = config.num_parallel_reads or 1
+    parallel = config.reading.num_parallel_reads or 1
     return "reading: one file at a time, in order" if parallel == 1 else f"reading: {parallel} files at a time"
 
 
@@ -190,12 +188,13 @@ def interleave_line(config: LoaderConfig) -> str:
     def auto(value) -> str:
         return "autotuned" if value is None else str(value)
 
-    order = "sloppy (files in whatever order is ready)" if config.sloppy_interleave else "deterministic"
-    buffered = config.num_interleave_out_buffer_elements
+    reading = config.reading
+    order = "sloppy (files in whatever order is ready)" if reading.sloppy_interleave else "deterministic"
+    buffered = reading.num_interleave_out_buffer_elements
     return (f"interleave: {order}; buffered per open file: {buffered} record{'' if buffered == 1 else 's'}; "
-            f"file names ahead: {config.num_interleave_in_buffer_elements}; read buffer per file: "
-            f"{config.num_read_buffer_bytes:,} bytes; parallel reads: {auto(config.num_parallel_reads)}; parallel "
-            f"parses: {auto(config.num_parallel_parses)}; batches prefetched: {auto(config.num_prefetch)}")
+            f"file names ahead: {reading.num_interleave_in_buffer_elements}; read buffer per file: "
+            f"{reading.num_read_buffer_bytes:,} bytes; parallel reads: {auto(reading.num_parallel_reads)}; parallel "
+            f"parses: {auto(reading.num_parallel_parses)}; batches prefetched: {auto(reading.num_prefetch)}")
 
 
 PER_FILE_SHOWN = 8  # record counts of the first files in the records line (--json lists every file's)
@@ -280,7 +279,7 @@ def _mixture_batches(config: LoaderConfig) -> int | None:
 
 
 def integrity_line(config: LoaderConfig) -> str:
-    if config.on_corrupt == "skip_file":
+    if config.reading.on_corrupt == "skip_file":
         return ("on_corrupt: skip_file: a damaged file is skipped from the damage on, with a warning; "
                 "input_fn.skipped() counts them")
     return "on_corrupt: fail: a damaged file stops the run with an error naming it, its byte offset and last good record"
@@ -524,7 +523,7 @@ def _unknown_steps(config: LoaderConfig) -> str:
     stage = stages.of(config)
     if not stage.example_wise:
         return f"{stage.name}: {stage.counted_as} are counted only once made"
-    if config.on_corrupt != "fail":
+    if config.reading.on_corrupt != "fail":
         return "on_corrupt skip_file may read fewer records"
     return "the manifest does not list the record count of every data file"
 
@@ -581,6 +580,24 @@ def _blocks(config: LoaderConfig) -> dict:
     return {name: stage.as_json(config) if name == stage.name else None for name in stages.names()}
 
 
+def _reading_json(config: LoaderConfig) -> dict:
+    """describe --json's ``reading``: the shuffle settings (None where nothing is shuffled) and the reading ones."""
+    shuffling, reading = config.shuffling, config.reading
+    shuffled = shuffling.shuffle
+    return {"shuffle": shuffled, "seed": config.seed, "shuffle_scope": shuffling.scope if shuffled else None,
+            "files_at_a_time": shuffling.num_mix_files if shuffled else (reading.num_parallel_reads or 1),
+            "filename_shuffle_buffer": shuffling.num_filenames_shuffle_buffer if shuffled else None,
+            "shuffle_buffer": shuffling.num_shuffle_buffer_elements if shuffled else None,
+            "shuffles": ("windows" if kind(config.type).sequence else "examples") if shuffled else None,
+            "num_parallel_reads": _auto(reading.num_parallel_reads),
+            "num_parallel_parses": _auto(reading.num_parallel_parses),
+            "sloppy_interleave": reading.sloppy_interleave,
+            "interleave_out_buffer_elements": reading.num_interleave_out_buffer_elements,
+            "interleave_in_buffer_elements": reading.num_interleave_in_buffer_elements,
+            "read_buffer_bytes": reading.num_read_buffer_bytes, "prefetch": _auto(reading.num_prefetch),
+            "on_corrupt": reading.on_corrupt}
+
+
 def plan(config: LoaderConfig) -> dict:
     """Everything ``describe`` says, as one JSON-serializable dict (``describe --json``)."""
     dataset, manifest = config.dataset, config.dataset.manifest
@@ -602,23 +619,10 @@ def plan(config: LoaderConfig) -> dict:
         "steps_per_epoch": steps_per_epoch(config),
         "batches": total_batches(config),
         "repeats_forever": config.epochs is None,
-        "reading": {"shuffle": config.shuffle, "seed": config.seed,
-                    "shuffle_scope": config.shuffle_scope if config.shuffle else None,
-                    "files_at_a_time": config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1),
-                    "filename_shuffle_buffer": config.num_filenames_shuffle_buffer if config.shuffle else None,
-                    "shuffle_buffer": config.num_shuffle_buffer_elements if config.shuffle else None,
-                    "shuffles": ("windows" if kind(config.type).sequence else "examples") if config.shuffle else None,
-                    "num_parallel_reads": _auto(config.num_parallel_reads),
-                    "num_parallel_parses": _auto(config.num_parallel_parses),
-                    "sloppy_interleave": config.sloppy_interleave,
-                    "interleave_out_buffer_elements": config.num_interleave_out_buffer_elements,
-                    "interleave_in_buffer_elements": config.num_interleave_in_buffer_elements,
-                    "read_buffer_bytes": config.num_read_buffer_bytes, "prefetch": _auto(config.num_prefetch),
-                    "on_corrupt": config.on_corrupt},
-        "windows": None if not kind(config.type).sequence else {
-            "unit": kind(config.type).window_unit,
-            "min": config.min_window, "max": config.max_window,
-            "stride": config.stride if kind(config.type).concatenates_records else None},
+        "reading": _reading_json(config),
+        "windows": None if config.window is None else {
+            "unit": kind(config.type).window_unit, "min": config.window.min_window,
+            "max": config.window.max_window, "stride": config.window.stride},
         "parsing": {"call": ("tf.io.parse_sequence_example" if manifest.allow_var_len else "tf.io.parse_example"),
                     "records_per_block": sequence_records_per_block(config), "path": parsing_path(config)},
         "tensors": [{"name": n, "role": "input" if n in config.inputs else "target", **_tensor(config.tensors[n])}

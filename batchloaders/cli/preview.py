@@ -272,9 +272,9 @@ def padding_lines(config: LoaderConfig, counts: list[dict] | None, batches: int,
     how = "" if not names else ", " + (own.how if own is not None else SECOND_PASS)
     lines = [f"padding fraction (padded elements / all elements over the first {batches} batches{how}):"]
     second_pass = names and own is None
-    if second_pass and config.shuffle and config.seed is None:
+    if second_pass and config.shuffling.shuffle and config.seed is None:
         lines.append("  (shuffle with seed null: measured on a second pass, other batches of the same distribution)")
-    elif second_pass and config.sloppy_interleave:
+    elif second_pass and config.reading.sloppy_interleave:
         lines.append("  (sloppy_interleave: measured on a second pass whose order may differ)")
     for name in config.outputs:
         if name in names:
@@ -295,7 +295,7 @@ def example_lengths(config: LoaderConfig, name: str, batches: int) -> list[np.nd
     with seed null, sloppy_interleave)."""
     if config.regroup is not None:
         return None
-    if (config.shuffle and config.seed is None) or config.sloppy_interleave:
+    if (config.shuffling.shuffle and config.seed is None) or config.reading.sloppy_interleave:
         return None
     loader = loaders.of(config)
 
@@ -391,8 +391,9 @@ def run(path: str, batches: int = DEFAULT_BATCHES, out: TextIO | None = None, pl
     shown = [[describe_tensor(role, name, t) for role, name, t in split(config, e)] for e in raw]
     seed = "null" if config.seed is None else config.seed
     print(f"config: {config.source}", file=out)
-    print(f"loader: {config.type}, batch size {config.target_batch_size}, shuffle {str(config.shuffle).lower()}, "
-          f"seed {seed}, epochs {'null' if config.epochs is None else config.epochs}", file=out)
+    print(f"loader: {config.type}, batch size {config.target_batch_size}, "
+          f"shuffle {str(config.shuffling.shuffle).lower()}, seed {seed}, "
+          f"epochs {'null' if config.epochs is None else config.epochs}", file=out)
     for i, tensors in enumerate(shown):
         print(f"batch {i + 1} ({examples_in(split(config, raw[i])[0][2])} examples):", file=out)
         for t in tensors:

@@ -187,11 +187,12 @@ def ran_by_steps(config: LoaderConfig) -> str:
 def what_to_change(config: LoaderConfig, stage: int) -> str:
     """The config settings that govern stage ``stage`` (an index into LABELS), and which way to move them."""
     if stage == 0:
-        mix = f", num_mix_files (now {_setting(config.num_mix_files)})" if config.shuffle else ""
-        return (f"num_parallel_reads (now {_setting(config.num_parallel_reads)}){mix} and num_read_buffer_bytes "
-                f"(now {config.num_read_buffer_bytes:,}): read more files at once, in larger reads")
+        mix = f", num_mix_files (now {_setting(config.shuffling.num_mix_files)})" if config.shuffling.shuffle else ""
+        return (f"num_parallel_reads (now {_setting(config.reading.num_parallel_reads)}){mix} and "
+                f"num_read_buffer_bytes (now {config.reading.num_read_buffer_bytes:,}): read more files at once, in "
+                "larger reads")
     if stage == 1:
-        return (f"num_parallel_parses (now {_setting(config.num_parallel_parses)}): parse more blocks at once, "
+        return (f"num_parallel_parses (now {_setting(config.reading.num_parallel_parses)}): parse more blocks at once, "
                 "up to the cores; or read fewer features (primary_features)")
     if stage == 2:
         return (f"the secondary features and processing steps ({ran_by_steps(config)}): simplify or drop the "

@@ -167,7 +167,7 @@ def records_per_epoch(config: LoaderConfig, shard: list[int], *,
     drawn at random), and only under ``on_corrupt: fail`` (skip_file may read fewer).
     What batches the examples make is the regroup stage's to say (Stage.batches).
     """
-    if kind(config.type).sequence or config.on_corrupt != "fail" or config.sources:
+    if kind(config.type).sequence or config.reading.on_corrupt != "fail" or config.sources:
         return None  # (a mixture's examples per epoch depend on its draws)
     counts = record_counts(config.dataset.manifest, config.dataset.files)
     if counts is None:
@@ -229,8 +229,8 @@ def most_examples(config: LoaderConfig, shard: list[int], sizes=None) -> int | N
     per_record = units_per_record(args, config.type, config.dataset.manifest)
     if per_record is None:
         return None
-    stride = config.stride if loader.concatenates_records else None
-    return config.epochs * sum(max_windows(n * per_record, config.min_window, stride) for n in records)
+    stride = config.window.stride if loader.concatenates_records else None
+    return config.epochs * sum(max_windows(n * per_record, config.window.min_window, stride) for n in records)
 
 
 def examples_bounded(dataset: Dataset, loader_type: str, from_names: list[str]) -> bool:

@@ -16,8 +16,8 @@ from batchloaders.transform.registry import ALWAYS
 from batchloaders.config.document import Document, check_plain, load_file, parse_text
 from batchloaders.core.model import LoaderConfig
 from batchloaders.config.stage_rules import AFTER_PADDING, AFTER_STEPS, BEFORE_MODEL
-from batchloaders.config.sections import dataset, loader, model, padding, primary, regroup, resources, secondary
-from batchloaders.config.sections import service, shuffle_scope, sources, steps
+from batchloaders.config.sections import dataset, loader, model, padding, primary, reading, regroup, resources
+from batchloaders.config.sections import secondary, service, shuffling, sources, steps
 from batchloaders.config.sections.context import Checker, SectionContext
 from batchloaders.config.sections.plugins import load_plugins, plugin_entries, set_aside
 
@@ -103,7 +103,7 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
     regroup.check_stages(ctx, AFTER_PADDING)
     regroup.check_row_batching(ctx)
     loader.check_loader_args(ctx)
-    shuffle_scope.check_shuffle_scope(ctx)
+    shuffling.check_shuffle_scope(ctx)
     resources.check_memory_and_counts(ctx)
     if check.problems:
         raise check.error()
@@ -115,30 +115,15 @@ def config_from_document(doc: Document, *, model_names=None, trust_plugins: bool
 def _loader_config(ctx: SectionContext) -> LoaderConfig:
     """The checked config, frozen."""
     args, regrouped = ctx.args, ctx.regroup
-
-    def opt(key, default=None):
-        value = args.get(key, default)
-        return None if value == -1 else value
-
     regroup.primary_extra(ctx)  # e.g. a manifest feature read only to key segmenting's sequences
     return LoaderConfig(
         source=ctx.doc.source, type=ctx.loader_type, name=ctx.data.get("name"), inputs=ctx.inputs,
         targets=ctx.targets, model_assumed=ctx.model_assumed,
         dataset=ctx.dataset, target_batch_size=args["target_batch_size"], drop_remainder=args["drop_remainder"],
-        epochs=args["epochs"], num_parallel_reads=opt("num_parallel_reads"),
-        num_parallel_parses=opt("num_parallel_parses"), num_read_buffer_bytes=args["num_read_buffer_bytes"],
-        num_prefetch=opt("num_prefetch"), shuffle=bool(args.get("shuffle", False)),
-        num_shuffle_buffer_elements=args.get("num_shuffle_buffer_elements"),
-        num_filenames_shuffle_buffer=args.get("num_filenames_shuffle_buffer"),
-        num_mix_files=args.get("num_mix_files"), sloppy_interleave=bool(args.get("sloppy_interleave", False)),
-        num_interleave_out_buffer_elements=args.get("num_interleave_out_buffer_elements", 1),
-        num_interleave_in_buffer_elements=args.get("num_interleave_in_buffer_elements", 1),
-        primary_features=tuple(ctx.primary), secondary_features=tuple(ctx.secondary),
-        processing_steps=tuple(ctx.steps), padding=ctx.padding, pad_specs=ctx.pad_specs,
-        multi_load=bool(args.get("multi_load", False)),
-        min_window=args.get("min_window"), max_window=args.get("max_window"), stride=args.get("stride"),
-        seed=args.get("seed"), on_corrupt=args.get("on_corrupt", "fail"),
-        resume=args.get("resume", shuffle_scope.default_resume(args, regrouped)),  # replay under a global shuffle
-        shuffle_scope=args.get("shuffle_scope", "buffer"), sources=tuple(ctx.sources), mixing=ctx.mixing,
-        tensors=dict(ctx.tensors), service=ctx.service,
+        epochs=args["epochs"], reading=reading.read_options(ctx), shuffling=shuffling.shuffle_options(ctx),
+        window=loader.window_spec(ctx), primary_features=tuple(ctx.primary),
+        secondary_features=tuple(ctx.secondary), processing_steps=tuple(ctx.steps), padding=ctx.padding,
+        pad_specs=ctx.pad_specs, multi_load=bool(args.get("multi_load", False)), seed=args.get("seed"),
+        resume=args.get("resume", shuffling.default_resume(args, regrouped)),  # replay under a global shuffle
+        sources=tuple(ctx.sources), mixing=ctx.mixing, tensors=dict(ctx.tensors), service=ctx.service,
         regroup=next((spec for spec in regrouped.values() if spec is not None), None))  # they exclude each other

@@ -364,8 +364,72 @@ class TensorInfo:
         return len(self.shape)
 
 
+def _group(of: type, **kw) -> Any:
+    """A LoaderConfig field holding one group of settings (``of``). A checkpoint's fingerprint
+    (runtime/resume.py) names each setting of a group by its config key, as it names every other setting."""
+    return dataclasses.field(metadata={"group": of}, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """How the data files are read, parsed and handed on (config/sections/reading.py builds it from ``args``).
+    None for the parallelism and the prefetch: tf.data tunes it (AUTOTUNE). They change how fast the batches
+    come, not which batches, except ``sloppy_interleave`` (records may arrive out of order) and ``on_corrupt``
+    (``skip_file``: a damaged file's remaining records are left out)."""
+
+    num_read_buffer_bytes: int  # per open file; 0: unbuffered
+    num_prefetch: int | None  # batches; 0: none
+    num_parallel_reads: int | None = None
+    num_parallel_parses: int | None = None
+    sloppy_interleave: bool = False
+    num_interleave_out_buffer_elements: int = 1  # per open file
+    num_interleave_in_buffer_elements: int = 1  # file names fetched ahead
+    on_corrupt: str = "fail"  # or "skip_file"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleOptions:
+    """What is shuffled and in buffers of what size (config/sections/shuffling.py builds it from ``args``).
+
+    ``num_mix_files`` is here, not in ReadOptions: it is the number of files open at once so that their
+    records mix, and applies only when ``shuffle`` is true. ``scope`` is the config's ``shuffle_scope``:
+    ``buffer``, or ``global`` for one permutation of all records per epoch (read/global_order.py).
+    The seed is not here but on LoaderConfig: it draws the window lengths, the chunk shuffles and a
+    mixture's sources too, with or without ``shuffle``.
+    """
+
+    shuffle: bool = False
+    # The buffers: the schema requires them with shuffle true and scope buffer (a global shuffle has none).
+    num_shuffle_buffer_elements: int | None = None
+    num_filenames_shuffle_buffer: int | None = None
+    num_mix_files: int | None = None
+    scope: str = dataclasses.field(default="buffer", metadata={"key": "shuffle_scope"})  # (its config key)
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowSpec:
+    """The windows of a loader whose kind has them (``LoaderKind.sequence``; config/sections/loader.py builds
+    it): lengths drawn from ``min_window..max_window`` (records or steps, as the kind says), starting ``stride``
+    steps apart, or None for windows that follow each other. ``stride`` is None unless the kind concatenates
+    records (``LoaderKind.concatenates_records``)."""
+
+    min_window: int
+    max_window: int
+    stride: int | None = None
+
+    @property
+    def fixed(self) -> bool:
+        """Every window has the same length (min_window == max_window)."""
+        return self.min_window == self.max_window
+
+
 @dataclasses.dataclass(frozen=True)
 class LoaderConfig:
+    """A checked loader config, every default filled in (config/config.py). The settings that belong together
+    are grouped, each group built by the config section that checks it: ``reading`` (ReadOptions),
+    ``shuffling`` (ShuffleOptions) and the loader's ``window`` (WindowSpec; None for a loader without
+    windows). The config's keys are the same, flat in ``args``."""
+
     source: str
     type: str
     name: str | None
@@ -375,30 +439,18 @@ class LoaderConfig:
     target_batch_size: int
     drop_remainder: bool
     epochs: int | None
-    num_parallel_reads: int | None  # None: AUTOTUNE
-    num_parallel_parses: int | None  # None: AUTOTUNE
-    num_read_buffer_bytes: int
-    num_prefetch: int | None  # None: AUTOTUNE
-    shuffle: bool
-    num_shuffle_buffer_elements: int | None
-    num_filenames_shuffle_buffer: int | None
-    num_mix_files: int | None
-    sloppy_interleave: bool
-    num_interleave_out_buffer_elements: int
-    num_interleave_in_buffer_elements: int
+    reading: ReadOptions = _group(ReadOptions)
+    shuffling: ShuffleOptions = _group(ShuffleOptions)
     primary_features: tuple[PrimaryFeature, ...]
     secondary_features: tuple[SecondaryFeature, ...]
     processing_steps: tuple[Step, ...]
     padding: bool  # True once any padding is asked for
     pad_specs: Mapping[str, PadSpec]
-    multi_load: bool = False
-    min_window: int | None = None
-    max_window: int | None = None
-    stride: int | None = None
-    seed: int | None = None
+    # The loader's windows when its kind has them (LoaderKind.sequence), else None.
+    window: WindowSpec | None = _group(WindowSpec, default=None)
+    multi_load: bool = False  # the independent loader's; changes nothing (docs/loader-config.md)
+    seed: int | None = None  # every random draw: shuffles, window lengths, chunk shuffles, a mixture's sources
     resume: str = "state"  # or "replay": what batchloaders.ResumableIterator checkpoints
-    on_corrupt: str = "fail"  # or "skip_file"
-    shuffle_scope: str = "buffer"  # or "global": one permutation of all records per epoch (read/global_order.py)
     # A mixture (loaders/mixture.py): every source; ``dataset`` and ``primary_features`` are then the first one's.
     sources: tuple[Source, ...] = ()
     mixing: Mixing | None = None

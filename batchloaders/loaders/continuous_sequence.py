@@ -90,7 +90,7 @@ def _steps_per_record(config: LoaderConfig) -> int:
 
 def _windows_per_file(config: LoaderConfig, counts) -> np.ndarray:
     """Windows of min_window steps, ``stride`` (or min_window) apart from step 0, that fit in each file."""
-    size, step = config.min_window, config.stride or config.min_window
+    size, step = config.window.min_window, config.window.stride or config.window.min_window
     steps = np.asarray(counts, np.int64) * _steps_per_record(config)
     return np.where(steps >= size, (steps - size) // step + 1, 0)
 
@@ -105,7 +105,8 @@ def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int
     """Batches of windows in a global shuffle's order (global_order.py): each window's records are read at their
     offsets (as many as a window can touch), parsed, and its steps cut from them."""
     by_offset, manifest, selected = reader.by_offset, config.dataset.manifest, config.selected
-    size, step, per_record = config.min_window, config.stride or config.min_window, _steps_per_record(config)
+    size, per_record = config.window.min_window, _steps_per_record(config)
+    step = config.window.stride or size
     touched = (size - 1) // per_record + 2  # records a window of `size` steps can touch, starting anywhere
     windows_per_file = tf.constant(_windows_per_file(config, by_offset.counts), tf.int64)
     file_starts, counts = tf.constant(by_offset.starts[:-1], tf.int64), tf.constant(by_offset.counts, tf.int64)
@@ -130,7 +131,7 @@ def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int
         extras = origins.extras(config, file, first, begin - first * per_record) if origins.wanted(config) else {}
         return {"values": out, "lengths": {}, "extras": extras}
     return ids.rebatch(batch_size, drop_remainder=drop).map(
-        as_written(read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
+        as_written(read), num_parallel_calls=config.reading.num_parallel_reads or AUTOTUNE, deterministic=True)
 
 
 def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
@@ -138,10 +139,10 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
         return _global_batches(config, shard, batch_size, reader)
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config, selected)
-    fixed = config.min_window == config.max_window
+    fixed = config.window.fixed
     keyed = origins.wanted(config)
     # Sharded by window, a pipeline keeps every nth window: no longer back to back.
-    back_to_back = fixed and config.stride is None and shard.rule != sharding.RECORD
+    back_to_back = fixed and config.window.stride is None and shard.rule != sharding.RECORD
 
     def file_blocks(filename, index):
         def parse(b):
@@ -151,7 +152,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
             return reader.blocks(filename, index, per_block, then=parse)
         # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
         return reader.blocks(filename, index, per_block).map(
-            as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=True)
+            as_written(parse), num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):
         buffer, starts, lens = dict(element["buffer"]), element["starts"], element["lens"]
@@ -161,7 +162,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
                                     tf.gather(buffer.pop(RECORD), starts), tf.gather(buffer.pop(STEP), starts))
         # (An element may hold no window: it is made into none.)
         if back_to_back:  # windows of one size: a gather of their steps and a reshape
-            size = config.min_window
+            size = config.window.min_window
             first = tf.concat([starts, [0]], 0)[0]
             # Not a slice: a slice can share the buffer's memory, and rebatch then logs a TensorFlow error
             # ("Tensor RefCount not reliable if buf_ points to a SubBuffer") for every such tensor it takes.
@@ -169,7 +170,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
             values = {name: tf.reshape(tf.gather(v, span), [-1, size] + v.shape[1:].as_list())
                       for name, v in buffer.items()}
             return {"values": values, "lengths": {}, "extras": extras}
-        width = config.min_window if fixed else tf.reduce_max(tf.concat([lens, [0]], 0))
+        width = config.window.min_window if fixed else tf.reduce_max(tf.concat([lens, [0]], 0))
         positions = starts[:, None] + tf.range(width, dtype=tf.int64)[None, :]
         last = tf.shape(next(iter(buffer.values())), out_type=tf.int64)[0] - 1
         positions = tf.minimum(positions, last)  # the tail past a window's length is padding
@@ -177,7 +178,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
         return {"values": values, "lengths": {} if fixed else {name: lens for name in values}, "extras": extras}
 
     return windows.window_batches(config, shard, batch_size, windows.WindowMaker(
-        file_blocks=file_blocks, make_windows=make_windows, max_offset=config.stride or config.max_window,
+        file_blocks=file_blocks, make_windows=make_windows, max_offset=config.window.stride or config.window.max_window,
         make_in_scan=back_to_back,  # a gather and a reshape: one copy
         unit="steps"))
 

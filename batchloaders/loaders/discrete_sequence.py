@@ -90,7 +90,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
     """
     manifest, selected = config.dataset.manifest, config.selected
     per_block = records_per_block(config)
-    fixed_count = config.min_window if config.min_window == config.max_window else None
+    fixed_count = config.window.min_window if config.window.fixed else None
 
     def file_blocks(filename, index):
         def numbered(block):
@@ -100,7 +100,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
 
     # Every window gets max_window slots, so that unshuffled windows are batched by rebatch, not one by one
     # (the parse reads only each window's count of them: its output does not depend on the slots).
-    width = config.max_window if block_sizes.discrete_slots_fixed(config) else None
+    width = config.window.max_window if block_sizes.discrete_slots_fixed(config) else None
 
     def plan(element):
         buffer, counts = element["buffer"], element["lens"]
@@ -132,7 +132,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         planned = _global_windows(config, shard, batch_size, reader.by_offset)
         return planned, parse
     planned = windows.window_batches(config, shard, batch_size, windows.WindowMaker(
-        file_blocks=file_blocks, make_windows=plan, max_offset=config.max_window, unit="records",
+        file_blocks=file_blocks, make_windows=plan, max_offset=config.window.max_window, unit="records",
         make_in_scan=True,  # windows never overlap: the plan holds each record once
         one_shape=width is not None))
     return planned, parse
@@ -141,13 +141,13 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
 def global_units(config: LoaderConfig, counts: np.ndarray) -> int:
     """Windows of a global shuffle's epoch: file f's records cut into ``counts[f] // k`` windows of k (a file's
     last records that fill no window are left out, as a file shorter than min_window gives none)."""
-    return int((np.asarray(counts, np.int64) // config.min_window).sum())
+    return int((np.asarray(counts, np.int64) // config.window.min_window).sum())
 
 
 def _global_windows(config: LoaderConfig, shard: sharding.Shard, batch_size: int, by_offset) -> tf.data.Dataset:
     """Batches of planned windows in a global shuffle's order: window j of file f holds records
     [j * k, (j + 1) * k) of it, read at their offsets (global_order.py)."""
-    k = config.min_window
+    k = config.window.min_window
     per_file = tf.constant(by_offset.counts // k, tf.int64)
     file_starts = tf.constant(by_offset.starts[:-1], tf.int64)
     ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
@@ -162,14 +162,14 @@ def _global_windows(config: LoaderConfig, shard: sharding.Shard, batch_size: int
                 "record": tf.reshape(records["record"], [count, k]),
                 "count": tf.fill([count], tf.constant(k, tf.int64)), "file": file}
     return ids.rebatch(batch_size, drop_remainder=drop).map(
-        as_written(read), num_parallel_calls=config.num_parallel_reads or tf.data.AUTOTUNE, deterministic=True)
+        as_written(read), num_parallel_calls=config.reading.num_parallel_reads or tf.data.AUTOTUNE, deterministic=True)
 
 
 def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths", "extras"} dicts), as every loader provides."""
     planned, parse = source(config, shard, batch_size, reader)
-    return planned.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
-                       deterministic=not config.sloppy_interleave)
+    return planned.map(as_written(parse), num_parallel_calls=config.reading.num_parallel_parses or tf.data.AUTOTUNE,
+                       deterministic=not config.reading.sloppy_interleave)
 
 
 class DiscreteSequence(Loader):

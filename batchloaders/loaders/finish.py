@@ -27,10 +27,10 @@ def finished(config: LoaderConfig, ds: tf.data.Dataset, cardinality: int | None)
     elif cardinality is not None:
         # Keras then knows the steps per epoch. The end-of-file checks fail first if a count is off.
         ds = ds.apply(tf.data.experimental.assert_cardinality(cardinality))
-    if config.num_prefetch is None:
+    if config.reading.num_prefetch is None:
         ds = ds.prefetch(tf.data.AUTOTUNE)
-    elif config.num_prefetch > 0:
-        ds = ds.prefetch(config.num_prefetch)
+    elif config.reading.num_prefetch > 0:
+        ds = ds.prefetch(config.reading.num_prefetch)
     return ds.with_options(options(config))
 
 

@@ -45,7 +45,8 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         by_offset = reader.by_offset
         ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
         read = ids.rebatch(batch_size, drop_remainder=drop).map(
-            as_written(by_offset.read), num_parallel_calls=config.num_parallel_reads or AUTOTUNE, deterministic=True)
+            as_written(by_offset.read), num_parallel_calls=config.reading.num_parallel_reads or AUTOTUNE,
+            deterministic=True)
         return read, _decoder(config, reader)
     fixed = not manifest.allow_var_len and not any(f.var_len for f in selected.values())
     if sources.reads_in_blocks(config) and fixed and keep is None:
@@ -64,8 +65,8 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
                 # inter-op pool): as many blocks are parsed at once as files are open.
                 return sources.read_blocks(config, reader, files(), form=sources.COMPACT, then=per_block)
             return sources.read_blocks(config, reader, files(), form=sources.COMPACT).map(
-                as_written(per_block), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                deterministic=not config.sloppy_interleave)
+                as_written(per_block), num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE,
+                deterministic=not config.reading.sloppy_interleave)
         batches = sources.repeat_epochs(config, epoch_of_blocks, shard, blocks=True).rebatch(batch_size, drop_remainder=drop)
         return batches, (None if finish is not None else _parsed)
     return records(config, shard, batch_size, reader)
@@ -91,8 +92,8 @@ def records(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
 
     def epoch_of_records():
         records = sources.read_blocks(config, reader, files(), form=sources.RECORDS, keep=keep)
-        if config.shuffle:  # each epoch's buffer from its own seed (determinism.py)
-            records = records.shuffle(config.num_shuffle_buffer_elements,
+        if config.shuffling.shuffle:  # each epoch's buffer from its own seed (determinism.py)
+            records = records.shuffle(config.shuffling.num_shuffle_buffer_elements,
                                       seed=determinism.seed(config.seed, determinism.EXAMPLES),
                                       reshuffle_each_iteration=determinism.reshuffles())
         return records
@@ -133,8 +134,8 @@ def zero_tails(config: LoaderConfig) -> frozenset:
 def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
     """Parsed batches ({"values", "lengths"} dicts), as every loader provides."""
     records, parse = source(config, shard, batch_size, reader)
-    return records.map(as_written(parse), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                       deterministic=not config.sloppy_interleave)
+    return records.map(as_written(parse), num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE,
+                       deterministic=not config.reading.sloppy_interleave)
 
 
 class Independent(Loader):

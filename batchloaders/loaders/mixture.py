@@ -259,7 +259,7 @@ def source(loader, mix: MixturePlan, block: int, readers, finish=None) -> tuple[
     for spec, elements, decode in _each_source(loader, mix, block, readers):
         streams.append(elements.map(as_written(lambda e, decode=decode, i=spec.index, n=spec.name, f=files_before:
                                                _labelled(decode(e), i, n, f)),
-                                    num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
+                                    num_parallel_calls=config.reading.num_parallel_parses or tf.data.AUTOTUNE,
                                     deterministic=True))
         files_before += len(spec.dataset.files)
     if config.mixing.batches == "per_source":
@@ -346,7 +346,7 @@ def _finished_streams(loader, mix: MixturePlan, block: int, readers, finish) -> 
     for _, elements, decode in _each_source(loader, mix, block, readers, finish):
         if decode is not None:
             elements = elements.map(as_written(lambda e, decode=decode: finish(decode(e))),
-                                    num_parallel_calls=config.num_parallel_parses or tf.data.AUTOTUNE,
+                                    num_parallel_calls=config.reading.num_parallel_parses or tf.data.AUTOTUNE,
                                     deterministic=True)
         streams.append(elements)
     return streams

@@ -243,8 +243,8 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
     """
     file_blocks, make_windows, unit = maker.file_blocks, maker.make_windows, maker.unit
     make_in_scan, max_offset = maker.make_in_scan, maker.max_offset
-    lo, hi = config.min_window, config.max_window
-    stride = config.stride if config.type == "continuous_sequence" else None
+    lo, hi = config.window.min_window, config.window.max_window
+    stride = config.window.stride  # (None unless the kind concatenates records)
     all_files = list(config.dataset.files)
     shard = list(share.files)
 
@@ -258,10 +258,10 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
         def made(cut):  # in the file's own scan step: this pipeline's windows (made, with make_in_scan)
             mine = sharding.keep_windows(cut, share)
             return make_windows(mine) if make_in_scan else mine
-        cutting = Cutting(lo, hi, stride, max_offset if config.shuffle else 0)
+        cutting = Cutting(lo, hi, stride, max_offset if config.shuffling.shuffle else 0)
         cuts = stream(file_blocks(element["file"], element["index"]), seed, cutting, file=element["index"],
                       then=made)
-        return cuts.prefetch(max(1, config.num_interleave_out_buffer_elements)) if ahead else cuts
+        return cuts.prefetch(max(1, config.reading.num_interleave_out_buffer_elements)) if ahead else cuts
 
     by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
 
@@ -280,24 +280,25 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
             + (", or fewer input pipelines" if by_file else "")))
         if not make_in_scan:
             windows = windows.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
-            windows = windows.map(as_written(make_windows), num_parallel_calls=config.num_parallel_parses or AUTOTUNE,
-                                  deterministic=not config.sloppy_interleave)
+            windows = windows.map(as_written(make_windows),
+                                  num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE,
+                                  deterministic=not config.reading.sloppy_interleave)
         elif share.rule == sharding.RECORD:
             # A share of no window must give a pass of no element, which sharding.endless reports (the
             # guard above asks about the data, not the share); unsharded, empty elements cost nothing.
             windows = windows.filter(as_written(lambda made: tf.shape(tf.nest.flatten(made)[0])[0] > 0))
-        if not config.shuffle and same:
+        if not config.shuffling.shuffle and same:
             return windows
         windows = windows.unbatch()
-        if config.shuffle:
-            windows = windows.shuffle(config.num_shuffle_buffer_elements,
+        if config.shuffling.shuffle:
+            windows = windows.shuffle(config.shuffling.num_shuffle_buffer_elements,
                                       seed=determinism.seed(config.seed, determinism.EXAMPLES),
                                       reshuffle_each_iteration=determinism.reshuffles())
         return windows
 
     drop = config.drop_remainder or config.epochs is None
     windows = sources.repeat_epochs(config, epoch, share)
-    if not config.shuffle and same:
+    if not config.shuffling.shuffle and same:
         # Windows of one shape come in blocks of one shape: rebatch cuts the same batches from them
         # without handing over every window on its own (unbatch, then padded_batch).
         return windows.rebatch(batch_size, drop_remainder=drop)

@@ -98,7 +98,7 @@ def continuous(config: LoaderConfig, selected: dict) -> int:
     steps = next(iter(selected.values())).steps_per_record
     if steps is None:
         return CONTINUOUS_RECORDS_PER_BLOCK
-    wanted = max(2 * config.max_window, MIN_BLOCK_STEPS)
+    wanted = max(2 * config.window.max_window, MIN_BLOCK_STEPS)
     return max(1, min(MAX_CONTINUOUS_RECORDS_PER_BLOCK, -(-wanted // steps)))
 
 
@@ -108,7 +108,7 @@ def discrete(config: LoaderConfig) -> int:
     record = sampled_record_bytes(config)
     if record:
         per_block = min(per_block, max(MIN_SERIALIZED_RECORDS_PER_BLOCK, BLOCK_BYTES // record))
-    return max(per_block, 2 * config.max_window)
+    return max(per_block, 2 * config.window.max_window)
 
 
 # The most record slots every planned discrete_sequence window gets (loaders/discrete_sequence.py): an empty
@@ -119,7 +119,7 @@ DISCRETE_SLOTS = 128
 def discrete_slots_fixed(config: LoaderConfig) -> bool:
     """Whether every planned discrete_sequence window gets max_window record slots, so that all have one shape
     and unshuffled ones are cut into batches by ``rebatch``; else as many as its block's widest window."""
-    return config.max_window <= DISCRETE_SLOTS or config.min_window == config.max_window
+    return config.window.max_window <= DISCRETE_SLOTS or config.window.fixed
 
 
 def sequence_records_per_block(config: LoaderConfig) -> int | None:

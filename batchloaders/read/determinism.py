@@ -87,10 +87,10 @@ def draws(config) -> bool:
     examples or windows, chunks) or window lengths. One that draws nothing gives the same batches in
     every epoch order and from every iterator without being rebuilt per iterator and per epoch, so it is
     built flat (:func:`per_iterator`), which shortens every iterator's start-up (docs/decisions/performance.md)."""
-    random_windows = kind(config.type).sequence and config.min_window != config.max_window
+    random_windows = kind(config.type).sequence and not config.window.fixed
     stage = of_spec(config.regroup)
     stage_draws = stage is not None and stage.draws_at_random(config.regroup)
-    return bool(config.shuffle or random_windows or stage_draws or getattr(config, "sources", ()))
+    return bool(config.shuffling.shuffle or random_windows or stage_draws or getattr(config, "sources", ()))
 
 
 def per_iterator(build: Callable[[], tf.data.Dataset], seed: int | None, *, flat: bool = False,

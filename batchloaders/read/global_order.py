@@ -26,7 +26,7 @@ IDS_PER_STEP = 1024  # positions permuted per vectorized call (then rebatched in
 
 def enabled(config: LoaderConfig) -> bool:
     """Whether ``config`` shuffles all records of each epoch at once."""
-    return bool(config.shuffle) and getattr(config, "shuffle_scope", "buffer") == GLOBAL
+    return config.shuffling.shuffle and config.shuffling.scope == GLOBAL
 
 
 def positional(config: LoaderConfig) -> bool:

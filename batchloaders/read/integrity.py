@@ -233,7 +233,7 @@ class Reader:
             if url_scheme(path) is None:
                 _check_compression(path, config.dataset.manifest)
         self.table = file_table(config)
-        self.skipped = SkipCounter(self.table) if config.on_corrupt == "skip_file" else None
+        self.skipped = SkipCounter(self.table) if config.reading.on_corrupt == "skip_file" else None
         # A global shuffle reads by offset: its indexes are loaded and checked here, once (ManifestError if stale).
         self.by_offset = OffsetReader(config) if global_order.enabled(config) else None
 
@@ -493,7 +493,7 @@ def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block:
 
     def open_records():
         return tf.data.TFRecordDataset(filename, compression_type=tf_compression,
-                                       buffer_size=config.num_read_buffer_bytes)
+                                       buffer_size=config.reading.num_read_buffer_bytes)
 
     # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
     expansion = 1 if compression is None else 1032
@@ -506,8 +506,8 @@ def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block:
         blocks = _fast_blocks(open_records(), block, facts[3])
     # Traced into the scan's step, not called as a function of its own: the step is instantiated on the
     # single-device runtime (local_scan.py), where a nested call would be instantiated on the multi-device one.
-    end_step = _end_step(_EndCheck(exact, compression, tf_compression, config.num_read_buffer_bytes, block,
-                                   config.on_corrupt, config.dataset.manifest.path), skipped)
+    end_step = _end_step(_EndCheck(exact, compression, tf_compression, config.reading.num_read_buffer_bytes, block,
+                                   config.reading.on_corrupt, config.dataset.manifest.path), skipped)
 
     def step(state, element):
         state, serialized, first = end_step(state, element, filename, facts)

@@ -113,13 +113,13 @@ def random_windows(config: LoaderConfig) -> bool:
     loader = kind(config.type)
     if not loader.sequence:
         return False
-    offset = (config.stride or config.max_window) if loader.concatenates_records else config.max_window
-    return config.min_window != config.max_window or (config.shuffle and offset > 1)
+    offset = config.window.stride or config.window.max_window  # (stride: only where the kind concatenates records)
+    return not config.window.fixed or (config.shuffling.shuffle and offset > 1)
 
 
 def _why_random(config: LoaderConfig) -> str:
-    if config.min_window != config.max_window:
-        return f"lengths {config.min_window}..{config.max_window}"
+    if not config.window.fixed:
+        return f"lengths {config.window.min_window}..{config.window.max_window}"
     return "a random start offset, shuffle being true"
 
 

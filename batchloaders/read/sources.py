@@ -84,13 +84,14 @@ def file_names(config: LoaderConfig, shard: "sharding.Shard", *, repeat: bool = 
     files = tf.data.Dataset.from_tensor_slices({"file": names, "index": tf.range(len(names), dtype=tf.int64)})
     if shard.rule == sharding.FILE:
         files = files.shard(shard.pipelines, shard.pipeline)
-    if config.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed (determinism.py)
-        files = files.shuffle(config.num_filenames_shuffle_buffer, seed=determinism.seed(config.seed, determinism.FILES),
+    if config.shuffling.shuffle and not sharding.files_handed_out(config):  # each epoch's order: its own seed
+        files = files.shuffle(config.shuffling.num_filenames_shuffle_buffer,
+                              seed=determinism.seed(config.seed, determinism.FILES),
                               reshuffle_each_iteration=determinism.reshuffles())
     if repeat:
         files = files.repeat(config.epochs)
-    if config.num_interleave_in_buffer_elements > 1:
-        files = files.prefetch(config.num_interleave_in_buffer_elements)
+    if config.reading.num_interleave_in_buffer_elements > 1:
+        files = files.prefetch(config.reading.num_interleave_in_buffer_elements)
     return files
 
 
@@ -151,7 +152,7 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, form: s
     """
     unbatch, compact = form == RECORDS, form == COMPACT
     block = records_per_block(config)
-    ahead = -(-config.num_interleave_out_buffer_elements // block)
+    ahead = -(-config.reading.num_interleave_out_buffer_elements // block)
     read_ahead = reads_ahead(config, unbatch=unbatch)
 
     def per_file(element):
@@ -190,7 +191,7 @@ def parses_where_read(config: LoaderConfig) -> bool:
     """Whether blocks are parsed in the thread that reads (ahead) their file (see :func:`read_blocks`),
     rather than in a map stage of ``num_parallel_parses`` threads: when the files open at once give at
     least the parallelism asked for. AUTOTUNE keeps the map stage, which it can widen to the cores."""
-    wanted = config.num_parallel_parses
+    wanted = config.reading.num_parallel_parses
     return reads_ahead(config) and wanted is not None and wanted <= _cycle(config)
 
 
@@ -202,11 +203,11 @@ READ_AHEAD_FILES = 64
 def reads_in_blocks(config: LoaderConfig) -> bool:
     """Whether records may stay in blocks up to batching: unshuffled (several files then alternate
     block by block). Shuffled records go one by one through the interleave and the shuffle buffer."""
-    return not config.shuffle
+    return not config.shuffling.shuffle
 
 
 def _cycle(config: LoaderConfig) -> int:
-    return config.num_mix_files if config.shuffle else (config.num_parallel_reads or 1)
+    return config.shuffling.num_mix_files if config.shuffling.shuffle else (config.reading.num_parallel_reads or 1)
 
 
 def interleave(config: LoaderConfig, files: tf.data.Dataset,
@@ -217,7 +218,7 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
     reads ahead itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per file).
     """
     cycle = _cycle(config)
-    out_buffer = config.num_interleave_out_buffer_elements
+    out_buffer = config.reading.num_interleave_out_buffer_elements
 
     def open_file(element):
         ds = per_file(element)
@@ -229,11 +230,11 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
         # Same order as the parallel interleave, without handing every record to another thread:
         # on local disk that hand-over cost more than the reads it overlapped (docs/decisions/performance.md).
         return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1)
-    parallel = config.num_parallel_reads or AUTOTUNE
+    parallel = config.reading.num_parallel_reads or AUTOTUNE
     if parallel != AUTOTUNE:
         parallel = min(parallel, cycle)
     return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1, num_parallel_calls=parallel,
-                            deterministic=not config.sloppy_interleave)
+                            deterministic=not config.reading.sloppy_interleave)
 
 
 def reads_wait_on_io(config: LoaderConfig) -> bool:
@@ -258,8 +259,8 @@ def options(config: LoaderConfig) -> tf.data.Options:
     out = tf.data.Options()
     out.experimental_optimization.apply_default_optimizations = False
     out.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
-    tuned = (config.num_parallel_parses is None or config.num_prefetch is None
-             or (config.num_parallel_reads is None and reads_wait_on_io(config)))
+    tuned = (config.reading.num_parallel_parses is None or config.reading.num_prefetch is None
+             or (config.reading.num_parallel_reads is None and reads_wait_on_io(config)))
     if not tuned:
         out.autotune.enabled = False
     return out

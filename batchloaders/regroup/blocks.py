@@ -12,7 +12,8 @@ from batchloaders.read.sources import AUTOTUNE
 
 def parallel(config: LoaderConfig) -> dict:
     """The map options of a per-block call: the config's parse parallelism and determinism."""
-    return dict(num_parallel_calls=config.num_parallel_parses or AUTOTUNE, deterministic=not config.sloppy_interleave)
+    reading = config.reading
+    return dict(num_parallel_calls=reading.num_parallel_parses or AUTOTUNE, deterministic=not reading.sloppy_interleave)
 
 
 def transformed(config: LoaderConfig, decode, zero_tails: frozenset, *, names, where: str,

@@ -56,9 +56,23 @@ def _regroup_parts() -> tuple[str, ...]:
     return tuple(stage.name for stage in stage_rules.flagged("fingerprinted"))
 
 
+def _ungrouped(config, plain: dict[str, Any]) -> dict[str, Any]:
+    """``plain`` (the config's fields) with each group (reading, shuffling, window) in its settings, each a part
+    named by its config key, so that a ResumeError names the key that differs. A group that is None (a loader
+    without windows) gives None for each."""
+    out = dict(plain)
+    for field in dataclasses.fields(config):
+        group = field.metadata.get("group")
+        if group is not None:
+            value = out.pop(field.name)
+            out.update({s.metadata.get("key", s.name): None if value is None else value[s.name]
+                        for s in dataclasses.fields(group)})
+    return out
+
+
 def _parts(config) -> dict[str, Any]:
     """The compiled config's parts as fingerprints name them."""
-    out = _plain(config)
+    out = _ungrouped(config, _plain(config))
     stage = config.regroup
     out.pop("regroup", None)
     parts = _regroup_parts()
@@ -218,7 +232,7 @@ def _checked_mode(config, input_fn, mode: str | None) -> str:
             "ResumableIterator over a pipeline that runs on a tf.data service: the batches come in the order the "
             "workers answer, which no run repeats, and the service's iterators cannot be saved; expected a "
             "config without a service block (resume the trainer's own pipeline), or no ResumableIterator")))
-    if mode == "replay" and config.sloppy_interleave:
+    if mode == "replay" and config.reading.sloppy_interleave:
         raise ConfigError(Problem(config.source, "$.args.resume", (
             "resume is replay and sloppy_interleave is true: a replay skips the batches consumed, which "
             "needs them in the same order every run; expected sloppy_interleave false, or resume state")))

@@ -3,7 +3,7 @@ kind, config/kinds.py, as every module outside the loaders asks)."""
 from __future__ import annotations
 
 from batchloaders.config.kinds import kind
-from batchloaders.core.model import TensorInfo
+from batchloaders.core.model import TensorInfo, WindowSpec
 from batchloaders.config.sections.context import SectionContext
 
 
@@ -64,6 +64,22 @@ def primary_info(feature, loader_type: str, *, allow_var_len: bool, window: int 
                                "loader needs at least one axis to concatenate records along")
         return TensorInfo(feature.dtype, (window,))
     return TensorInfo(feature.dtype, (window,) + shape[1:])
+
+
+def window_spec(ctx: SectionContext) -> WindowSpec | None:
+    """The loader's windows, as its kind says it has them.
+
+    Args:
+        ctx: the checked config's context (its args passed the schema).
+
+    Returns:
+        A WindowSpec for a kind with windows (``stride`` only where it concatenates records), else None.
+    """
+    loader = kind(ctx.loader_type)
+    if not loader.sequence:
+        return None
+    return WindowSpec(ctx.args["min_window"], ctx.args["max_window"],
+                      ctx.args.get("stride") if loader.concatenates_records else None)
 
 
 # The args the loader rules read: they run only when all of these passed the schema.

@@ -1,4 +1,5 @@
-"""``args.shuffle_scope``: what a global shuffle needs of the config and the dataset.
+"""The shuffle args as a ShuffleOptions, and what ``args.shuffle_scope: global`` needs of the config and the
+dataset.
 
 A global shuffle reads records at their byte offsets (read/global_order.py, read/offset_reader.py):
 it needs an index of every data file, uncompressed local files, and examples whose records the record
@@ -7,10 +8,13 @@ files when the pipeline is built.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.stage_rules import flagged
+from batchloaders.core.model import ShuffleOptions
 
 AT = ("args", "shuffle_scope")
 _SHOWN = 3  # files named in a message about several
@@ -32,6 +36,19 @@ def default_resume(args, regrouped) -> str:
                   and not any(spec is not None for spec in regrouped.values())
                   and not args.get("sloppy_interleave", False))
     return "replay" if positional else "state"
+
+
+def shuffle_options(ctx: SectionContext) -> ShuffleOptions:
+    """The config's shuffle args, defaults filled in.
+
+    Args:
+        ctx: the checked config's context (its args passed the schema).
+
+    Returns:
+        Its ShuffleOptions; ``scope`` is the config's ``shuffle_scope``.
+    """
+    keys = {f.metadata.get("key", f.name): f.name for f in dataclasses.fields(ShuffleOptions)}
+    return ShuffleOptions(**{name: ctx.args[key] for key, name in keys.items() if key in ctx.args})
 
 
 def check_shuffle_scope(ctx: SectionContext) -> None:
