@@ -53,19 +53,19 @@ def test_example_configs_convert_none_of_ours(demo_data, path):
 
 
 @pytest.mark.parametrize("change", [
-    {"seed": None, "shuffle": True, "epochs": 2},  # a seed per iterator, a pass per epoch
-    {"seed": 5, "shuffle": True, "epochs": None},  # endless, with the empty-pass guard
+    {"seed": None, "epochs": 2},  # a seed per iterator, a pass per epoch
+    {"seed": 5, "epochs": None},  # endless, with the empty-pass guard
 ], ids=["seed per iterator", "endless"])
 def test_the_epoch_loops_convert_none_of_ours(demo_data, change):
     base = load_config(os.path.join(ROOT, "configs", "chars_independent.yaml"))
-    config = dataclasses.replace(base, **change)
+    config = dataclasses.replace(base, shuffling=dataclasses.replace(base.shuffling, shuffle=True), **change)
     assert converted_package_functions(build_input_fn(config)) == []
 
 
 def test_a_pipeline_started_part_way_converts_none_of_ours(demo_data):
     """``input_fn(skip_batches=N)`` (what a replay restore builds) starts part-way through an epoch."""
-    config = dataclasses.replace(load_config(os.path.join(ROOT, "configs", "chars_independent.yaml")),
-                                 seed=5, shuffle=True, epochs=3)
+    base = load_config(os.path.join(ROOT, "configs", "chars_independent.yaml"))
+    config = dataclasses.replace(base, seed=5, shuffling=dataclasses.replace(base.shuffling, shuffle=True), epochs=3)
     input_fn = build_input_fn(config)
     assert converted_package_functions(lambda: input_fn(skip_batches=5)) == []
 
