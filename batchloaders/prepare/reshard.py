@@ -367,7 +367,9 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
         except BaseException:
             _remove_temps(tasks)
             raise
-    problems = [located(shown(path), text) for result in results for path, text in result.problems]
+    # A file read by several shards reports its problem in each: said once.
+    found = dict.fromkeys((path, text) for result in results for path, text in result.problems)
+    problems = [located(shown(path), text) for path, text in found]
     if problems:
         _remove_temps(tasks)
         raise DataError(problems)
