@@ -354,6 +354,8 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
+    if runner is not None:  # a worker's working directory may not be this one
+        source, destination = (p if paths.url_scheme(p) else os.path.abspath(p) for p in (source, destination))
     src = load_source(source)
     prepare_destination(destination, src, options.overwrite)
     tasks = shard_tasks(src, destination, options)
