@@ -106,11 +106,23 @@ def __getattr__(name):
         from batchloaders.runtime.translate import data_error_from  # deferred: imports TensorFlow, on first use
 
         return data_error_from
+    if name == "write_manifest":  # reads data files with TensorFlow (or on an Apache Beam runner)
+        from batchloaders.prepare.api import write_manifest  # deferred: imports TensorFlow, on first use
+
+        return write_manifest
+    if name == "write_index":
+        from batchloaders.prepare.api import write_index  # deferred: imports TensorFlow, on first use
+
+        return write_index
+    if name == "reshard":
+        from batchloaders.prepare.api import reshard  # deferred: imports TensorFlow, on first use
+
+        return reshard
     raise AttributeError(f"module 'batchloaders' has no attribute {name!r}")
 
 
 __all__ = ["BatchLoaderError", "ConfigError", "DataError", "ManifestError", "PluginError", "PluginsNotChecked", "Problem",
            "ResumableIterator", "ResumeError", "ServiceError", "StateSaver",
            "build_input_fn", "data_error_from", "data_errors", "register_batcher", "register_secondary",
-           "register_step", "load_config", "load_manifest", "numpy_iterator", "read_record", "restore_checkpoint",
-           "__version__"]
+           "register_step", "load_config", "load_manifest", "numpy_iterator", "read_record", "reshard",
+           "restore_checkpoint", "write_index", "write_manifest", "__version__"]

@@ -40,6 +40,11 @@ EXTENSION_POINTS = [
     "batchloaders.cli.write_manifest.run",  # the preparation commands, called from Python
     "batchloaders.cli.write_index.run",
     "batchloaders.cli.verify.run",
+    "batchloaders.cli.write_manifest.run_with",  # with a Beam runner
+    "batchloaders.cli.write_manifest.Choices",
+    "batchloaders.prepare.reshard.Options",  # what batchloaders.reshard takes
+    "batchloaders.prepare.beam.BeamNotInstalled",
+    "batchloaders.prepare.beam.BeamFailed",
     "batchloaders.input_fn.InputFn",
     "batchloaders.regroup.stage.Stage",
     "batchloaders.config.stage_rules.StageRules",  # the config half of a stage

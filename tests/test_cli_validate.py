@@ -165,6 +165,7 @@ def test_validate_does_not_import_tensorflow(workspace):
         code = validate(["configs/good.yaml", "data"])
         assert code == 0, code
         assert "tensorflow" not in sys.modules, "validate imported tensorflow"
+        assert "apache_beam" not in sys.modules, "validate imported Apache Beam"
     """)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     result = subprocess.run([sys.executable, "-c", code], cwd=workspace, env=env, capture_output=True, text=True,

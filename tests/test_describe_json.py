@@ -141,6 +141,7 @@ def test_describe_does_not_import_tensorflow_for_builtin_types(demo_data):
             describe.run(path, io.StringIO())
             describe.run(path, io.StringIO(), as_json=True)
             assert "tensorflow" not in sys.modules, path + ": describe imported tensorflow"
+            assert "apache_beam" not in sys.modules, path + ": describe imported Apache Beam"
         print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,

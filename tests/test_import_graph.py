@@ -93,11 +93,13 @@ LAYERS = [
     ("transform", ["batchloaders.transform"]),
     ("config", ["batchloaders.config", "batchloaders.schemas"]),
     ("read", ["batchloaders.read"]),
+    # Preparing datasets (Beam runs, resharding): reads data and writes manifests; its API module is a command's.
+    ("prepare", ["batchloaders.prepare"]),
     ("loaders", ["batchloaders.loaders"]),
     ("regroup", ["batchloaders.regroup"]),
     ("runtime", ["batchloaders.runtime"]),
     ("compile", ["batchloaders.input_fn"]),
-    ("commands", ["batchloaders", "batchloaders.cli", "batchloaders.demo", "batchloaders.demo_data",
+    ("commands", ["batchloaders", "batchloaders.cli", "batchloaders.prepare.api", "batchloaders.demo", "batchloaders.demo_data",
                   "batchloaders.__main__"]),
 ]
 

@@ -284,9 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(commands, reads_config)
     _add_preview(commands, reads_config)
     _add_check_data(commands, reads_config)
-    _add_verify(commands)
-    _add_manifest(commands)
-    _add_index(commands)
+    beam = [_beam_options()]
+    _add_verify(commands, beam)
+    _add_manifest(commands, beam)
+    _add_index(commands, beam)
+    _add_reshard(commands, beam)
     _add_init(commands)
     _add_serve(commands)
     _add_schema(commands, [plugins_option])
@@ -311,6 +313,27 @@ def _trust_option() -> argparse.ArgumentParser:
                              "for configs you trust); without it no config's plugin is imported and the items of "
                              "its plugin types are not checked")
     return parent
+
+
+def _beam_options() -> argparse.ArgumentParser:
+    """The parent of the commands that can read the data on an Apache Beam runner, one element per file."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--runner", metavar="NAME",
+                        help="read the data files on this Apache Beam runner, one element per file "
+                             "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, PortableRunner; needs "
+                             "pip install 'batchloaders[beam]'); what is written or printed is the same as without "
+                             "it (default: this process reads them, and Beam is not imported)")
+    parent.add_argument("--beam-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Beam pipeline option for --runner, e.g. direct_num_workers=2, project=my-project, "
+                             "temp_location=gs://bucket/tmp; repeat it for more")
+    return parent
+
+
+def _runner(args: argparse.Namespace):
+    """The Beam runner ``--runner`` and ``--beam-option`` name, None for none."""
+    from batchloaders.prepare.beam import runner_from  # deferred: only the data commands need it
+
+    return runner_from(args.runner, args.beam_option)
 
 
 def _add_validate(commands, parents: list[argparse.ArgumentParser]) -> None:
@@ -417,9 +440,9 @@ def _add_check_data(commands, parents: list[argparse.ArgumentParser]) -> None:
                                                                           trust_plugins=args.trust_plugins))))
 
 
-def _add_verify(commands) -> None:
+def _add_verify(commands, parents: list[argparse.ArgumentParser]) -> None:
     verify = commands.add_parser(
-        "verify", help="re-read every data file whole and check it against the manifest",
+        "verify", parents=parents, help="re-read every data file whole and check it against the manifest",
         description="Read every data file whole (progress on stderr) and report damaged records, files cut "
                     "inside a record or at a record boundary, cut or unfinished GZIP/ZLIB streams, appended "
                     "bytes, record counts, sizes and SHA-256 that differ from the manifest's files entries, "
@@ -429,16 +452,17 @@ def _add_verify(commands) -> None:
     verify.add_argument("target", metavar="CONFIG|DIR",
                         help="a loader config, or a dataset directory holding __manifest__.json")
     verify.set_defaults(run=_tool("verify", "verify",
-                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
+                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr,
+                                                              runner=_runner(args))))
 
 
 SPLIT_HELP = ("in a data directory TFDS prepared (dataset_info.json and features.json beside NAME-SPLIT.tfrecord-"
               "NNNNN-of-NNNNN shards, whose features are then TFDS's own), the split to read, e.g. train")
 
 
-def _add_manifest(commands) -> None:
+def _add_manifest(commands, parents: list[argparse.ArgumentParser]) -> None:
     manifest = commands.add_parser(
-        "manifest", help="write or update a dataset directory's __manifest__.json",
+        "manifest", parents=parents, help="write or update a dataset directory's __manifest__.json",
         description="Read every data file under DIR whole (progress on stderr) and write DIR/__manifest__.json "
                     "with each file's name, num_records, size_bytes and sha256. Keys an existing manifest holds "
                     "are kept; when it declares no features (or there is none), the features, allow_var_len "
@@ -463,14 +487,14 @@ def _add_manifest(commands) -> None:
                                "manifest too; repeat it for more features")
     manifest.add_argument("--split", metavar="NAME", help=SPLIT_HELP + "; the manifest lists only its files")
     manifest.set_defaults(run=_tool("manifest", "write_manifest",
-                                    lambda tool, args: tool.run(args.directory, out=sys.stdout, err=sys.stderr,
-                                                                pattern=args.pattern, raws=args.raw,
-                                                                split=args.split)))
+                                    lambda tool, args: tool.run_with(args.directory, tool.Choices(
+                                        args.pattern, tuple(args.raw), args.split, _runner(args)), sys.stdout,
+                                        sys.stderr)))
 
 
-def _add_index(commands) -> None:
+def _add_index(commands, parents: list[argparse.ArgumentParser]) -> None:
     index = commands.add_parser(
-        "index", help="write the record index of every data file and record it in the manifest",
+        "index", parents=parents, help="write the record index of every data file and record it in the manifest",
         description="Walk the frames of every data file (each length's checksum checked; progress on stderr), "
                     "write '<data file>.index' beside it (the byte offset of every record) and record each "
                     "index's name, size and SHA-256 in the manifest's files entries (a file the manifest does "
@@ -481,7 +505,33 @@ def _add_index(commands) -> None:
                        help="a dataset directory (its __manifest__.json written first when there is none), or a "
                             "loader config")
     index.set_defaults(run=_tool("index", "write_index",
-                                 lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr)))
+                                 lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr,
+                                                             runner=_runner(args))))
+
+
+def _add_reshard(commands, parents: list[argparse.ArgumentParser]) -> None:
+    reshard = commands.add_parser(
+        "reshard", parents=parents, help="rewrite a dataset into N shards balanced by record count",
+        description="Rewrite the records of SRC (a dataset directory whose manifest lists its files, or a loader "
+                    "config's dataset) into N files DEST/part-00000-of-0000N.tfrecords whose record counts differ "
+                    "by at most one, in SRC's order (shard k holds the records at positions k*T//N to "
+                    "(k+1)*T//N - 1 of the T records), with a manifest listing every file's count, size and "
+                    "SHA-256 (SRC's features copied) and, unless --no-index, the record index of each: ready for "
+                    "shuffle_scope: global. Source files are checked against their manifest entries. The manifest "
+                    "is written last, after every shard is complete. Imports none of a CONFIG's plugins. Exits 1 "
+                    "on any problem (then no manifest is written).")
+    reshard.add_argument("source", metavar="SRC", help="a dataset directory with __manifest__.json, or a loader config")
+    reshard.add_argument("destination", metavar="DEST", help="the output directory (new or empty; any file system "
+                                                             "TensorFlow writes, e.g. gs://bucket/path)")
+    reshard.add_argument("--shards", type=int, required=True, metavar="N", help="the number of output files")
+    reshard.add_argument("--compression", choices=("none", "gzip"), default="none",
+                         help="the output's compression (default none: only uncompressed files can be indexed)")
+    reshard.add_argument("--no-index", dest="index", action="store_false",
+                         help="write no record index (uncompressed output is indexed by default)")
+    reshard.add_argument("--overwrite", action="store_true",
+                         help="replace what DEST holds (everything in it is removed first)")
+    reshard.set_defaults(run=_tool("reshard", "reshard", lambda tool, args: tool.run(
+        args.source, args.destination, tool.options_from(args), _runner(args), out=sys.stdout, err=sys.stderr)))
 
 
 def _add_init(commands) -> None:

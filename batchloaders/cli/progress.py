@@ -75,3 +75,11 @@ class Progress:
         self.stream.write("\r" + text + " " * max(0, self.width - len(text)))
         self.stream.flush()
         self.width = max(self.width, len(text))
+
+
+def counted(progress: Progress, function, path: str, *args):
+    """``function(path, *args, progress=progress)``, the file counted done however it ends."""
+    try:
+        return function(path, *args, progress=progress)
+    finally:
+        progress.file_done()

@@ -32,6 +32,7 @@ status: 0 when every file adds up, 1 otherwise.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Sequence, TextIO
@@ -43,7 +44,8 @@ from batchloaders.config.datasets import _walk, url_scheme
 from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
 from batchloaders.core.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary, unlisted
-from batchloaders.cli.progress import Progress
+from batchloaders.cli.progress import Progress, counted
+from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.read import naming
 from batchloaders.read.record_index import check_index, index_path
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
@@ -64,13 +66,14 @@ def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
     return dataset.manifest, list(dataset.files), []
 
 
-def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None) -> int:
     """Re-read every data file of a dataset directory or a config's dataset whole (``batchloaders verify``).
 
     Args:
         target: a dataset directory or a config file.
         out: where a line per problem (or OK per file) and a summary go. Default: stdout.
         err: where progress goes. Default: stderr.
+        runner: the Beam runner that reads the files, one element per file; None: this process reads them.
 
     Returns:
         The exit status: 0 when every file adds up, 1 otherwise.
@@ -80,7 +83,7 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> in
         ManifestError: the manifest is invalid.
     """
     manifest, files, unreadable = target_files(target)
-    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable)
+    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable, runner)
 
 
 def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
@@ -123,38 +126,28 @@ def index_problems(path: str, scan: Scan, manifest: Manifest) -> list[str]:
 
 
 def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO,
-                 unreadable: Sequence[str] = ()) -> int:
+                 unreadable: Sequence[str] = (), runner: Runner | None = None) -> int:
     """Read every file whole, print a line per problem (or OK) and a summary; return the exit status.
 
     ``unreadable``: lines for paths that look like data files but cannot be read, each counted as a file.
+    ``runner``: the Beam runner that reads the files, one element per file (the lines are printed here, in the
+    files' order); None: this process reads them.
     """
     progress = Progress("verify", len(files), err)
     where = shown(manifest.path)
     bad = 0
     try:
-        for path in files:
-            local = url_scheme(path) is None
-            entry = manifest.entry(path) if local else None
-            indexed = entry is not None and entry.index is not None
-            scan = None
-            try:
-                scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress, offsets=indexed)
-                problems = list(scan.problems)
-            except OSError as error:
-                problems = [f"cannot be read ({error.strerror or error})"]
-            except tf.errors.OpError as error:  # a remote file TensorFlow's file systems cannot open
-                problems = [f"cannot be read ({tf_message(error)})"]
-            finally:
-                progress.file_done()
-            if entry is not None and scan is not None:
-                problems += entry_problems(scan, entry)
-            if indexed and scan is not None:
-                problems += index_problems(path, scan, manifest)
-            problems += unlisted(path, manifest)
+        if runner is None:
+            results = (counted(progress, file_problems, path, manifest) for path in files)
+        else:
+            progress.print(f"verify: reading {count(len(files), 'file')} on {runner.name}", err)
+            results = map_elements(functools.partial(file_problems, manifest=manifest),
+                                   [_absolute(path) for path in files], runner, label="verify")
+        for path, (problems, records) in zip(files, results):
             for line in problems:
                 progress.print(f"{shown(path)}: {line}", out)
             if not problems:
-                progress.print(f"OK {shown(path)} ({count(scan.records, 'record')})", out)
+                progress.print(f"OK {shown(path)} ({count(records, 'record')})", out)
             bad += bool(problems)
         read = {os.path.normpath(os.path.abspath(p)) for p in files if url_scheme(p) is None}
         missing = [(p, e) for p, e in manifest.files.items() if p not in read and not os.path.exists(p)]
@@ -169,3 +162,38 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
     bad += len(missing) + len(unreadable)
     print(summary(bad, len(files) + len(missing) + len(unreadable)), file=out)
     return 1 if bad else 0
+
+
+def _absolute(path: str) -> str:
+    return path if url_scheme(path) is not None else os.path.abspath(path)
+
+
+def file_problems(path: str, manifest: Manifest, progress: Progress | None = None) -> tuple[list[str], int]:
+    """One data file read whole and checked: what ``batchloaders verify`` does for each file, here or as one
+    Beam element.
+
+    Args:
+        path: the data file.
+        manifest: the dataset's manifest.
+        progress: a Progress to count on, None for none.
+
+    Returns:
+        ``(problems, records read)``; the problems without the file's path in front, none when it adds up.
+    """
+    local = url_scheme(path) is None
+    entry = manifest.entry(path) if local else None
+    indexed = entry is not None and entry.index is not None
+    scan = None
+    try:
+        scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress, offsets=indexed)
+        problems = list(scan.problems)
+    except OSError as error:
+        problems = [f"cannot be read ({error.strerror or error})"]
+    except tf.errors.OpError as error:  # a remote file TensorFlow's file systems cannot open
+        problems = [f"cannot be read ({tf_message(error)})"]
+    if entry is not None and scan is not None:
+        problems += entry_problems(scan, entry)
+    if indexed and scan is not None:
+        problems += index_problems(path, scan, manifest)
+    problems += unlisted(path, manifest)
+    return problems, scan.records if scan is not None else 0

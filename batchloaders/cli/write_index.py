@@ -32,17 +32,19 @@ from batchloaders.errors import BatchLoaderError
 from batchloaders.config.datasets import url_scheme
 from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME, load_manifest
 from batchloaders.cli.check_data import load_dataset
-from batchloaders.cli.progress import Progress
-from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing, data_files,
-                                             remove_leftovers, replace_file, write_valid)
+from batchloaders.cli.progress import Progress, counted
+from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing,
+                                             data_files, refuse_problems, remove_leftovers, replace_file,
+                                             write_valid)
 from batchloaders.cli.write_manifest import write as write_manifest
+from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.read.record_index import FrameError, encode, index_path, scan_offsets, sha256_of
 from batchloaders.read.records import count, shown
 
 TEMP_PREFIX = ".__index__."  # config.manifest.INDEX_TEMP matches the names mkstemp makes of it
 
 
-def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None) -> int:
     """Index every data file of a dataset directory or a config's dataset (``batchloaders index``).
 
     Problems are printed, not raised.
@@ -51,13 +53,14 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> in
         target: a dataset directory (its manifest is written first when there is none) or a config file.
         out: where a line per file and a summary go. Default: stdout.
         err: where problems and progress go. Default: stderr.
+        runner: the Beam runner that walks the files, one element per file; None: this process does.
 
     Returns:
         The exit status: 0 when the indexes and the manifest were written, 1 otherwise.
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        lines = write(target, err)
+        lines = write(target, err, runner)
     except (Refused, BatchLoaderError) as error:
         for line in str(error).splitlines():
             print(f"batchloaders index: error: {line}", file=err)
@@ -67,7 +70,7 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None) -> in
     return EXIT_OK
 
 
-def _target(target: str, err: TextIO) -> tuple[str, list[str]]:
+def _target(target: str, err: TextIO, runner: Runner | None = None) -> tuple[str, list[str]]:
     """The manifest path and the data files a DIR or CONFIG names (a DIR's manifest written first when there is
     none); Refused for data that cannot be indexed."""
     if os.path.isdir(target):
@@ -75,7 +78,7 @@ def _target(target: str, err: TextIO) -> tuple[str, list[str]]:
         if not os.path.lexists(manifest_path):
             print(f"batchloaders index: no {MANIFEST_NAME} in {shown(target)}: writing it first, as `batchloaders "
                   f"manifest {shown(target)}` does", file=err)
-            for line in write_manifest(target, err):
+            for line in write_manifest(target, err, runner=runner):
                 print(f"batchloaders index: {line}", file=err)
         manifest = load_manifest(manifest_path)
         # The files the manifest lists (it may have been written with --pattern), else those found by default.
@@ -97,20 +100,26 @@ def _target(target: str, err: TextIO) -> tuple[str, list[str]]:
     return manifest.path, files
 
 
-def write(target: str, err: TextIO) -> list[str]:
-    """Write the indexes and the manifest; return the summary lines."""
+def write(target: str, err: TextIO, runner: Runner | None = None) -> list[str]:
+    """Write the indexes and the manifest; return the summary lines. ``runner``: the Beam runner that reads
+    the files (one element per file), None for this process."""
+    return written(target, err, runner)[0]
+
+
+def written(target: str, err: TextIO, runner: Runner | None = None) -> tuple[list[str], list[str]]:
+    """:func:`write`'s summary lines, and the paths it wrote: the indexes, then the manifest."""
     started = time.time()
-    manifest_path, files = _target(target, err)
+    manifest_path, files = _target(target, err, runner)
     base = os.path.dirname(os.path.abspath(manifest_path))
     data = _existing(manifest_path)
     entries = list(data.get("files") or [])
     listed = {os.path.normpath(os.path.join(base, e["name"])): e for e in entries}
     unlisted = [path for path in files if os.path.normpath(os.path.abspath(path)) not in listed]
     if unlisted:  # their full entries first, read whole as `batchloaders manifest` reads them
-        added = _entries(base, unlisted, None, err)
+        added = _entries(base, unlisted, None, err, runner)
         entries += added
         listed.update((os.path.normpath(os.path.join(base, e["name"])), e) for e in added)
-    indexes = _indexes(files, listed, err)
+    indexes = _indexes(files, listed, err, runner)
     for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in files}):
         for name in remove_leftovers(directory, started, INDEX_TEMP):
             print(f"batchloaders index: removed {name}, the temporary index of a run stopped while writing", file=err)
@@ -128,38 +137,61 @@ def write(target: str, err: TextIO) -> list[str]:
     added = f", with entries for {count(len(unlisted), 'file')} it did not list" if unlisted else ""
     lines.append(f"wrote {len(indexes):,} index{'es' * (len(indexes) != 1)} ({count(total, 'byte')}, 8 per record) and "
                  f"{shown(manifest_path)}{added}")
-    return lines
+    return lines, [index_path(path) for path, _, _ in indexes] + [manifest_path]
 
 
-def _indexes(files: Sequence[str], listed: dict, err: TextIO) -> list[tuple[str, bytes, int]]:
-    """Each data file, its index's bytes and its record count; Refused naming every file that is damaged or disagrees with its
-    ``files`` entry (then no index is written)."""
-    progress = Progress("index", len(files), err)
-    out, problems = [], []
+def _indexes(files: Sequence[str], listed: dict, err: TextIO, runner: Runner | None = None
+             ) -> list[tuple[str, bytes, int]]:
+    """Each data file, its index's bytes and its record count (one Beam element per file on ``runner``); Refused
+    naming every file that is damaged or disagrees with its ``files`` entry (then no index is written)."""
+    listed_as = [_listed_as(listed[os.path.normpath(os.path.abspath(path))]) for path in files]
+    if runner is None:
+        progress = Progress("index", len(files), err)
+        try:
+            results = [counted(progress, file_index, path, entry) for path, entry in zip(files, listed_as)]
+        finally:
+            progress.close()
+    else:
+        print(f"batchloaders index: indexing {count(len(files), 'file')} on {runner.name}", file=err)
+        results = map_elements(_file_index_of, [(os.path.abspath(path), entry) for path, entry in zip(files, listed_as)],
+                               runner, label="index")
+    refuse_problems(files, [found for _, _, found in results], "no index written")
+    return [(path, blob, records) for path, (blob, records, _) in zip(files, results)]
+
+
+def _listed_as(entry: dict) -> tuple[int, int | None]:
+    """What a ``files`` entry says of its file: (num_records, size_bytes or None)."""
+    return entry["num_records"], entry.get("size_bytes")
+
+
+def _file_index_of(item: tuple[str, tuple[int, int | None]]) -> tuple[bytes | None, int, list[str]]:
+    return file_index(*item)
+
+
+def file_index(path: str, listed: tuple[int, int | None], progress: Progress | None = None
+               ) -> tuple[bytes | None, int, list[str]]:
+    """One data file's record index: what ``batchloaders index`` does for each file, here or as one Beam element.
+
+    Args:
+        path: the data file (uncompressed TFRecord).
+        listed: what its ``files`` entry says: (num_records, size_bytes or None when it records none).
+        progress: a Progress to count on, None for none.
+
+    Returns:
+        ``(index bytes, record count, problems)``; the bytes None when there are problems, which are said
+        without the file's path in front.
+    """
+    num_records, size_bytes = listed
     try:
-        for path in files:
-            entry = listed[os.path.normpath(os.path.abspath(path))]
-            try:
-                index = scan_offsets(path, progress)
-            except OSError as error:
-                problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
-                continue
-            except FrameError as error:
-                problems.append(f"{shown(path)}: {error}")
-                continue
-            finally:
-                progress.file_done()
-            if index.num_records != entry["num_records"] or entry.get("size_bytes", index.data_size) != index.data_size:
-                problems.append(f"{shown(path)}: it holds {count(index.num_records, 'record')} in "
-                                f"{count(index.data_size, 'byte')}, but the manifest lists "
-                                f"{count(entry['num_records'], 'record')}"
-                                + (f" in {count(entry['size_bytes'], 'byte')}" if "size_bytes" in entry else "")
-                                + ": the file changed after the manifest was written (run `batchloaders manifest`)")
-                continue
-            out.append((path, encode(index), index.num_records))
-    finally:
-        progress.close()
-    if problems:
-        raise Refused("\n".join(problems + [f"no index written: {count(len(problems), 'problem')} in the data files "
-                                            "(see `batchloaders verify`)"]))
-    return out
+        index = scan_offsets(path, progress)
+    except OSError as error:
+        return None, 0, [f"cannot be read ({error.strerror or error})"]
+    except FrameError as error:
+        return None, 0, [str(error)]
+    if index.num_records != num_records or (size_bytes is not None and size_bytes != index.data_size):
+        return None, index.num_records, [
+            f"it holds {count(index.num_records, 'record')} in {count(index.data_size, 'byte')}, but the manifest "
+            f"lists {count(num_records, 'record')}" + (f" in {count(size_bytes, 'byte')}" if size_bytes is not None
+                                                       else "")
+            + ": the file changed after the manifest was written (run `batchloaders manifest`)"]
+    return encode(index), index.num_records, []

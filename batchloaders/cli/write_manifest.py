@@ -40,15 +40,14 @@ Exit status: 0 when the manifest was written, 2 for a wrong ``--pattern``,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import re
 import sys
-import tempfile
 import time
 from typing import Iterator, Sequence, TextIO
 
-from batchloaders.errors import BatchLoaderError, ManifestError
+from batchloaders.errors import BatchLoaderError, ManifestError, Problem
 from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, files_there, pattern_matcher, shorten
 from batchloaders.core.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, load_file, parse_text
@@ -56,29 +55,51 @@ from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.core.model import COMPRESSIONS
 from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
                                     raw_hint)
-from batchloaders.cli.progress import Progress
+from batchloaders.cli.progress import Progress, counted
 from batchloaders.cli import tfds_info
+from batchloaders.prepare.beam import Runner, map_elements
+from batchloaders.prepare.files import TEMP_NAME, located, remove_leftovers, replace_file, to_json
 from batchloaders.read.records import (ReadError, compression_name, count, read_records, scan_file, shown,
                                         sniff)
 
-try:
-    import fcntl
-except ImportError:  # Windows: leftovers are told by their age alone
-    fcntl = None
-
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2  # as the other commands (cli.main)
 KEY_ORDER = ("compression", "allow_var_len", "features", "files")
-TEMP_PREFIX, TEMP_SUFFIX = ".__manifest__.", ".tmp"
-_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[A-Za-z0-9_]+" + re.escape(TEMP_SUFFIX))  # mkstemp's names
-UNLOCKED_AGE = 3600  # seconds after which a temporary manifest counts as left over where files cannot be locked
 
 
 class Refused(Exception):
-    """The manifest cannot be written; the message (possibly several lines) says why."""
+    """The manifest cannot be written; the message (possibly several lines) says why.
+
+    Args:
+        message: why, possibly several lines.
+        problems: the data files' problems, located, when they are why (the Python API raises them as a
+            DataError).
+    """
+
+    def __init__(self, message: str, problems: Sequence[Problem] = ()):
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class Usage(Refused):
     """A ``--pattern`` or ``--raw`` the command cannot use: a usage error (exit 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Choices:
+    """What ``batchloaders manifest`` is told besides the directory.
+
+    Attributes:
+        pattern: the data files to list (``--pattern``). None: those a ``dir`` dataset finds.
+        raws: ``NAME=DTYPE[SHAPE]`` declarations of bytes features that are raw tensors (``--raw``).
+        split: a TFDS-prepared directory's split whose files the manifest lists (see
+            :mod:`batchloaders.cli.tfds_info`).
+        runner: the Beam runner that reads the files, one element per file; None: this process reads them.
+    """
+
+    pattern: str | None = None
+    raws: tuple[str, ...] = ()
+    split: str | None = None
+    runner: Runner | None = None
 
 
 def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *, pattern: str | None = None,
@@ -100,9 +121,25 @@ def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *,
         The exit status: 0 when written, 2 for a ``pattern``, ``raws`` or ``split`` that is wrong, 1 for any
         other problem.
     """
+    return run_with(directory, Choices(pattern, tuple(raws), split), out, err)
+
+
+def run_with(directory: str, choices: Choices, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """:func:`run` with its choices in one value, a Beam runner among them (``batchloaders manifest --runner``).
+
+    Args:
+        directory: the dataset directory.
+        choices: the pattern, raw declarations, split and runner.
+        out: where the summary goes. Default: stdout.
+        err: where problems and progress go. Default: stderr.
+
+    Returns:
+        The exit status, as :func:`run` returns it.
+    """
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        lines = write(directory, err, pattern=pattern, raws=raw_specs(raws), split=split)
+        lines = write(directory, err, pattern=choices.pattern, raws=raw_specs(choices.raws), split=choices.split,
+                      runner=choices.runner)
     except (Refused, BatchLoaderError) as error:
         for line in str(error).splitlines():
             print(f"batchloaders manifest: error: {line}", file=err)
@@ -152,7 +189,7 @@ def data_files(directory: str, pattern: str | None = None) -> list[str]:
 
 def _ours(relative: str) -> bool:
     """Whether a path relative to the dataset directory is its manifest or a temporary one of this command."""
-    return relative == MANIFEST_NAME or _TEMP_NAME.fullmatch(relative) is not None
+    return relative == MANIFEST_NAME or TEMP_NAME.fullmatch(relative) is not None
 
 
 def _existing(path: str) -> dict:
@@ -217,7 +254,7 @@ class _Features:
 
 
 def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequence[Raw] = (),
-          split: str | None = None) -> list[str]:
+          split: str | None = None, runner: Runner | None = None) -> list[str]:
     """Write the manifest; return the summary lines. Left-out features are reported on ``err``.
 
     In a TFDS-prepared directory the features are TFDS's own (``features.json``), and ``split`` chooses the
@@ -233,7 +270,7 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     manifest_path = os.path.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
     compression = _compression(directory, files, existing)
-    entries = _kept_indexes(_entries(directory, files, compression, err), existing)
+    entries = _kept_indexes(_entries(directory, files, compression, err, runner), existing)
     declared = existing.get("features")
     if isinstance(declared, list) and declared:
         described = _kept(existing, _samples(files, compression), raws)
@@ -340,29 +377,58 @@ def write_valid(manifest_path: str, data: dict, base_dir: str, refused: str) -> 
     replace_file(manifest_path, text)
 
 
-def _entries(directory: str, files: Sequence[str], compression: str | None, err: TextIO) -> list[dict]:
-    """The ``files`` entries of every data file, read whole; Refused naming every problem when any is damaged."""
-    progress = Progress("manifest", len(files), err)
-    entries, problems = [], []
+def _entries(directory: str, files: Sequence[str], compression: str | None, err: TextIO,
+             runner: Runner | None = None) -> list[dict]:
+    """The ``files`` entries of every data file, read whole (one Beam element each on ``runner``); Refused
+    naming every problem when any is damaged."""
+    if runner is None:
+        progress = Progress("manifest", len(files), err)
+        try:
+            results = [counted(progress, file_entry, path, directory, compression) for path in files]
+        finally:
+            progress.close()
+    else:
+        print(f"batchloaders manifest: reading {count(len(files), 'file')} on {runner.name}", file=err)
+        results = map_elements(functools.partial(file_entry, directory=os.path.abspath(directory),
+                                                 compression=compression),
+                               [os.path.abspath(path) for path in files], runner, label="manifest")
+    refuse_problems(files, [found for _, found in results], "no manifest written")
+    return [entry for entry, _ in results]
+
+
+def file_entry(path: str, directory: str, compression: str | None, progress: Progress | None = None
+               ) -> tuple[dict | None, list[str]]:
+    """One data file read whole: its ``files`` entry (None when it cannot be read) and its problems.
+
+    What ``batchloaders manifest`` does for each file, on this machine or as one Beam element.
+
+    Args:
+        path: the data file.
+        directory: the dataset directory (the entry's name is relative to it).
+        compression: the files' compression (None, 'gzip' or 'zlib').
+        progress: a Progress to count on, None for none.
+
+    Returns:
+        ``(entry, problems)``; the problems without the file's path in front.
+    """
     try:
-        for path in files:
-            try:
-                scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
-            except OSError as error:
-                problems.append(f"{shown(path)}: cannot be read ({error.strerror or error})")
-                continue
-            finally:
-                progress.file_done()
-            problems += [f"{shown(path)}: {problem}" for problem in scan.problems]
-            name = os.path.relpath(path, directory).replace(os.sep, "/")
-            entries.append({"name": name, "num_records": scan.records, "size_bytes": scan.size,
-                            "sha256": scan.sha256})
-    finally:
-        progress.close()
+        scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
+    except OSError as error:
+        return None, [f"cannot be read ({error.strerror or error})"]
+    name = os.path.relpath(path, directory).replace(os.sep, "/")
+    return {"name": name, "num_records": scan.records, "size_bytes": scan.size, "sha256": scan.sha256}, \
+        list(scan.problems)
+
+
+def refuse_problems(files: Sequence[str], found: Sequence[Sequence[str]], refused: str) -> None:
+    """Refused naming every problem of the files (``found[i]`` those of ``files[i]``), ending with ``refused``
+    (what was not written); nothing when there are none."""
+    problems = [(path, line) for path, lines in zip(files, found) for line in lines]
     if problems:
-        raise Refused("\n".join(problems + [f"no manifest written: {count(len(problems), 'problem')} in the data "
-                                            "files (see `batchloaders verify`)"]))
-    return entries
+        raise Refused("\n".join([f"{shown(path)}: {line}" for path, line in problems]
+                                + [f"{refused}: {count(len(problems), 'problem')} in the data files (see "
+                                   "`batchloaders verify`)"]),
+                      [located(shown(path), line) for path, line in problems])
 
 
 def _kept_indexes(entries: list[dict], existing: dict) -> list[dict]:
@@ -461,102 +527,3 @@ def _endian_guess(feature: dict) -> list[str]:
         return []
     return [f"{feature['name']}: little-endian {feature['dtype']} (deserialize_args.endian: say \"big\" if the "
             "bytes were written big-endian)"]
-
-
-def to_json(value, level: int = 0) -> str:
-    """JSON indented by 2, with arrays of numbers and strings (shapes) kept on one line."""
-    inner, outer = "  " * (level + 1), "  " * level
-    if isinstance(value, dict) and value:
-        items = [f"{inner}{json.dumps(key, ensure_ascii=False)}: {to_json(item, level + 1)}"
-                 for key, item in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + outer + "}"
-    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
-        return "[\n" + ",\n".join(inner + to_json(item, level + 1) for item in value) + "\n" + outer + "]"
-    return json.dumps(value, ensure_ascii=False)
-
-
-def remove_leftovers(directory: str, started: float, names: re.Pattern = _TEMP_NAME) -> list[str]:
-    """Remove the temporary manifests (files ``names`` matches) in ``directory`` that killed runs left behind;
-    return their names.
-
-    Only our own names, only files last written before this run ``started``, and only those no process
-    holds the lock of: a write in progress locks its file until it ends, and the lock ends with its
-    process however it dies. Without locks (Windows), only files older than UNLOCKED_AGE.
-    """
-    removed = []
-    with os.scandir(directory) as entries:
-        found = sorted(e.name for e in entries if names.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-    for name in found:
-        path = os.path.join(directory, name)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue  # renamed by its run since the listing, or not ours to open
-        try:
-            if os.fstat(fd).st_mtime < started and _unlocked(fd):
-                os.unlink(path)
-                removed.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
-
-
-def _unlocked(fd: int) -> bool:
-    """Whether no process holds the lock of this open file (it is then ours until ``fd`` is closed)."""
-    if fcntl is None:
-        return time.time() - os.fstat(fd).st_mtime > UNLOCKED_AGE
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def _locked_temp(directory: str, prefix: str = TEMP_PREFIX) -> tuple[int, str]:
-    """A new temporary file in ``directory``, open and locked for this process while it writes."""
-    while True:
-        fd, temp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=directory)
-        if fcntl is None:
-            return fd, temp
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # a file system without locks (some network mounts): leftovers go by age there
-            return fd, temp
-        if os.fstat(fd).st_nlink:
-            return fd, temp
-        os.close(fd)  # another run took it for a leftover between mkstemp and the lock: make another
-
-
-def replace_file(path: str, content: str | bytes, prefix: str = TEMP_PREFIX) -> None:
-    """Write ``content`` to ``path`` atomically: a temporary file (named ``prefix``...) in the same directory,
-    then a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = _locked_temp(directory, prefix)
-    # The lock belongs to the open file, not to one descriptor: a copy keeps it until the rename is done.
-    held = os.dup(fd) if fcntl is not None else None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content.encode("utf-8") if isinstance(content, str) else content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temp, _mode(path))
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    finally:
-        if held is not None:
-            os.close(held)
-
-
-def _mode(path: str) -> int:
-    """The permissions of the manifest being replaced, or those a new file gets under the umask."""
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask

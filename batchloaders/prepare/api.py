@@ -1,0 +1,124 @@
+"""The Python API of dataset preparation: ``batchloaders.write_manifest``, ``write_index`` and ``reshard``.
+
+Each does what its command does (``batchloaders manifest``, ``index``, ``reshard``), on this machine or,
+given a ``runner``, with one Apache Beam element per data file (per output shard for ``reshard``); what
+the commands print as problems these raise as located errors.
+"""
+from __future__ import annotations
+
+import io
+import os
+from typing import Mapping, Sequence
+
+from batchloaders.errors import ConfigError, DataError, ManifestError, Problem
+from batchloaders.config.manifest import MANIFEST_NAME
+from batchloaders.prepare import reshard as _reshard
+from batchloaders.prepare.beam import runner_from
+
+BeamOptions = Mapping[str, object] | Sequence[str] | None
+
+
+def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | None = None,
+                   beam_options: BeamOptions = None) -> str:
+    """Write or update ``data_dir/__manifest__.json`` as ``batchloaders manifest`` does.
+
+    Example:
+        >>> batchloaders.write_manifest("data/chars", runner="DirectRunner",
+        ...                             beam_options={"direct_num_workers": 2})
+
+    Args:
+        data_dir: the dataset directory.
+        pattern: the data files to list, a glob relative to ``data_dir``. None: those a ``dir`` dataset finds.
+        runner: a Apache Beam runner (``DirectRunner``, ``DataflowRunner``, ...) that reads the files, one
+            element per file. None: this process reads them.
+        beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
+
+    Returns:
+        The manifest's path.
+
+    Raises:
+        DataError: a data file is damaged or cannot be read (nothing is written).
+        ManifestError: no data file, an existing manifest that is invalid, or a manifest that would be.
+        ConfigError: a wrong ``pattern``, or Beam options without a runner.
+        BeamNotInstalled: a runner is given and Apache Beam is not installed.
+        BeamFailed: the Beam run failed.
+    """
+    from batchloaders.cli import write_manifest as tool  # deferred: imports TensorFlow
+
+    chosen = runner_from(runner, beam_options)
+    try:
+        tool.write(data_dir, io.StringIO(), pattern=pattern, runner=chosen)
+    except tool.Refused as error:
+        raise _raised(error, data_dir, usage=isinstance(error, tool.Usage)) from None
+    return os.path.join(data_dir, MANIFEST_NAME)
+
+
+def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_options: BeamOptions = None
+                ) -> list[str]:
+    """Write the record index of every data file and record it in the manifest, as ``batchloaders index`` does.
+
+    Args:
+        data_dir_or_config: a dataset directory (its manifest written first when there is none) or a config.
+        runner: a Apache Beam runner that walks the files, one element per file. None: this process does.
+        beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
+
+    Returns:
+        The index files written, then the manifest.
+
+    Raises:
+        DataError: a data file is damaged, or disagrees with its manifest entry (nothing is written).
+        ManifestError: compressed files, files outside the manifest's directory, or a manifest that is invalid.
+        ConfigError: an invalid config, or Beam options without a runner.
+        BeamNotInstalled: a runner is given and Apache Beam is not installed.
+        BeamFailed: the Beam run failed.
+    """
+    from batchloaders.cli import write_index as tool  # deferred: imports TensorFlow
+
+    chosen = runner_from(runner, beam_options)
+    try:
+        return tool.written(data_dir_or_config, io.StringIO(), chosen)[1]
+    except tool.Refused as error:
+        raise _raised(error, data_dir_or_config) from None
+
+
+def reshard(source: str, destination: str, shards: int, *, options: _reshard.Options | None = None,
+            runner: str | None = None, beam_options: BeamOptions = None) -> list[str]:
+    """Rewrite a dataset into ``shards`` files balanced by record count, ready for ``shuffle_scope: global``.
+
+    Which record goes to which shard depends on its position alone (see :mod:`batchloaders.prepare.reshard`),
+    so every run, on any runner, writes the same bytes. Nothing looks complete in ``destination`` before the
+    manifest, written last.
+
+    Example:
+        >>> batchloaders.reshard("data/raw", "data/global", 64)
+
+    Args:
+        source: a dataset directory whose manifest lists its files, or a loader config.
+        destination: the output directory: new or empty (see ``options.overwrite``).
+        shards: the number of output files.
+        options: compression, index and overwrite (``batchloaders.prepare.reshard.Options``; its ``shards``
+            is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds anything.
+        runner: a Apache Beam runner that writes the shards, one element per shard. None: this process does.
+        beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
+
+    Returns:
+        The paths written: the shards, their indexes, then the manifest.
+
+    Raises:
+        DataError: a source file is damaged, cannot be read or disagrees with its manifest entry.
+        ManifestError: SRC's manifest is invalid or lists no files.
+        ConfigError: a wrong ``shards``, compression or DEST, or Beam options without a runner.
+        BeamNotInstalled: a runner is given and Apache Beam is not installed.
+        BeamFailed: the Beam run failed.
+    """
+    base = options or _reshard.Options(shards)
+    chosen = _reshard.Options(shards, base.compression, base.index, base.overwrite)
+    return _reshard.reshard(source, destination, chosen, runner_from(runner, beam_options))
+
+
+def _raised(error, where: str, usage: bool = False):
+    """A command's refusal as the error the API raises: the data files' located problems as a DataError."""
+    if error.problems:
+        return DataError(error.problems)
+    problems = [Problem(where, "$", line) for line in str(error).splitlines() if line.strip()]
+    return ConfigError(problems) if usage else ManifestError(problems)
