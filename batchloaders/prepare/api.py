@@ -7,12 +7,11 @@ the commands print as problems these raise as located errors.
 from __future__ import annotations
 
 import io
-import os
 from typing import Mapping, Sequence
 
 from batchloaders.errors import ConfigError, DataError, ManifestError, Problem
 from batchloaders.config.manifest import MANIFEST_NAME
-from batchloaders.prepare import reshard as _reshard
+from batchloaders.prepare import paths, reshard as _reshard
 from batchloaders.prepare.beam import runner_from
 
 BeamOptions = Mapping[str, object] | Sequence[str] | None
@@ -50,7 +49,7 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
         tool.write(data_dir, io.StringIO(), pattern=pattern, runner=chosen)
     except tool.Refused as error:
         raise _raised(error, data_dir, usage=isinstance(error, tool.Usage)) from None
-    return os.path.join(data_dir, MANIFEST_NAME)
+    return paths.join(data_dir, MANIFEST_NAME)
 
 
 def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_options: BeamOptions = None
