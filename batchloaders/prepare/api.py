@@ -6,6 +6,7 @@ the commands print as problems these raise as located errors.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Mapping, Sequence
 
@@ -95,8 +96,9 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
         source: a dataset directory whose manifest lists its files, or a loader config.
         destination: the output directory: new or empty (see ``options.overwrite``).
         shards: the number of output files.
-        options: compression, index and overwrite (``batchloaders.prepare.reshard.Options``; its ``shards``
-            is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds anything.
+        options: compression, index, overwrite and leave_out_unlisted (``batchloaders.prepare.reshard.Options``;
+            its ``shards`` is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds
+            anything, SRC's data files the manifest does not list refused.
         runner: a Apache Beam runner that writes the shards, one element per shard. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
@@ -105,13 +107,13 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
 
     Raises:
         DataError: a source file is damaged, cannot be read or disagrees with its manifest entry.
-        ManifestError: SRC's manifest is invalid or lists no files.
+        ManifestError: SRC's manifest is invalid or lists no files, or SRC holds data files it does not list
+            (``options.leave_out_unlisted`` reshards the listed ones, with a warning).
         ConfigError: a wrong ``shards``, compression or DEST, or Beam options without a runner.
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
-    base = options or _reshard.Options(shards)
-    chosen = _reshard.Options(shards, base.compression, base.index, base.overwrite)
+    chosen = dataclasses.replace(options, shards=shards) if options is not None else _reshard.Options(shards)
     return _reshard.reshard(source, destination, chosen, runner_from(runner, beam_options))
 
 
