@@ -27,7 +27,7 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
         ...                             beam_options={"direct_num_workers": 2})
 
     Args:
-        data_dir: the dataset directory.
+        data_dir: the dataset directory: a local path, or a URL of any file system TensorFlow reads (``gs://``).
         pattern: the data files to list, a glob relative to ``data_dir``. None: those a ``dir`` dataset finds.
         runner: a Apache Beam runner (``DirectRunner``, ``DataflowRunner``, ...) that reads the files, one
             element per file. None: this process reads them.
@@ -58,7 +58,8 @@ def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_opti
     """Write the record index of every data file and record it in the manifest, as ``batchloaders index`` does.
 
     Args:
-        data_dir_or_config: a dataset directory (its manifest written first when there is none) or a config.
+        data_dir_or_config: a dataset directory, local or a URL such as ``gs://...`` (its manifest written first
+            when there is none), or a config. Each index is written beside its data file.
         runner: a Apache Beam runner that walks the files, one element per file. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
