@@ -530,6 +530,9 @@ def _add_reshard(commands, parents: list[argparse.ArgumentParser]) -> None:
                          help="write no record index (uncompressed output is indexed by default)")
     reshard.add_argument("--overwrite", action="store_true",
                          help="replace what DEST holds (everything in it is removed first)")
+    reshard.add_argument("--leave-out-unlisted", action="store_true",
+                         help="when SRC holds data files its manifest does not list, reshard the listed ones (a "
+                              "warning names the others; by default they are an error, their records would be lost)")
     reshard.set_defaults(run=_tool("reshard", "reshard", lambda tool, args: tool.run(
         args.source, args.destination, tool.options_from(args), _runner(args), out=sys.stdout, err=sys.stderr)))
 

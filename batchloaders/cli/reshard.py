@@ -24,7 +24,7 @@ from batchloaders.read.records import count, shown
 def options_from(args: argparse.Namespace) -> Options:
     """The layout the command line asks for."""
     return Options(args.shards, None if args.compression == "none" else args.compression, args.index,
-                   args.overwrite)
+                   args.overwrite, args.leave_out_unlisted)
 
 
 def run(source: str, destination: str, options: Options, runner: Runner | None = None, *,

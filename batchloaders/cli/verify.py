@@ -33,18 +33,18 @@ status: 0 when every file adds up, 1 otherwise.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Sequence, TextIO
 
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.config.datasets import _walk, url_scheme
-from batchloaders.config.manifest import MANIFEST_NAME, load_manifest
+from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher
+from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.core.model import DataFile, Manifest
 from batchloaders.cli.check_data import load_dataset, summary, unlisted
 from batchloaders.cli.progress import Progress, counted
+from batchloaders.prepare import paths
 from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.read import naming
 from batchloaders.read.record_index import check_index, index_path
@@ -58,9 +58,9 @@ def target_files(target: str) -> tuple[Manifest, list[str], list[str]]:
 
     Raises BatchLoaderError when the manifest or config is invalid.
     """
-    if os.path.isdir(target):
-        manifest = load_manifest(os.path.join(target, MANIFEST_NAME))
-        files, unreadable = _walk(target, os.stat(target))
+    if paths.isdir(target):
+        manifest = paths.load_manifest(paths.join(target, MANIFEST_NAME))
+        files, unreadable = paths.walk(target, pattern_matcher(DEFAULT_PATTERN))
         return manifest, files, [f"{shown(target)}: {problem}" for problem in unreadable]
     dataset = load_dataset(target)  # its plugins are not imported: reading the data needs none of their types
     return dataset.manifest, list(dataset.files), []
@@ -142,15 +142,15 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
         else:
             progress.print(f"verify: reading {count(len(files), 'file')} on {runner.name}", err)
             results = map_elements(functools.partial(file_problems, manifest=manifest),
-                                   [_absolute(path) for path in files], runner, label="verify")
+                                   [paths.absolute(path) for path in files], runner, label="verify")
         for path, (problems, records) in zip(files, results):
             for line in problems:
                 progress.print(f"{shown(path)}: {line}", out)
             if not problems:
                 progress.print(f"OK {shown(path)} ({count(records, 'record')})", out)
             bad += bool(problems)
-        read = {os.path.normpath(os.path.abspath(p)) for p in files if url_scheme(p) is None}
-        missing = [(p, e) for p, e in manifest.files.items() if p not in read and not os.path.exists(p)]
+        read = {paths.key(p) for p in files}
+        missing = [(p, e) for p, e in manifest.files.items() if p not in read and not paths.found(p)]
         for path, entry in missing:
             line = f" (line {entry.line})" if entry.line else ""
             progress.print(f"{shown(path)}: missing: the manifest {where} lists it{line} with "
@@ -162,10 +162,6 @@ def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: Tex
     bad += len(missing) + len(unreadable)
     print(summary(bad, len(files) + len(missing) + len(unreadable)), file=out)
     return 1 if bad else 0
-
-
-def _absolute(path: str) -> str:
-    return path if url_scheme(path) is not None else os.path.abspath(path)
 
 
 def file_problems(path: str, manifest: Manifest, progress: Progress | None = None) -> tuple[list[str], int]:
@@ -180,8 +176,7 @@ def file_problems(path: str, manifest: Manifest, progress: Progress | None = Non
     Returns:
         ``(problems, records read)``; the problems without the file's path in front, none when it adds up.
     """
-    local = url_scheme(path) is None
-    entry = manifest.entry(path) if local else None
+    entry = manifest.entry(path)
     indexed = entry is not None and entry.index is not None
     scan = None
     try:

@@ -23,23 +23,23 @@ Exit status: 0 when the indexes and the manifest were written, 1 otherwise.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Sequence, TextIO
 
+import tensorflow as tf
+
 from batchloaders.errors import BatchLoaderError
-from batchloaders.config.datasets import url_scheme
-from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME, load_manifest
+from batchloaders.config.manifest import INDEX_TEMP, MANIFEST_NAME
 from batchloaders.cli.check_data import load_dataset
 from batchloaders.cli.progress import Progress, counted
 from batchloaders.cli.write_manifest import (EXIT_INVALID, EXIT_OK, Refused, _entries, _existing,
-                                             data_files, refuse_problems, remove_leftovers, replace_file,
-                                             write_valid)
+                                             data_files, refuse_problems, write_valid)
 from batchloaders.cli.write_manifest import write as write_manifest
+from batchloaders.prepare import paths
 from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.read.record_index import FrameError, encode, index_path, scan_offsets, sha256_of
-from batchloaders.read.records import count, shown
+from batchloaders.read.records import count, shown, tf_message
 
 TEMP_PREFIX = ".__index__."  # config.manifest.INDEX_TEMP matches the names mkstemp makes of it
 
@@ -73,14 +73,14 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, ru
 def _target(target: str, err: TextIO, runner: Runner | None = None) -> tuple[str, list[str]]:
     """The manifest path and the data files a DIR or CONFIG names (a DIR's manifest written first when there is
     none); Refused for data that cannot be indexed."""
-    if os.path.isdir(target):
-        manifest_path = os.path.join(target, MANIFEST_NAME)
-        if not os.path.lexists(manifest_path):
+    if paths.isdir(target):
+        manifest_path = paths.join(target, MANIFEST_NAME)
+        if not paths.exists(manifest_path):
             print(f"batchloaders index: no {MANIFEST_NAME} in {shown(target)}: writing it first, as `batchloaders "
                   f"manifest {shown(target)}` does", file=err)
             for line in write_manifest(target, err, runner=runner):
                 print(f"batchloaders index: {line}", file=err)
-        manifest = load_manifest(manifest_path)
+        manifest = paths.load_manifest(manifest_path)
         # The files the manifest lists (it may have been written with --pattern), else those found by default.
         files = list(manifest.files) if manifest.files else data_files(target)
     else:
@@ -90,11 +90,10 @@ def _target(target: str, err: TextIO, runner: Runner | None = None) -> tuple[str
         raise Refused(f"{shown(manifest.path)} says compression {manifest.compression!r}: a compressed file cannot "
                       "be read at a byte offset, so it cannot be indexed; rewrite the data files uncompressed "
                       "(compression null) to index them")
-    base = os.path.dirname(os.path.abspath(manifest.path))
-    outside = [path for path in files if url_scheme(path) is not None
-               or os.path.relpath(os.path.abspath(path), base).split(os.sep)[0] == os.pardir]
+    base = paths.dirname(manifest.path)
+    outside = [path for path in files if not paths.within(path, base)]
     if outside:
-        raise Refused("\n".join(f"{shown(path)}: not a local file under the manifest's directory {shown(base)}: only "
+        raise Refused("\n".join(f"{shown(path)}: not a file under the manifest's directory {shown(base)}: only "
                                 "those can be indexed (the manifest records each index by its path there)"
                                 for path in outside))
     return manifest.path, files
@@ -110,25 +109,25 @@ def written(target: str, err: TextIO, runner: Runner | None = None) -> tuple[lis
     """:func:`write`'s summary lines, and the paths it wrote: the indexes, then the manifest."""
     started = time.time()
     manifest_path, files = _target(target, err, runner)
-    base = os.path.dirname(os.path.abspath(manifest_path))
+    base = paths.dirname(manifest_path)
     data = _existing(manifest_path)
     entries = list(data.get("files") or [])
-    listed = {os.path.normpath(os.path.join(base, e["name"])): e for e in entries}
-    unlisted = [path for path in files if os.path.normpath(os.path.abspath(path)) not in listed]
+    listed = {paths.key(paths.join(base, e["name"])): e for e in entries}
+    unlisted = [path for path in files if paths.key(path) not in listed]
     if unlisted:  # their full entries first, read whole as `batchloaders manifest` reads them
         added = _entries(base, unlisted, None, err, runner)
         entries += added
-        listed.update((os.path.normpath(os.path.join(base, e["name"])), e) for e in added)
+        listed.update((paths.key(paths.join(base, e["name"])), e) for e in added)
     indexes = _indexes(files, listed, err, runner)
-    for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in files}):
-        for name in remove_leftovers(directory, started, INDEX_TEMP):
+    for directory in sorted({paths.dirname(path) for path in files}):
+        for name in paths.remove_leftovers(directory, started, INDEX_TEMP):
             print(f"batchloaders index: removed {name}, the temporary index of a run stopped while writing", file=err)
-    for name in remove_leftovers(base, started):
+    for name in paths.remove_leftovers(base, started):
         print(f"batchloaders index: removed {name}, the temporary manifest of a run stopped while writing", file=err)
     lines = []
     for path, blob, records in indexes:
-        replace_file(index_path(path), blob, TEMP_PREFIX)
-        entry = listed[os.path.normpath(os.path.abspath(path))]
+        paths.put(index_path(path), blob, TEMP_PREFIX)
+        entry = listed[paths.key(path)]
         entry["index"] = {"name": entry["name"] + ".index", "size_bytes": len(blob), "sha256": sha256_of(blob)}
         lines.append(f"indexed {shown(path)}: {count(records, 'record')}, index {count(len(blob), 'byte')}")
     data["files"] = entries
@@ -144,7 +143,7 @@ def _indexes(files: Sequence[str], listed: dict, err: TextIO, runner: Runner | N
              ) -> list[tuple[str, bytes, int]]:
     """Each data file, its index's bytes and its record count (one Beam element per file on ``runner``); Refused
     naming every file that is damaged or disagrees with its ``files`` entry (then no index is written)."""
-    listed_as = [_listed_as(listed[os.path.normpath(os.path.abspath(path))]) for path in files]
+    listed_as = [_listed_as(listed[paths.key(path)]) for path in files]
     if runner is None:
         progress = Progress("index", len(files), err)
         try:
@@ -153,7 +152,7 @@ def _indexes(files: Sequence[str], listed: dict, err: TextIO, runner: Runner | N
             progress.close()
     else:
         print(f"batchloaders index: indexing {count(len(files), 'file')} on {runner.name}", file=err)
-        results = map_elements(_file_index_of, [(os.path.abspath(path), entry) for path, entry in zip(files, listed_as)],
+        results = map_elements(_file_index_of, [(paths.absolute(path), entry) for path, entry in zip(files, listed_as)],
                                runner, label="index")
     refuse_problems(files, [found for _, _, found in results], "no index written")
     return [(path, blob, records) for path, (blob, records, _) in zip(files, results)]
@@ -186,6 +185,8 @@ def file_index(path: str, listed: tuple[int, int | None], progress: Progress | N
         index = scan_offsets(path, progress)
     except OSError as error:
         return None, 0, [f"cannot be read ({error.strerror or error})"]
+    except tf.errors.OpError as error:  # a URL TensorFlow's file systems cannot read
+        return None, 0, [f"cannot be read ({tf_message(error)})"]
     except FrameError as error:
         return None, 0, [str(error)]
     if index.num_records != num_records or (size_bytes is not None and size_bytes != index.data_size):

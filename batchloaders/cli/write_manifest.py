@@ -47,10 +47,12 @@ import sys
 import time
 from typing import Iterator, Sequence, TextIO
 
+import tensorflow as tf
+
 from batchloaders.errors import BatchLoaderError, ManifestError, Problem
-from batchloaders.config.datasets import DEFAULT_PATTERN, _walk, files_there, pattern_matcher, shorten
+from batchloaders.config.datasets import DEFAULT_PATTERN, files_there, pattern_matcher, shorten, url_scheme
 from batchloaders.core.limits import ITEM_BYTES
-from batchloaders.config.document import MANIFEST, load_file, parse_text
+from batchloaders.config.document import MANIFEST, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.core.model import COMPRESSIONS
 from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
@@ -58,9 +60,10 @@ from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, i
 from batchloaders.cli.progress import Progress, counted
 from batchloaders.cli import tfds_info
 from batchloaders.prepare.beam import Runner, map_elements
-from batchloaders.prepare.files import TEMP_NAME, located, remove_leftovers, replace_file, to_json
+from batchloaders.prepare import paths
+from batchloaders.prepare.files import TEMP_NAME, TEMP_PREFIX, located, to_json
 from batchloaders.read.records import (ReadError, compression_name, count, read_records, scan_file, shown,
-                                        sniff)
+                                        sniff, tf_message)
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2  # as the other commands (cli.main)
 KEY_ORDER = ("compression", "allow_var_len", "features", "files")
@@ -171,17 +174,20 @@ def data_files(directory: str, pattern: str | None = None) -> list[str]:
         matches = pattern_matcher(pattern or DEFAULT_PATTERN)
     except ValueError as error:
         raise Usage(f"--pattern {shorten(pattern)}: {error}") from None
+    remote = url_scheme(directory) is not None
     try:
-        top = os.stat(directory)
+        if not remote:
+            os.stat(directory)
     except OSError as error:
         raise Refused(f"{directory}: {error.strerror or error}: expected a dataset directory") from None
-    if not os.path.isdir(directory):
-        raise Refused(f"{directory} is not a directory: expected a dataset directory")
-    files, unreadable = _walk(directory, top, lambda relative: matches(relative) and not _ours(relative))
+    if not paths.isdir(directory):
+        raise Refused(f"{directory} is not a directory" + (" or is not there" if remote else "")
+                      + ": expected a dataset directory")
+    files, unreadable = paths.walk(directory, lambda relative: matches(relative) and not _ours(relative))
     if unreadable:
         raise Refused("\n".join(f"{directory}: {problem}" for problem in unreadable))
     if not files:
-        there = files_there(directory)
+        there = "" if remote else files_there(directory)
         raise Refused(f"no data file under {directory} (files matching {pattern or DEFAULT_PATTERN})"
                       + (f": {there}" if there else ""))
     return files
@@ -194,10 +200,10 @@ def _ours(relative: str) -> bool:
 
 def _existing(path: str) -> dict:
     """The manifest already there as plain data, {} if there is none."""
-    if not os.path.lexists(path):
+    if not paths.exists(path):
         return {}
     try:
-        data = load_file(path, ManifestError, MANIFEST).data
+        data = paths.load_document(path).data
     except BatchLoaderError as error:
         raise Refused(f"{error}\nfix or remove the existing manifest first") from None
     if not isinstance(data, dict):
@@ -264,10 +270,10 @@ def write(directory: str, err: TextIO, *, pattern: str | None = None, raws: Sequ
     tfds = tfds_info.read_info(directory) if tfds_info.is_tfds_dir(directory) else None
     pattern = split_files(directory, tfds, split, pattern)
     files = data_files(directory, pattern)
-    for name in remove_leftovers(directory, started):
+    for name in paths.remove_leftovers(directory, started):
         print(f"batchloaders manifest: removed {name}, the temporary manifest of a run stopped while writing",
               file=err)
-    manifest_path = os.path.join(directory, MANIFEST_NAME)
+    manifest_path = paths.join(directory, MANIFEST_NAME)
     existing = _existing(manifest_path)
     compression = _compression(directory, files, existing)
     entries = _kept_indexes(_entries(directory, files, compression, err, runner), existing)
@@ -374,7 +380,7 @@ def write_valid(manifest_path: str, data: dict, base_dir: str, refused: str) -> 
                                           bounds=MANIFEST))
     except BatchLoaderError as error:
         raise Refused(f"{error}\n{refused}: it would be invalid") from None
-    replace_file(manifest_path, text)
+    paths.put(manifest_path, text, TEMP_PREFIX)
 
 
 def _entries(directory: str, files: Sequence[str], compression: str | None, err: TextIO,
@@ -389,9 +395,9 @@ def _entries(directory: str, files: Sequence[str], compression: str | None, err:
             progress.close()
     else:
         print(f"batchloaders manifest: reading {count(len(files), 'file')} on {runner.name}", file=err)
-        results = map_elements(functools.partial(file_entry, directory=os.path.abspath(directory),
+        results = map_elements(functools.partial(file_entry, directory=paths.absolute(directory),
                                                  compression=compression),
-                               [os.path.abspath(path) for path in files], runner, label="manifest")
+                               [paths.absolute(path) for path in files], runner, label="manifest")
     refuse_problems(files, [found for _, found in results], "no manifest written")
     return [entry for entry, _ in results]
 
@@ -415,7 +421,9 @@ def file_entry(path: str, directory: str, compression: str | None, progress: Pro
         scan = scan_file(path, compression, progress=progress, dataset_dir=directory)
     except OSError as error:
         return None, [f"cannot be read ({error.strerror or error})"]
-    name = os.path.relpath(path, directory).replace(os.sep, "/")
+    except tf.errors.OpError as error:  # a URL TensorFlow's file systems cannot read
+        return None, [f"cannot be read ({tf_message(error)})"]
+    name = paths.relative(path, directory)
     return {"name": name, "num_records": scan.records, "size_bytes": scan.size, "sha256": scan.sha256}, \
         list(scan.problems)
 

@@ -24,7 +24,7 @@ from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
 from batchloaders.core.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
 from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
-from batchloaders.core.model import Dataset
+from batchloaders.core.model import Dataset, url_scheme  # noqa: F401 (url_scheme: imported from here)
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, the shards
 # TFDS, Beam and the TF models scripts write (NAME-SPLIT.tfrecord-00000-of-00002, train-00000-of-01024), and their
@@ -41,15 +41,6 @@ _NOT_DATA = re.compile(r"(?i)(?:readme|license|licence|changelog|checkpoint)(?:\
 MAX_ALTERNATIVES = 1024  # {a,b} groups multiply: a pattern must not spell millions of globs
 MAX_QUOTED = 5  # entries an error quotes before "... and N more"
 MAX_QUOTE_CHARS = 120  # an entry longer than this is quoted shortened
-
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def url_scheme(path: str) -> str | None:
-    """The URL scheme of a list entry ('gs' for 'gs://b/x'), or None for a local path."""
-    match = _SCHEME.match(path)
-    return match.group(1) if match else None
-
 
 def shorten(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
     """``text`` quoted, with its middle replaced by '...' when it is longer than ``limit`` characters."""

@@ -8,7 +8,7 @@ import re
 from batchloaders.errors import ManifestError
 from batchloaders.config.document import MANIFEST, Document, load_file
 from batchloaders.core.limits import ITEM_BYTES, MAX_RECORD_BYTES, MAX_RECORD_ELEMENTS, elements
-from batchloaders.core.model import DataFile, IndexFile, Manifest, ManifestFeature
+from batchloaders.core.model import DataFile, IndexFile, Manifest, ManifestFeature, file_key, url_scheme
 
 MANIFEST_NAME = "__manifest__.json"
 INDEX_SUFFIX = ".index"  # a data file's record index is the sidecar '<data file name>.index' (read/record_index.py)
@@ -120,18 +120,20 @@ def _shown(shape: list) -> str:
 
 
 def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
-    """The ``files`` entries by normalized absolute path; names must stay inside the manifest's directory."""
+    """The ``files`` entries by :func:`file_key` of their paths; names must stay inside the manifest's directory
+    (a local one, or a URL's such as ``gs://bucket/data``)."""
     out: dict[str, DataFile] = {}
-    base = os.path.abspath(doc.base_dir)
+    base = file_key(doc.base_dir)
     for i, entry in enumerate(entries or ()):
         at = ("files", i, "name")
         name = entry["name"]
         try:
-            path = os.path.normpath(os.path.join(base, name))
+            path = file_key(base.rstrip("/") + "/" + name) if url_scheme(base) else os.path.normpath(
+                os.path.join(base, name))
         except ValueError as e:  # an embedded NUL
             problem(at, f"found {name!r}, which is not a valid path ({e}): expected a path relative to {base}")
             continue
-        if os.path.isabs(name) or os.path.relpath(path, base).split(os.sep)[0] == os.pardir:
+        if _outside(name, path, base):
             problem(at, f"found {name!r}, outside the manifest's directory: expected a path relative to {base}")
             continue
         if path in out:
@@ -149,6 +151,13 @@ def _files(doc: Document, entries, problem) -> dict[str, DataFile]:
                              sha256=entry.get("sha256"), index=index,
                              locate=functools.partial(doc.line_of, ("files", i)))
     return out
+
+
+def _outside(name: str, path: str, base: str) -> bool:
+    """Whether a ``files`` name (``path`` once joined to directory ``base``) lies outside ``base``."""
+    if url_scheme(base) is not None:
+        return name.startswith("/") or not path.startswith(base.rstrip("/") + "/")
+    return os.path.isabs(name) or os.path.relpath(path, base).split(os.sep)[0] == os.pardir
 
 
 def _check_record_size(feature: ManifestFeature, at: tuple, problem) -> None:

@@ -7,13 +7,33 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
+import re
 from typing import Any, Callable, ClassVar, Mapping, Protocol
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")
 COMPRESSIONS = (None, "zlib", "gzip")
 # dtypes a manifest feature or a const may name.
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool", "string")
+
+
+def url_scheme(path: str) -> str | None:
+    """The URL scheme of a path ('gs' for 'gs://b/x', 'ram' for 'ram://x'), or None for a local path."""
+    match = _SCHEME.match(path)
+    return match.group(1) if match else None
+
+
+def file_key(path: str) -> str:
+    """How a manifest's ``files`` are keyed: a local path made absolute and normalized, a URL kept a URL with its
+    path normalized (``gs://b/d/./x`` and ``gs://b/d/x`` are one file)."""
+    scheme = url_scheme(path)
+    if scheme is None:
+        return os.path.normpath(os.path.abspath(path))
+    rest = path[len(scheme) + 3:]
+    return f"{scheme}://{posixpath.normpath(rest) if rest else ''}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +95,12 @@ class Manifest:
     compression: str | None
     allow_var_len: bool
     features: Mapping[str, ManifestFeature]
-    # Normalized absolute path -> entry, for every file the manifest's ``files`` lists.
+    # file_key(path) -> entry, for every file the manifest's ``files`` lists.
     files: Mapping[str, DataFile] = dataclasses.field(default_factory=dict)
 
     def entry(self, path: str) -> DataFile | None:
         """The ``files`` entry of data file ``path``, or None when the manifest does not list it."""
-        return self.files.get(os.path.normpath(os.path.abspath(path))) if self.files else None
+        return self.files.get(file_key(path)) if self.files else None
 
     @property
     def tf_compression(self) -> str:

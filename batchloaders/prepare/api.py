@@ -6,13 +6,13 @@ the commands print as problems these raise as located errors.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
-import os
 from typing import Mapping, Sequence
 
 from batchloaders.errors import ConfigError, DataError, ManifestError, Problem
 from batchloaders.config.manifest import MANIFEST_NAME
-from batchloaders.prepare import reshard as _reshard
+from batchloaders.prepare import paths, reshard as _reshard
 from batchloaders.prepare.beam import runner_from
 
 BeamOptions = Mapping[str, object] | Sequence[str] | None
@@ -27,7 +27,7 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
         ...                             beam_options={"direct_num_workers": 2})
 
     Args:
-        data_dir: the dataset directory.
+        data_dir: the dataset directory: a local path, or a URL of any file system TensorFlow reads (``gs://``).
         pattern: the data files to list, a glob relative to ``data_dir``. None: those a ``dir`` dataset finds.
         runner: a Apache Beam runner (``DirectRunner``, ``DataflowRunner``, ...) that reads the files, one
             element per file. None: this process reads them.
@@ -50,7 +50,7 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
         tool.write(data_dir, io.StringIO(), pattern=pattern, runner=chosen)
     except tool.Refused as error:
         raise _raised(error, data_dir, usage=isinstance(error, tool.Usage)) from None
-    return os.path.join(data_dir, MANIFEST_NAME)
+    return paths.join(data_dir, MANIFEST_NAME)
 
 
 def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_options: BeamOptions = None
@@ -58,7 +58,8 @@ def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_opti
     """Write the record index of every data file and record it in the manifest, as ``batchloaders index`` does.
 
     Args:
-        data_dir_or_config: a dataset directory (its manifest written first when there is none) or a config.
+        data_dir_or_config: a dataset directory, local or a URL such as ``gs://...`` (its manifest written first
+            when there is none), or a config. Each index is written beside its data file.
         runner: a Apache Beam runner that walks the files, one element per file. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
@@ -96,8 +97,9 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
         source: a dataset directory whose manifest lists its files, or a loader config.
         destination: the output directory: new or empty (see ``options.overwrite``).
         shards: the number of output files.
-        options: compression, index and overwrite (``batchloaders.prepare.reshard.Options``; its ``shards``
-            is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds anything.
+        options: compression, index, overwrite and leave_out_unlisted (``batchloaders.prepare.reshard.Options``;
+            its ``shards`` is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds
+            anything, SRC's data files the manifest does not list refused.
         runner: a Apache Beam runner that writes the shards, one element per shard. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
@@ -106,13 +108,13 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
 
     Raises:
         DataError: a source file is damaged, cannot be read or disagrees with its manifest entry.
-        ManifestError: SRC's manifest is invalid or lists no files.
+        ManifestError: SRC's manifest is invalid or lists no files, or SRC holds data files it does not list
+            (``options.leave_out_unlisted`` reshards the listed ones, with a warning).
         ConfigError: a wrong ``shards``, compression or DEST, or Beam options without a runner.
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
-    base = options or _reshard.Options(shards)
-    chosen = _reshard.Options(shards, base.compression, base.index, base.overwrite)
+    chosen = dataclasses.replace(options, shards=shards) if options is not None else _reshard.Options(shards)
     return _reshard.reshard(source, destination, chosen, runner_from(runner, beam_options))
 
 

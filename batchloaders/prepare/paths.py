@@ -1,12 +1,26 @@
-"""Paths of any file system TensorFlow reads (a local path, ``gs://``, ``ram://`` in tests), through
-``tf.io.gfile``: the one place the preparation code joins, lists, writes and removes them.
+"""Paths of any file system TensorFlow reads (a local path, ``gs://``, ``ram://`` in tests): the one place
+``manifest``, ``index``, ``verify`` and ``reshard`` join, list, read, write and remove them.
+
+A local path goes through ``os`` exactly as the one-machine commands always have (symlinks followed within
+the dataset, files locked while written, leftovers told by their lock); a URL goes through ``tf.io.gfile``.
+A file is written whole under a temporary name beside it, then renamed over its final name: atomic on a
+local file system; on an object store (``gs://``, ``s3://``) a rename is a copy then a delete, so the final
+object appears whole or not at all, but a run killed between the two may leave the temporary object, which
+the next run removes once it is older than ``files.UNLOCKED_AGE`` (objects cannot be locked).
 """
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from typing import Callable
 
-from batchloaders.config.datasets import url_scheme
+from batchloaders.errors import ManifestError, Problem
+from batchloaders.config.datasets import _walk, url_scheme
+from batchloaders.config.document import MANIFEST, Document, load_file, parse_text
+from batchloaders.config.manifest import is_sidecar, manifest_from_document
+from batchloaders.core.model import Manifest, file_key
+from batchloaders.prepare import files
 from batchloaders.prepare.files import replace_file
 
 
@@ -29,6 +43,46 @@ def relative(path: str, base: str) -> str:
     if url_scheme(base) is not None:
         return path[len(base.rstrip("/")) + 1:]
     return os.path.relpath(path, base).replace(os.sep, "/")
+
+
+def absolute(path: str) -> str:
+    """``path`` absolute (what a worker whose working directory differs still finds); a URL as it is."""
+    return path if url_scheme(path) is not None else os.path.abspath(path)
+
+
+def key(path: str) -> str:
+    """How a manifest keys the file ``path`` (:func:`batchloaders.core.model.file_key`)."""
+    return file_key(path)
+
+
+def dirname(path: str) -> str:
+    """The directory ``path`` lies in (absolute for a local path)."""
+    if url_scheme(path) is not None:
+        return path.rstrip("/").rsplit("/", 1)[0]
+    return os.path.dirname(os.path.abspath(path))
+
+
+def within(path: str, directory: str) -> bool:
+    """Whether ``path`` lies below ``directory`` by its name (symlinks not resolved)."""
+    if (url_scheme(path) is None) != (url_scheme(directory) is None):
+        return False
+    if url_scheme(directory) is not None:
+        return file_key(path).startswith(file_key(directory).rstrip("/") + "/")
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(directory)).split(os.sep)[0] != os.pardir
+
+
+def isdir(path: str) -> bool:
+    """Whether ``path`` is a directory."""
+    if url_scheme(path) is None:
+        return os.path.isdir(path)
+    return tf_io().gfile.isdir(path)
+
+
+def found(path: str) -> bool:
+    """Whether a file is there (a local symlink counts when what it leads to is there)."""
+    if url_scheme(path) is None:
+        return os.path.exists(path)
+    return tf_io().gfile.exists(path)
 
 
 def exists(path: str) -> bool:
@@ -76,3 +130,85 @@ def remove_tree(path: str) -> None:
     gfile = tf_io().gfile
     if gfile.exists(path):
         gfile.rmtree(path)
+
+
+def walk(directory: str, match: Callable[[str], bool]) -> tuple[list[str], list[str]]:
+    """The data files under ``directory`` whose path relative to it ('/' between directories) ``match`` accepts,
+    in the order a ``dir`` dataset reads them (sorted by their relative path's components), record indexes and
+    their temporary files left out; and the paths that cannot be read, described.
+
+    A local directory is walked as a ``dir`` dataset walks it (symlinks within it followed, each real file
+    once); a URL's by listing it.
+    """
+    if url_scheme(directory) is None:
+        return _walk(directory, os.stat(directory), match)
+    gfile = tf_io().gfile
+    out: list[str] = []
+    stack = [iter(sorted(name.rstrip("/") for name in gfile.listdir(directory)))]
+    below: list[str] = []  # the relative directory each listing on the stack is of
+    while stack:
+        name = next(stack[-1], None)
+        if name is None:
+            stack.pop()
+            below = below[:-1]
+            continue
+        relative = "/".join([*below, name])
+        path = join(directory, relative)
+        if gfile.isdir(path):
+            stack.append(iter(sorted(entry.rstrip("/") for entry in gfile.listdir(path))))
+            below = [*below, name]
+        elif match(relative) and not is_sidecar(name):
+            out.append(path)
+    return out, []
+
+
+def load_document(path: str) -> Document:
+    """A manifest file's document, on any file system (ManifestError as ``load_file`` raises it)."""
+    if url_scheme(path) is None:
+        return load_file(path, ManifestError, MANIFEST)
+    gfile = tf_io().gfile
+    if not gfile.exists(path):
+        raise ManifestError(Problem(path, "$", "file not found"))
+    size = gfile.stat(path).length
+    if size > MANIFEST.max_bytes:
+        raise ManifestError(Problem(path, "$", f"found a file of {size:,} bytes: expected a {MANIFEST.kind} of at "
+                                               f"most {MANIFEST.max_bytes // 2**20} MiB (is this a data file?)"))
+    try:
+        text = read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ManifestError(Problem(path, "$", f"found bytes that are not UTF-8 text at byte {e.start}: expected a "
+                                               "UTF-8 text file (is this a data file?)")) from None
+    return parse_text(text, path, ManifestError, base_dir=dirname(path), fmt="json", bounds=MANIFEST)
+
+
+def load_manifest(path: str) -> Manifest:
+    """A manifest read and checked as ``validate`` checks it, on any file system.
+
+    Args:
+        path: the manifest, ``__manifest__.json`` in a dataset directory (a local path or a URL).
+
+    Returns:
+        The checked manifest.
+
+    Raises:
+        ManifestError: every problem found, at once.
+    """
+    return manifest_from_document(load_document(path))
+
+
+def remove_leftovers(directory: str, started: float, names: re.Pattern = files.TEMP_NAME) -> list[str]:
+    """Remove the temporary files (``names`` matches) killed runs left in ``directory``; return their names.
+
+    A local directory's: see :func:`batchloaders.prepare.files.remove_leftovers`. A URL's cannot be locked:
+    those last written more than ``files.UNLOCKED_AGE`` seconds before this run ``started``.
+    """
+    if url_scheme(directory) is None:
+        return files.remove_leftovers(directory, started, names)
+    gfile = tf_io().gfile
+    removed = []
+    for name in listing(directory):
+        path = join(directory, name)
+        if names.fullmatch(name) and gfile.stat(path).mtime_nsec / 1e9 < started - files.UNLOCKED_AGE:
+            remove(path)
+            removed.append(name)
+    return removed

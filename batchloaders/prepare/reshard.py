@@ -51,12 +51,15 @@ class Options:
         index: write each output file's record index (uncompressed output only; gzip output has none).
         overwrite: replace what DEST holds (everything in it is removed first); else a DEST that holds
             anything is refused.
+        leave_out_unlisted: reshard the files SRC's manifest lists when SRC holds data files it does not list
+            (a warning names them); else those files are a ManifestError, since their records would be lost.
     """
 
     shards: int
     compression: str | None = None
     index: bool = True
     overwrite: bool = False
+    leave_out_unlisted: bool = False
 
     def __post_init__(self):
         if isinstance(self.shards, bool) or not isinstance(self.shards, int) or self.shards < 1:
@@ -177,6 +180,33 @@ def load_source(source: str) -> Source:
                                                                   "count (run `batchloaders manifest` first)"))
         files.append(SourceFile(path, entry.num_records, entry.size_bytes, entry.sha256))
     return Source(manifest.path, data, manifest.compression, tuple(files))
+
+
+def unlisted_files(source: Source, directory: str) -> list[str]:
+    """The data files under SRC ``directory`` (those a ``dir`` dataset finds there) that its manifest does not
+    list: a reshard of the listed files would leave their records out."""
+    found, _ = paths.walk(directory, datasets.pattern_matcher(datasets.DEFAULT_PATTERN))
+    listed = {paths.key(f.path) for f in source.files}
+    return [path for path in found if paths.key(path) not in listed]
+
+
+def _check_unlisted(source: Source, directory: str, options: Options, err) -> None:
+    """ManifestError naming the data files SRC's manifest does not list, unless ``options.leave_out_unlisted``
+    (then a warning on ``err`` names them)."""
+    unlisted = unlisted_files(source, directory)
+    if not unlisted:
+        return
+    names = [paths.relative(path, directory) for path in unlisted]
+    if options.leave_out_unlisted:
+        if err is not None:
+            print(f"batchloaders reshard: warning: left out {count(len(names), 'data file')} SRC's manifest does "
+                  f"not list ({datasets.quote_entries(names)}), as --leave-out-unlisted asks", file=err)
+        return
+    raise ManifestError(Problem(source.manifest_path, "$.files", (
+        f"found {count(len(names), 'data file')} under {shown(directory)} that the manifest does not list "
+        f"({datasets.quote_entries(names)}): their records would be left out of DEST; expected every data file "
+        f"listed: run `batchloaders manifest {shown(directory)}` to list them, or pass --leave-out-unlisted to "
+        "reshard the listed files only")))
 
 
 def _manifest_data(manifest_path: str, base_dir: str) -> dict:
@@ -341,14 +371,15 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
         destination: the output directory (any file system TensorFlow writes).
         options: the number of shards, compression, index and overwrite.
         runner: the Beam runner that writes the shards, one element per shard; None: this process writes them.
-        err: where a line on the run goes (a runner's only), None for none.
+        err: where a line on the run (a runner's) and a warning go, None for none.
 
     Returns:
         The paths written: the shards, their indexes, and the manifest, last.
 
     Raises:
         ConfigError: a DEST that holds something (without ``overwrite``) or holds SRC's files.
-        ManifestError: SRC's manifest is invalid, or lists no files or not one of the config's.
+        ManifestError: SRC's manifest is invalid, lists no files or not one of the config's, or does not list
+            a data file in SRC (unless ``options.leave_out_unlisted``).
         DataError: a source file cannot be read, is damaged or disagrees with its manifest entry (nothing is
             left in DEST).
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
@@ -357,6 +388,8 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
     if runner is not None:  # a worker's working directory may not be this one
         source, destination = (p if paths.url_scheme(p) else os.path.abspath(p) for p in (source, destination))
     src = load_source(source)
+    if paths.isdir(source):  # a config's dataset lists its own files
+        _check_unlisted(src, source, options, err)
     prepare_destination(destination, src, options.overwrite)
     tasks = shard_tasks(src, destination, options)
     if runner is None:

@@ -28,9 +28,10 @@ import numpy as np
 import tensorflow as tf
 
 from batchloaders.errors import ManifestError, Problem
-from batchloaders.config.datasets import within
+from batchloaders.config.datasets import url_scheme, within
 from batchloaders.config.manifest import INDEX_SUFFIX
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header
+from batchloaders.read.records import open_binary, tf_message
 from batchloaders.core.model import Manifest
 
 VERSION = 1
@@ -71,10 +72,10 @@ class RecordIndex:
 def scan_offsets(path: str, progress=None) -> RecordIndex:
     """Walk the frames of an uncompressed TFRecord file, checking each length's checksum (payloads are
     not read: ``batchloaders verify`` checks them). FrameError where a header is damaged or the file
-    ends inside a record; OSError when it cannot be read."""
+    ends inside a record; OSError (tf.errors.OpError for a URL) when it cannot be read."""
     offsets = []
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open_binary(path) as f:
+        size = os.fstat(f.fileno()).st_size if url_scheme(path) is None else f.size()
         at = 0
         while at < size:
             f.seek(at)
@@ -167,17 +168,9 @@ def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None,
         return None, "the manifest lists no entry for this data file"
     if entry.index is None:
         return None, "the manifest records no index for this data file"
-    real, base = os.path.realpath(index_path(data_path)), os.path.dirname(os.path.abspath(manifest.path))
-    if not within(real, base):  # a link out of the dataset: what it leads to is not the dataset's to read
-        return None, (f"the index file is a symlink to {real}, outside the dataset directory {base}: expected the "
-                      "index file `batchloaders index` writes beside its data file")
-    try:
-        with open(real, "rb") as f:
-            blob = f.read()
-    except FileNotFoundError:
-        return None, "the index file is missing"
-    except OSError as error:
-        return None, f"the index file cannot be read ({error.strerror or error})"
+    blob, problem = _index_bytes(data_path, manifest)
+    if problem is not None:
+        return None, problem
     if len(blob) != entry.index.size_bytes:
         return None, (f"the index file is {count(len(blob), 'byte')}, but the manifest records "
                       f"{count(entry.index.size_bytes, 'byte')}")
@@ -190,9 +183,11 @@ def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None,
     except ValueError as error:
         return None, str(error)
     try:
-        size = os.stat(data_path).st_size
+        size = os.stat(data_path).st_size if url_scheme(data_path) is None else tf.io.gfile.stat(data_path).length
     except OSError as error:
         return None, f"the data file cannot be read ({error.strerror or error})"
+    except tf.errors.OpError as error:
+        return None, f"the data file cannot be read ({tf_message(error)})"
     if size != index.data_size:
         return None, (f"the data file is {count(size, 'byte')}, but the index was written for a data file of "
                       f"{count(index.data_size, 'byte')}: the data file changed after the index was written")
@@ -200,3 +195,26 @@ def check_index(data_path: str, manifest: Manifest) -> tuple[RecordIndex | None,
         return None, (f"the index holds {count(index.num_records, 'record')}, but the manifest lists "
                       f"{count(entry.num_records, 'record')} for the data file")
     return index, None
+
+
+def _index_bytes(data_path: str, manifest: Manifest) -> tuple[bytes | None, str | None]:
+    """The bytes of the index file beside ``data_path`` and None, or None and why they cannot be read."""
+    if url_scheme(data_path) is not None:  # a URL (gs://, ram://) has no symlinks
+        try:
+            with open_binary(index_path(data_path)) as f:
+                return f.read(), None
+        except tf.errors.NotFoundError:
+            return None, "the index file is missing"
+        except tf.errors.OpError as error:
+            return None, f"the index file cannot be read ({tf_message(error)})"
+    real, base = os.path.realpath(index_path(data_path)), os.path.dirname(os.path.abspath(manifest.path))
+    if not within(real, base):  # a link out of the dataset: what it leads to is not the dataset's to read
+        return None, (f"the index file is a symlink to {real}, outside the dataset directory {base}: expected the "
+                      "index file `batchloaders index` writes beside its data file")
+    try:
+        with open(real, "rb") as f:
+            return f.read(), None
+    except FileNotFoundError:
+        return None, "the index file is missing"
+    except OSError as error:
+        return None, f"the index file cannot be read ({error.strerror or error})"
