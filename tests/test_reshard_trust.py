@@ -98,7 +98,7 @@ def test_a_second_reshard_into_a_dest_being_written_is_refused_and_leaves_its_te
 
 
 def _no_space(*_):
-    raise OSError(28, "No space left on device")
+    raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
 
 def _rename_failed(*_, **__):
@@ -106,7 +106,7 @@ def _rename_failed(*_, **__):
 
 
 @pytest.mark.parametrize("target, replacement, message", [
-    (module, ("_hashed", _no_space), r"dest: \.__reshard__\.part-00000-of-00003.*could not write the shard: "
+    (tf.io, ("TFRecordWriter", _no_space), r"dest: \.__reshard__\.part-00000-of-00003.*could not write the shard: "
                                      "No space left on device"),
     (tf.io.gfile, ("rename", _rename_failed), r"dest: \$: could not finish the dataset: rename refused"),
 ])

@@ -331,9 +331,14 @@ def copy_piece(piece: Piece, compression: str | None, write: Callable[[bytes], N
 
 def _entry_problems(source: SourceFile) -> list[str]:
     """Where a source file's size and SHA-256 disagree with its manifest entry (when it records them)."""
+    import tensorflow as tf  # deferred: the reader's errors
+
     if source.size_bytes is None and source.sha256 is None:
         return []
-    size, sha256 = _hashed(source.path)
+    try:
+        size, sha256 = _hashed(source.path)
+    except (OSError, tf.errors.OpError) as error:
+        return [f"cannot be read ({_said(error)})"]
     if source.size_bytes is not None and size != source.size_bytes:
         return [f"the file is {count(size, 'byte')}, but its manifest entry records {count(source.size_bytes, 'byte')}"
                 " (it changed after the manifest was written)"]
@@ -407,9 +412,13 @@ def _locked(destination: str) -> Callable[[], None]:
             raise _held(destination, lock)
         _io(destination, "write its lock file", paths.put, lock, stamp, TEMP_PREFIX)
         release = functools.partial(paths.remove, lock)
-    for name in paths.listing(destination):
-        if name.startswith(TEMP_PREFIX) and name != LOCK_NAME:
-            _io(destination, "remove a killed run's temporary file", paths.remove, paths.join(destination, name))
+    try:
+        for name in paths.listing(destination):
+            if name.startswith(TEMP_PREFIX) and name != LOCK_NAME:
+                _io(destination, "remove a killed run's temporary file", paths.remove, paths.join(destination, name))
+    except BaseException:
+        release()
+        raise
     return release
 
 
@@ -421,6 +430,8 @@ def _flocked(lock: str, stamp: str) -> Callable[[], None]:
         except BlockingIOError:
             os.close(fd)
             raise _held(os.path.dirname(lock), lock) from None
+        except OSError:  # a file system without locks (some network mounts): the file is written, not locked
+            break
         if os.fstat(fd).st_nlink:  # not the file of a run that removed it between our open and our lock
             break
         os.close(fd)
