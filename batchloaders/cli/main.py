@@ -529,7 +529,7 @@ def _add_reshard(commands, parents: list[argparse.ArgumentParser]) -> None:
     reshard.add_argument("--no-index", dest="index", action="store_false",
                          help="write no record index (uncompressed output is indexed by default)")
     reshard.add_argument("--overwrite", action="store_true",
-                         help="replace what DEST holds (everything in it is removed first)")
+                         help="replace what DEST holds, once every new shard is written (a failed run keeps it)")
     reshard.set_defaults(run=_tool("reshard", "reshard", lambda tool, args: tool.run(
         args.source, args.destination, tool.options_from(args), _runner(args), out=sys.stdout, err=sys.stderr)))
 
