@@ -42,7 +42,7 @@ EXTENSION_POINTS = [
     "batchloaders.cli.verify.run",
     "batchloaders.cli.write_manifest.run_with",  # with a Beam runner
     "batchloaders.cli.write_manifest.Choices",
-    "batchloaders.prepare.reshard.Options",  # what batchloaders.reshard takes
+    "batchloaders.prepare.reshard.DestinationError",  # what batchloaders.reshard raises when DEST cannot be written
     "batchloaders.prepare.beam.BeamNotInstalled",
     "batchloaders.prepare.beam.BeamFailed",
     "batchloaders.input_fn.InputFn",

@@ -27,6 +27,8 @@ LOADER_TYPE_CHECK = ("config/kinds.py",)
 WIDE_ALLOWED = {
     "transform/extend.py:register_secondary": "a public decorator plugins call with these keywords "
                                               "(docs/python-api.md)",
+    "prepare/api.py:reshard": "a public function users call with these keywords, like write_manifest's (an "
+                              "options object beside the shard count repeated it; docs/preparing.md)",
 }
 
 # Where a regroup stage's name may be written: the stages (regroup/) and their own config checks, which sit

@@ -529,7 +529,7 @@ def _add_reshard(commands, parents: list[argparse.ArgumentParser]) -> None:
     reshard.add_argument("--no-index", dest="index", action="store_false",
                          help="write no record index (uncompressed output is indexed by default)")
     reshard.add_argument("--overwrite", action="store_true",
-                         help="replace what DEST holds (everything in it is removed first)")
+                         help="replace what DEST holds, once every new shard is written (a failed run keeps it)")
     reshard.add_argument("--leave-out-unlisted", action="store_true",
                          help="when SRC holds data files its manifest does not list, reshard the listed ones (a "
                               "warning names the others; by default they are an error, their records would be lost)")

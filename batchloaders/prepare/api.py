@@ -82,8 +82,9 @@ def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_opti
         raise _raised(error, data_dir_or_config) from None
 
 
-def reshard(source: str, destination: str, shards: int, *, options: _reshard.Options | None = None,
-            runner: str | None = None, beam_options: BeamOptions = None) -> list[str]:
+def reshard(source: str, destination: str, shards: int, *, compression: str | None = "none", index: bool = True,
+            overwrite: bool = False, leave_out_unlisted: bool = False, runner: str | None = None,
+            beam_options: BeamOptions = None) -> list[str]:
     """Rewrite a dataset into ``shards`` files balanced by record count, ready for ``shuffle_scope: global``.
 
     Which record goes to which shard depends on its position alone (see :mod:`batchloaders.prepare.reshard`),
@@ -92,14 +93,19 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
 
     Example:
         >>> batchloaders.reshard("data/raw", "data/global", 64)
+        >>> batchloaders.reshard("data/raw", "data/global", 64, overwrite=True, runner="DirectRunner",
+        ...                      beam_options={"direct_num_workers": 2})
 
     Args:
         source: a dataset directory whose manifest lists its files, or a loader config.
-        destination: the output directory: new or empty (see ``options.overwrite``).
+        destination: the output directory: new or empty, unless ``overwrite``.
         shards: the number of output files.
-        options: compression, index, overwrite and leave_out_unlisted (``batchloaders.prepare.reshard.Options``;
-            its ``shards`` is replaced by ``shards``). None: uncompressed, indexed, DEST refused when it holds
-            anything, SRC's data files the manifest does not list refused.
+        compression: the output's, ``"none"`` (or None) or ``"gzip"``; only uncompressed files are indexed.
+        index: write each output file's record index (uncompressed output only).
+        overwrite: replace what ``destination`` holds, once every new shard is written.
+        leave_out_unlisted: when SRC holds data files its manifest does not list, reshard the listed ones (a
+            warning names the others); by default such files are a ManifestError, since their records would be
+            lost.
         runner: a Apache Beam runner that writes the shards, one element per shard. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
@@ -107,14 +113,17 @@ def reshard(source: str, destination: str, shards: int, *, options: _reshard.Opt
         The paths written: the shards, their indexes, then the manifest.
 
     Raises:
-        DataError: a source file is damaged, cannot be read or disagrees with its manifest entry.
+        DataError: a source file is missing, damaged, cannot be read or disagrees with its manifest entry.
         ManifestError: SRC's manifest is invalid or lists no files, or SRC holds data files it does not list
-            (``options.leave_out_unlisted`` reshards the listed ones, with a warning).
-        ConfigError: a wrong ``shards``, compression or DEST, or Beam options without a runner.
+            (unless ``leave_out_unlisted``).
+        ConfigError: a wrong ``shards`` or compression, a SRC that is not there, a DEST refused, or Beam options
+            that are wrong or without a runner.
+        DestinationError: ``destination`` cannot be written.
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
-    chosen = dataclasses.replace(options, shards=shards) if options is not None else _reshard.Options(shards)
+    chosen = _reshard.Options(shards, None if compression == "none" else compression, index, overwrite,
+                              leave_out_unlisted)
     return _reshard.reshard(source, destination, chosen, runner_from(runner, beam_options))
 
 

@@ -6,7 +6,8 @@ result back, in the order given, on the machine that started the run; what they 
 directory both sides can reach: under the ``temp_location`` option when given (a bucket, for a runner whose
 workers run elsewhere), else a local temporary directory (the DirectRunner, or workers sharing this file
 system). Each result is written whole under a temporary name and renamed, so that a retried element
-(runners retry a failed bundle) leaves one result.
+(runners retry a failed bundle) leaves one result. Results are JSON (bytes as base64): whoever can write
+the staging directory can change what the launcher reads back, but not make it run code.
 
 The per-element functions return the problems they find as values instead of raising them: a damaged file
 is then reported once, with every other damaged file, and not retried as a runner retries a failure. An
@@ -16,9 +17,14 @@ Beam is imported only here, and only when a run starts (:func:`import_beam`).
 """
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
+import difflib
+import io
+import json
 import logging
-import pickle
+import numbers
 import tempfile
 import uuid
 from typing import Callable, Mapping, Sequence
@@ -28,6 +34,10 @@ from batchloaders.prepare.paths import join, remove_tree, tf_io
 
 INSTALL = "pip install 'batchloaders[beam]'"
 RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner", "PrismRunner")
+# Runners that hand the options they do not know to a job service (a Java pipeline's own options among them):
+# for these an unknown key may be meant, for the others it is a misspelling Beam would silently drop.
+PASS_THROUGH = ("FlinkRunner", "SparkRunner", "PortableRunner", "PrismRunner")
+BYTES_KEY = "$base64"  # a result's bytes, as JSON: {"$base64": "..."}
 
 
 class BeamNotInstalled(ConfigError):
@@ -93,7 +103,40 @@ def runner_from(name: str | None, options: Mapping[str, object] | Sequence[str] 
     if not str(name).strip():
         raise ConfigError(Problem("--runner", "$", f"found an empty name: expected a Beam runner such as "
                                                   f"{', '.join(RUNNERS)}"))
-    return Runner(str(name).strip(), tuple(pairs))
+    return checked(Runner(str(name).strip(), tuple(pairs)))
+
+
+def checked(runner: Runner) -> Runner:
+    """``runner``, once Beam's ``PipelineOptions`` accepts each of its options (before anything is written).
+
+    Raises:
+        BeamNotInstalled: Apache Beam is not installed.
+        ConfigError: a value the option does not take, or a key no Beam option has (a runner that passes
+            unknown options on to its job service, such as FlinkRunner, may be given any key).
+    """
+    import_beam()
+    from apache_beam.options.pipeline_options import PipelineOptions  # deferred: part of the optional Beam
+
+    known = None
+    for key, value in runner.options:
+        flag = f"--{key}" if value is None else f"--{key}={value}"
+        where = Problem("--beam-option", flag[2:], "")
+        said = io.StringIO()
+        try:  # argparse prints its usage and exits on a bad value: kept to its last line
+            with contextlib.redirect_stderr(said):
+                PipelineOptions([flag]).get_all_options()
+        except SystemExit:
+            found = (said.getvalue().strip().splitlines() or ["rejected"])[-1].split("error: ", 1)[-1]
+            raise ConfigError(dataclasses.replace(where, message=f"found {found}: expected a value the Beam "
+                                                                 f"option {key} takes")) from None
+        if runner.name not in PASS_THROUGH:
+            known = known or set(PipelineOptions([]).get_all_options(drop_default=False))
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                raise ConfigError(dataclasses.replace(where, message=(
+                    f"found the key {key!r}, which no Beam pipeline option has: expected "
+                    + (f"{close[0]!r}?" if close else "an option such as direct_num_workers or project"))))
+    return runner
 
 
 def import_beam():
@@ -139,7 +182,7 @@ def map_elements(function: Callable, items: Sequence, runner: Runner, *, label: 
                  | f"{label}: elements" >> beam.Create(list(enumerate(items)))
                  | f"{label}: spread" >> beam.Reshuffle()  # else a runner may keep them in one bundle
                  | f"{label}: each" >> beam.Map(_apply, function, staging))
-            pipeline.run().wait_until_finish()
+            _run(pipeline)
         except BatchLoaderError:
             raise
         except Exception as error:  # the runner's own failure, whatever its type: said as it said it
@@ -147,6 +190,18 @@ def map_elements(function: Callable, items: Sequence, runner: Runner, *, label: 
         return _collected(staging, len(items), runner, label)
     finally:
         remove_tree(staging)
+
+
+def _run(pipeline) -> None:
+    """Run the pipeline to its end; cancel the job (best effort) when the wait is interrupted (Ctrl-C), so that
+    a remote runner's workers do not write on unattended."""
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    except BaseException:
+        with contextlib.suppress(Exception):  # a runner may not cancel (the DirectRunner), or the job ended
+            result.cancel()
+        raise
 
 
 def _staging(runner: Runner) -> str:
@@ -162,9 +217,9 @@ def _staging(runner: Runner) -> str:
 def _apply(element: tuple[int, object], function: Callable, staging: str) -> None:
     """On a worker: the result of one element, written whole to the staging directory."""
     index, item = element
-    blob = pickle.dumps(function(item), protocol=pickle.HIGHEST_PROTOCOL)
+    blob = json.dumps(function(item), default=_plain, allow_nan=False).encode("utf-8")
     gfile = tf_io().gfile
-    path = join(staging, f"{index:09d}.pickle")
+    path = join(staging, f"{index:09d}.json")
     temp = f"{path}.{uuid.uuid4().hex}.tmp"
     with gfile.GFile(temp, "wb") as f:
         f.write(blob)
@@ -175,15 +230,41 @@ def _collected(staging: str, total: int, runner: Runner, label: str) -> list:
     gfile = tf_io().gfile
     out = []
     for index in range(total):
-        path = join(staging, f"{index:09d}.pickle")
+        path = join(staging, f"{index:09d}.json")
         if not gfile.exists(path):
             raise BeamFailed(Problem(f"<{runner.name}>", label, f"the run ended, but element {index} left no result "
                                                               f"in {staging}: expected one per element (the "
                                                               "runner's workers must reach this directory: give "
                                                               "--beam-option temp_location=... on shared storage)"))
         with gfile.GFile(path, "rb") as f:
-            out.append(pickle.loads(f.read()))  # noqa: S301 (written by this run's own workers just now)
+            out.append(_result(f.read(), path, runner, label))
     return out
+
+
+def _plain(value):
+    """JSON for what ``json`` does not write itself: bytes (base64), NumPy's integers and floats; else refused."""
+    if isinstance(value, (bytes, bytearray)):
+        return {BYTES_KEY: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"a result holds a {type(value).__name__}: expected plain data (lists, dicts, strings, numbers, "
+                    "bytes)")
+
+
+def _result(blob: bytes, path: str, runner: Runner, label: str):
+    """One element's result read back: JSON only, bytes restored."""
+    def restored(obj: dict):
+        if set(obj) == {BYTES_KEY} and isinstance(obj[BYTES_KEY], str):
+            return base64.b64decode(obj[BYTES_KEY], validate=True)
+        return obj
+
+    try:
+        return json.loads(blob.decode("utf-8"), object_hook=restored)
+    except ValueError as error:  # UnicodeDecodeError, JSONDecodeError and binascii.Error are ValueErrors
+        raise BeamFailed(Problem(f"<{runner.name}>", label, f"element result {path} is no JSON result ({error}): "
+                                                          "expected what this run's workers write")) from None
 
 
 def _first_lines(error: BaseException, most: int = 6) -> str:

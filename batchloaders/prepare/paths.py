@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from typing import Callable
 
@@ -119,14 +120,37 @@ def put(path: str, content: bytes | str, prefix: str) -> None:
 
 
 def remove(path: str) -> None:
-    """Remove a file if it is there."""
+    """Remove a file (a local symbolic link itself, not what it points to) if it is there."""
+    if url_scheme(path) is None:
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
     gfile = tf_io().gfile
     if gfile.exists(path):
         gfile.remove(path)
 
 
+def remove_entry(path: str) -> None:
+    """Remove a file, or a directory and everything under it, if it is there. A local symbolic link is removed
+    itself, never followed (here or inside the directory): what it points to stays."""
+    if url_scheme(path) is None:
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path)  # unlinks the links inside, never descends through them
+        return
+    gfile = tf_io().gfile
+    if gfile.isdir(path):
+        gfile.rmtree(path)
+    elif gfile.exists(path):
+        gfile.remove(path)
+
+
 def remove_tree(path: str) -> None:
-    """Remove a directory and everything under it, if it is there."""
+    """Remove a directory and everything under it, if it is there (see remove_entry: links are not followed)."""
+    if url_scheme(path) is None:
+        remove_entry(path)
+        return
     gfile = tf_io().gfile
     if gfile.exists(path):
         gfile.rmtree(path)

@@ -16,29 +16,40 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import hashlib
+import json
 import os
+import re
+import socket
+import time
 import uuid
 from typing import Callable, Sequence
 
-from batchloaders.errors import ConfigError, DataError, ManifestError, PluginsNotChecked, Problem
+from batchloaders.errors import BatchLoaderError, ConfigError, DataError, ManifestError, PluginsNotChecked, Problem
 from batchloaders.config import datasets
 from batchloaders.config.config import load_config
 from batchloaders.config.document import MANIFEST, load_file, parse_text
 from batchloaders.config.manifest import INDEX_SUFFIX, MANIFEST_NAME, manifest_from_document
 from batchloaders.config.schema import schema_check
 from batchloaders.core.model import Dataset
-from batchloaders.prepare import paths
+from batchloaders.prepare import files, paths
 from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.prepare.files import TEMP_PREFIX as MANIFEST_TEMP, located, to_json
 from batchloaders.read.framing import FRAME_BYTES, count
 from batchloaders.read.records import CHUNK, TF_COMPRESSION, ReadError, read_problem, read_records, shown
 
 SHARD_NAME = "part-{index:05d}-of-{total:05d}.tfrecords"
+PART_NAME = re.compile(r"part-\d{5}-of-\d{5}\.tfrecords(" + re.escape(INDEX_SUFFIX) + ")?")  # a shard or its index
 TEMP_PREFIX = ".__reshard__."
+LOCK_NAME = TEMP_PREFIX + "lock"
 INDEX_TEMP_PREFIX = ".__index__."  # config.manifest.INDEX_TEMP matches the temporary index names
 OUTPUT_COMPRESSIONS = (None, "gzip")
 KEY_ORDER = ("compression", "allow_var_len", "features", "files")  # as `batchloaders manifest` writes them
+
+
+class DestinationError(BatchLoaderError):
+    """DEST could not be written: the located error names DEST and what failed (nothing there looks complete)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +126,25 @@ class ShardTask:
 @dataclasses.dataclass(frozen=True)
 class ShardWritten:
     """What writing one shard gave: its records, size, SHA-256 and index bytes, or the sources' problems
-    (``(path, text)`` pairs)."""
+    (``(path, text)`` pairs), or why its temporary file could not be written (``failed``)."""
 
     records: int = 0
     size_bytes: int = 0
     sha256: str = ""
     index: bytes | None = None
     problems: tuple[tuple[str, str], ...] = ()
+    failed: str = ""
+
+    @classmethod
+    def from_plain(cls, data: dict) -> "ShardWritten":
+        """One from the plain data a Beam element sends back (see write_shard_plain)."""
+        return cls(data["records"], data["size_bytes"], data["sha256"], data["index"],
+                   tuple((str(path), str(text)) for path, text in data["problems"]), data["failed"])
+
+
+def write_shard_plain(task: ShardTask) -> dict:
+    """write_shard's result as plain data, as a Beam element returns it (results travel back as JSON)."""
+    return dataclasses.asdict(write_shard(task))
 
 
 def shard_name(index: int, total: int) -> str:
@@ -251,35 +274,62 @@ def write_shard(task: ShardTask) -> ShardWritten:
 
     Returns:
         Its records, size, SHA-256 and index bytes; or, when a source file is damaged or disagrees with its
-        manifest entry, only the problems (the temporary file then removed).
+        manifest entry, only the problems (the temporary file then removed): after the first, the shard's
+        other pieces are still read, so that every damaged file is reported in one run. When the temporary
+        file cannot be written, ``failed`` says why.
     """
-    tf_io = paths.tf_io()
+    import tensorflow as tf  # deferred: the writer's errors
+
     offsets: list[int] = []
-    at = [0]
-
-    options = tf_io.TFRecordOptions(compression_type=TF_COMPRESSION[task.write_compression])
     problems: list[tuple[str, str]] = []
-    with tf_io.TFRecordWriter(task.temp, options) as writer:
-        def write(serialized: bytes) -> None:
-            writer.write(serialized)
-            offsets.append(at[0])
-            at[0] += len(serialized) + FRAME_BYTES
+    try:
+        options = tf.io.TFRecordOptions(compression_type=TF_COMPRESSION[task.write_compression])
+        with tf.io.TFRecordWriter(task.temp, options) as writer:
+            at = [0]
 
-        for piece in task.pieces:
-            problems += [(piece.source.path, text) for text in copy_piece(piece, task.read_compression, write)]
-            if problems:
-                break
-    if problems:
-        paths.remove(task.temp)
-        return ShardWritten(problems=tuple(problems))
-    size, sha256 = _hashed(task.temp)
+            def write(serialized: bytes) -> None:
+                if not problems:  # the shard is not kept once a problem is found: reading goes on, writing not
+                    writer.write(serialized)
+                    offsets.append(at[0])
+                    at[0] += len(serialized) + FRAME_BYTES
+
+            for piece in task.pieces:
+                absent = _absent(piece.source.path)
+                found = [absent] if absent else copy_piece(piece, task.read_compression, write)
+                problems += [(piece.source.path, text) for text in found]
+        if problems:
+            paths.remove(task.temp)
+            return ShardWritten(problems=tuple(problems))
+        size_bytes, sha256 = _hashed(task.temp)
+    except (OSError, tf.errors.OpError) as error:
+        return ShardWritten(failed=_said(error))
     index = None
     if task.indexed:
         from batchloaders.read.record_index import RecordIndex, encode  # deferred: NumPy, for indexed output only
         import numpy as np
 
-        index = encode(RecordIndex(np.asarray(offsets, np.int64), size))
-    return ShardWritten(len(offsets), size, sha256, index)
+        index = encode(RecordIndex(np.asarray(offsets, np.int64), size_bytes))
+    return ShardWritten(len(offsets), size_bytes, sha256, index)
+
+
+def _absent(path: str) -> str | None:
+    """What is wrong when a manifest's data file is not there to read (a reader would call it damaged)."""
+    gfile = paths.tf_io().gfile
+    if paths.url_scheme(path) is None:
+        missing, directory = not os.path.exists(path), os.path.isdir(path)
+    else:
+        missing = not gfile.exists(path)
+        directory = not missing and gfile.isdir(path)
+    if missing:
+        return "not found: its manifest entry lists this file, which is not there (moved or removed since)"
+    if directory:
+        return "found a directory: its manifest entry lists a data file here"
+    return None
+
+
+def _said(error: BaseException) -> str:
+    """An OSError's or TensorFlow error's own words."""
+    return str(getattr(error, "message", None) or getattr(error, "strerror", None) or error)
 
 
 def copy_piece(piece: Piece, compression: str | None, write: Callable[[bytes], None]) -> list[str]:
@@ -311,9 +361,14 @@ def copy_piece(piece: Piece, compression: str | None, write: Callable[[bytes], N
 
 def _entry_problems(source: SourceFile) -> list[str]:
     """Where a source file's size and SHA-256 disagree with its manifest entry (when it records them)."""
+    import tensorflow as tf  # deferred: the reader's errors
+
     if source.size_bytes is None and source.sha256 is None:
         return []
-    size, sha256 = _hashed(source.path)
+    try:
+        size, sha256 = _hashed(source.path)
+    except (OSError, tf.errors.OpError) as error:
+        return [f"cannot be read ({_said(error)})"]
     if source.size_bytes is not None and size != source.size_bytes:
         return [f"the file is {count(size, 'byte')}, but its manifest entry records {count(source.size_bytes, 'byte')}"
                 " (it changed after the manifest was written)"]
@@ -333,25 +388,108 @@ def _hashed(path: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def prepare_destination(destination: str, source: Source, overwrite: bool) -> None:
-    """Make DEST an empty directory: refused when it holds anything (our temporary files of a killed run
-    aside), unless ``overwrite``; never when SRC's manifest or files lie in it."""
-    names = paths.listing(destination)
-    ours = [name for name in names if name.startswith(TEMP_PREFIX)]
-    others = [name for name in names if name not in ours]
-    if others and not overwrite:
-        raise ConfigError(Problem(destination, "$", f"found {len(others):,} file(s) or directories in DEST ("
-                                                    f"{datasets.quote_entries(others)}): expected an empty or new "
-                                                    "directory (--overwrite replaces what it holds)"))
+def prepare_destination(destination: str, source: Source, overwrite: bool) -> list[str]:
+    """Check DEST and make it a directory; return the names in it that the finish replaces.
+
+    Nothing in DEST is removed here: its previous entries go only once every new shard is complete. Refused:
+    a DEST that holds SRC's manifest or files (checked first, through symbolic links), a DEST that is a file,
+    and a DEST that holds anything without ``overwrite``, but for our temporary files and the part files of a
+    run killed while it finished (no manifest beside them), which the same reshard run again replaces.
+    """
     inside = [p for p in (source.manifest_path, *(f.path for f in source.files)) if _within(p, destination)]
     if inside:
         raise ConfigError(Problem(destination, "$", f"found {shown(inside[0])} of SRC in DEST: expected DEST apart "
                                                     "from SRC (the output would replace its own input)"))
-    if others:
-        paths.remove_tree(destination)
-    for name in ours:
-        paths.remove(paths.join(destination, name))
-    paths.tf_io().gfile.makedirs(destination)
+    if paths.url_scheme(destination) is None and os.path.lexists(destination) and not os.path.isdir(destination):
+        raise ConfigError(Problem(destination, "$", "found a file (or a link to none): expected DEST, a directory "
+                                                    "to write the shards in, new or empty"))
+    others = [name for name in paths.listing(destination) if not name.startswith(TEMP_PREFIX)]
+    resumed = MANIFEST_NAME not in others and all(PART_NAME.fullmatch(name) for name in others)
+    if others and not overwrite and not resumed:
+        raise ConfigError(Problem(destination, "$", f"found {len(others):,} file(s) or directories in DEST ("
+                                                    f"{datasets.quote_entries(others)}): expected an empty or new "
+                                                    "directory (--overwrite replaces what it holds once every new "
+                                                    "shard is written)"))
+    _io(destination, "create the directory", paths.tf_io().gfile.makedirs, destination)
+    return others
+
+
+def _io(destination: str, what: str, function: Callable, *args) -> object:
+    """``function(*args)``, its OSError or TensorFlow error said as a DestinationError on DEST."""
+    import tensorflow as tf  # deferred: its errors
+
+    try:
+        return function(*args)
+    except (OSError, tf.errors.OpError) as error:
+        raise DestinationError(Problem(destination, "$", f"could not {what}: {_said(error)}")) from None
+
+
+def _locked(destination: str) -> Callable[[], None]:
+    """Hold DEST for this run: a lock file only one reshard holds at a time; returns what releases it.
+
+    Locally the file is locked (``flock``) while held, so that a killed run's lock ends with its process;
+    where files cannot be locked (another file system, Windows) a lock file younger than
+    ``files.UNLOCKED_AGE`` is taken to be held. Our temporary files a run left are removed once the lock is
+    ours: no other reshard writes in DEST then.
+    """
+    lock = paths.join(destination, LOCK_NAME)
+    stamp = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                        "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    if paths.url_scheme(destination) is None and files.fcntl is not None:
+        release = _io(destination, "write its lock file", _flocked, lock, stamp)
+    else:
+        if paths.exists(lock) and _age(lock) < files.UNLOCKED_AGE:
+            raise _held(destination, lock)
+        _io(destination, "write its lock file", paths.put, lock, stamp, TEMP_PREFIX)
+        release = functools.partial(paths.remove, lock)
+    try:
+        for name in paths.listing(destination):
+            if name.startswith(TEMP_PREFIX) and name != LOCK_NAME:
+                _io(destination, "remove a killed run's temporary file", paths.remove, paths.join(destination, name))
+    except BaseException:
+        release()
+        raise
+    return release
+
+
+def _flocked(lock: str, stamp: str) -> Callable[[], None]:
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            files.fcntl.flock(fd, files.fcntl.LOCK_EX | files.fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise _held(os.path.dirname(lock), lock) from None
+        except OSError:  # a file system without locks (some network mounts): the file is written, not locked
+            break
+        if os.fstat(fd).st_nlink:  # not the file of a run that removed it between our open and our lock
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, stamp.encode("utf-8"))
+
+    def release() -> None:
+        try:
+            os.unlink(lock)
+        finally:
+            os.close(fd)
+    return release
+
+
+def _age(path: str) -> float:
+    return time.time() - paths.tf_io().gfile.stat(path).mtime_nsec / 1e9
+
+
+def _held(destination: str, lock: str) -> ConfigError:
+    """The error of a DEST another reshard is writing, saying which (its pid, host and start, as it wrote them)."""
+    try:
+        held = json.loads(paths.read_bytes(lock) or b"{}")
+        who = f"pid {held['pid']} on {held['host']}, since {held['since']}"
+    except Exception:  # noqa: BLE001 (its content is only shown: a lock being written may still be empty)
+        who = "its writer unknown"
+    return ConfigError(Problem(destination, "$", f"found another reshard writing DEST (lock file {shown(lock)}, "
+                                                 f"{who}): expected one reshard at a time in a DEST (wait for it to "
+                                                 "end; remove the lock file only if no reshard runs)"))
 
 
 def _within(path: str, directory: str) -> bool:
@@ -377,38 +515,54 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
         The paths written: the shards, their indexes, and the manifest, last.
 
     Raises:
-        ConfigError: a DEST that holds something (without ``overwrite``) or holds SRC's files.
+        ConfigError: SRC is not there; DEST holds SRC's files, is a file, holds something (without
+            ``overwrite``), or another reshard is writing it.
         ManifestError: SRC's manifest is invalid, lists no files or not one of the config's, or does not list
             a data file in SRC (unless ``options.leave_out_unlisted``).
-        DataError: a source file cannot be read, is damaged or disagrees with its manifest entry (nothing is
-            left in DEST).
+        DataError: a source file is missing, cannot be read, is damaged or disagrees with its manifest entry
+            (DEST keeps what it held, and no temporary file).
+        DestinationError: DEST cannot be written (what it held is kept while the shards are written).
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
+    if paths.url_scheme(source) is None and not os.path.exists(source):
+        raise ConfigError(Problem(source, "$", "not found: expected SRC, a dataset directory holding "
+                                               f"{MANIFEST_NAME} or a loader config (.yaml, .yml, .json)"))
     if runner is not None:  # a worker's working directory may not be this one
         source, destination = (p if paths.url_scheme(p) else os.path.abspath(p) for p in (source, destination))
     src = load_source(source)
     if paths.isdir(source):  # a config's dataset lists its own files
         _check_unlisted(src, source, options, err)
-    prepare_destination(destination, src, options.overwrite)
-    tasks = shard_tasks(src, destination, options)
-    if runner is None:
-        results = [write_shard(task) for task in tasks]
-    else:
-        if err is not None:
-            print(f"batchloaders reshard: writing {count(len(tasks), 'shard')} on {runner.name}", file=err)
+    old = prepare_destination(destination, src, options.overwrite)
+    release = _locked(destination)
+    try:
+        tasks = shard_tasks(src, destination, options)
         try:
-            results = map_elements(write_shard, tasks, runner, label="reshard")
-        except BaseException:
-            _remove_temps(tasks)
-            raise
-    # A file read by several shards reports its problem in each: said once.
-    found = dict.fromkeys((path, text) for result in results for path, text in result.problems)
-    problems = [located(shown(path), text) for path, text in found]
-    if problems:
-        _remove_temps(tasks)
-        raise DataError(problems)
-    return _finish(src, destination, options, tasks, results)
+            results = _written(tasks, runner, err)
+            failed = next((task for task, result in zip(tasks, results) if result.failed), None)
+            if failed is not None:
+                raise DestinationError(Problem(destination, paths.relative(failed.temp, destination),
+                                               f"could not write the shard: {results[tasks.index(failed)].failed}"))
+            # A file read by several shards reports its problem in each: said once.
+            found = dict.fromkeys((path, text) for result in results for path, text in result.problems)
+            if found:
+                raise DataError([located(shown(path), text) for path, text in found])
+            return _io(destination, "finish the dataset", _finish, src, destination, options,
+                       list(zip(tasks, results)), old)
+        finally:
+            _remove_temps(tasks)  # none left once renamed; all of them when anything failed
+    finally:
+        release()
+
+
+def _written(tasks: Sequence[ShardTask], runner: Runner | None, err) -> list[ShardWritten]:
+    """Every shard written, here or one Beam element each."""
+    if runner is None:
+        return [write_shard(task) for task in tasks]
+    if err is not None:
+        print(f"batchloaders reshard: writing {count(len(tasks), 'shard')} on {runner.name}", file=err)
+    return [ShardWritten.from_plain(result) for result in map_elements(write_shard_plain, tasks, runner,
+                                                                       label="reshard")]
 
 
 def _remove_temps(tasks: Sequence[ShardTask]) -> None:
@@ -416,12 +570,15 @@ def _remove_temps(tasks: Sequence[ShardTask]) -> None:
         paths.remove(task.temp)
 
 
-def _finish(src: Source, destination: str, options: Options, tasks: Sequence[ShardTask],
-            results: Sequence[ShardWritten]) -> list[str]:
-    """Every shard complete: rename them, write their indexes, then the manifest, last."""
+def _finish(src: Source, destination: str, options: Options, done: Sequence[tuple[ShardTask, ShardWritten]],
+            old: Sequence[str]) -> list[str]:
+    """Every shard complete: DEST's previous entries removed (its manifest first, so that what is left of a run
+    killed now does not look complete), the shards renamed, their indexes written, then the manifest, last."""
+    for name in sorted(old, key=lambda name: name != MANIFEST_NAME):
+        paths.remove_entry(paths.join(destination, name))
     gfile = paths.tf_io().gfile
     written, indexes, entries = [], [], []
-    for k, (task, result) in enumerate(zip(tasks, results)):
+    for k, (task, result) in enumerate(done):
         name = shard_name(k, options.shards)
         final = paths.join(destination, name)
         gfile.rename(task.temp, final, overwrite=True)
