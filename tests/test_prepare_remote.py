@@ -207,6 +207,16 @@ def test_reshard_leaves_them_out_when_asked_and_says_so(tmp_path):
     assert sum(e["num_records"] for e in json.loads(read(f"{dest}/__manifest__.json"))["files"]) == 4
 
 
+def test_the_python_api_takes_leave_out_unlisted_as_a_keyword(tmp_path):
+    src, dest = unlisted_source(tmp_path)
+    with pytest.raises(ManifestError, match=r"\(later/in-1\.tfrecords\)"):
+        batchloaders.reshard(src, dest, 2)
+    batchloaders.reshard(src, dest, 2, leave_out_unlisted=True)
+    entries = json.loads(read(f"{dest}/__manifest__.json"))["files"]
+    assert [(e["name"], e["num_records"]) for e in entries] == [("part-00000-of-00002.tfrecords", 2),
+                                                                ("part-00001-of-00002.tfrecords", 2)]
+
+
 def test_reshard_of_a_remote_source_checks_its_listing_too():
     root = remote_dataset()
     batchloaders.write_manifest(root)
