@@ -15,7 +15,7 @@ import pytest
 
 from batchloaders import build_input_fn, load_config
 from batchloaders.cli import init, write_manifest
-from batchloaders.cli.infer import parse_raw
+from batchloaders.prepare.infer import parse_raw
 from batchloaders.config.manifest import load_manifest
 from batchloaders.errors import ConfigError, DataError, ManifestError
 from batchloaders.read.records import check_record

@@ -6,9 +6,9 @@ them from the data, and says in a comment above each key what it does and why it
 * the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest [--pattern]
   [--raw]`` writes it, when there is none or ``--raw`` is given), each a model input unless
   ``--inputs``/``--targets`` say otherwise or the data suggests a target
-  (:func:`batchloaders.cli.infer.suggested_targets`: a feature named like a label, or the integer feature
+  (:func:`batchloaders.prepare.infer.suggested_targets`: a feature named like a label, or the integer feature
   lists of one value per step beside float ones); each the tensor of its stored name, the characters Keras
-  refuses in a name made ``_`` (:func:`batchloaders.cli.infer.tensor_names`);
+  refuses in a name made ``_`` (:func:`batchloaders.prepare.infer.tensor_names`);
 * the read buffer from the files' sizes, the shuffle buffer from the size of a record (or a window)
   as the first records of every file show it and a stated memory budget, the windows of a sequence
   loader from the record counts (and steps per record) of the shortest file;
@@ -36,8 +36,9 @@ from batchloaders.config.document import Document
 from batchloaders.config.kinds import DEFAULT, kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.core.model import Dataset, ManifestFeature
-from batchloaders.cli import tfds_info, write_manifest
-from batchloaders.cli.infer import suggested_targets, tensor_names
+from batchloaders.cli import write_manifest
+from batchloaders.prepare import tfds_info
+from batchloaders.prepare.infer import suggested_targets, tensor_names
 from batchloaders.read import naming
 from batchloaders.read.records import ReadError, count, read_records
 from batchloaders.transform.steps.decode_image import image_format, image_shape

@@ -10,7 +10,7 @@ stops the command: no manifest is written with counts that are wrong.
 The keys an existing manifest holds (``compression``, ``allow_var_len``,
 ``features`` and any other) are kept. When it declares no features, or there
 is no manifest yet, the features are inferred from the first records of every
-file (:mod:`batchloaders.cli.infer`), along with ``allow_var_len``;
+file (:mod:`batchloaders.prepare.infer`), along with ``allow_var_len``;
 ``compression`` is told from the files' bytes when the manifest does not
 give it. ``--raw NAME=DTYPE[SHAPE]`` declares a bytes feature a raw tensor,
 in an existing manifest too, once the records looked at agree with it. The new
@@ -31,7 +31,7 @@ files of a run that was killed while writing are removed by the next run). The s
     guessed: label: int64 [] (an int64_list of 1 value in every record looked at)
 
 In a data directory TFDS prepared, the features are TFDS's own description of
-them (``features.json``, read by :mod:`batchloaders.cli.tfds_info`), and
+them (``features.json``, read by :mod:`batchloaders.prepare.tfds_info`), and
 ``--split NAME`` lists the files of that split only.
 
 Exit status: 0 when the manifest was written, 2 for a wrong ``--pattern``,
@@ -55,10 +55,10 @@ from batchloaders.core.limits import ITEM_BYTES
 from batchloaders.config.document import MANIFEST, parse_text
 from batchloaders.config.manifest import MANIFEST_NAME, manifest_from_document
 from batchloaders.core.model import COMPRESSIONS
-from batchloaders.cli.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
+from batchloaders.prepare.infer import (SAMPLE_RECORDS, Inferred, Raw, guess_text, infer, parse_raw, raw_feature,
                                     raw_hint)
 from batchloaders.cli.progress import Progress, counted
-from batchloaders.cli import tfds_info
+from batchloaders.prepare import tfds_info
 from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.prepare import paths
 from batchloaders.prepare.files import TEMP_NAME, TEMP_PREFIX, located, to_json
@@ -95,7 +95,7 @@ class Choices:
         pattern: the data files to list (``--pattern``). None: those a ``dir`` dataset finds.
         raws: ``NAME=DTYPE[SHAPE]`` declarations of bytes features that are raw tensors (``--raw``).
         split: a TFDS-prepared directory's split whose files the manifest lists (see
-            :mod:`batchloaders.cli.tfds_info`).
+            :mod:`batchloaders.prepare.tfds_info`).
         runner: the Beam runner that reads the files, one element per file; None: this process reads them.
     """
 
@@ -118,7 +118,7 @@ def run(directory: str, out: TextIO | None = None, err: TextIO | None = None, *,
         pattern: the data files to list (``--pattern``). Default: those a ``dir`` dataset finds.
         raws: ``NAME=DTYPE[SHAPE]`` declarations of bytes features that are raw tensors (``--raw``).
         split: a TFDS-prepared directory's split whose files the manifest lists (see
-            :mod:`batchloaders.cli.tfds_info`).
+            :mod:`batchloaders.prepare.tfds_info`).
 
     Returns:
         The exit status: 0 when written, 2 for a ``pattern``, ``raws`` or ``split`` that is wrong, 1 for any
