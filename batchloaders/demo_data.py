@@ -6,14 +6,13 @@ falls. Nothing is downloaded. Bytes are the vocabulary (ids 1..255; 0 pads).
 """
 from __future__ import annotations
 
-import io
 import os
 import re
 import shutil
 
 import tensorflow as tf
 
-from batchloaders.cli.write_manifest import write
+from batchloaders.prepare.manifest import write_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTEXT = 16  # characters of context in the independent example
@@ -105,7 +104,7 @@ def write_sentences(out: str, groups: list[str]) -> None:
 
 def record_files(directory: str) -> None:
     """Add every file's record count, size and SHA-256 to a dataset's manifest (``batchloaders manifest``)."""
-    write(directory, io.StringIO())
+    write_manifest(directory)
 
 
 def generate(root: str | None = None) -> str:
@@ -139,7 +138,7 @@ def _write_all(root: str) -> None:
     record_files(os.path.join(root, "zen"))
     record_files(os.path.join(root, "chars"))
     # The chars files get record indexes too: configs/chars_global.yaml shuffles them globally.
-    from batchloaders.cli import write_index  # deferred: only when the data is written
+    from batchloaders.prepare.index import write_index  # deferred: only when the data is written
 
-    write_index.write(os.path.join(root, "chars"), io.StringIO())
+    write_index(os.path.join(root, "chars"))
     record_files(os.path.join(root, "sentences"))

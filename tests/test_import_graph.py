@@ -93,13 +93,14 @@ LAYERS = [
     ("transform", ["batchloaders.transform"]),
     ("config", ["batchloaders.config", "batchloaders.schemas"]),
     ("read", ["batchloaders.read"]),
-    # Preparing datasets (Beam runs, resharding): reads data and writes manifests; its API module is a command's.
+    # Preparing datasets (manifests, indexes, verify's checks, resharding, Beam runs) and its Python API: reads
+    # data and writes manifests; the commands print what it returns and raises.
     ("prepare", ["batchloaders.prepare"]),
     ("loaders", ["batchloaders.loaders"]),
     ("regroup", ["batchloaders.regroup"]),
     ("runtime", ["batchloaders.runtime"]),
     ("compile", ["batchloaders.input_fn"]),
-    ("commands", ["batchloaders", "batchloaders.cli", "batchloaders.prepare.api", "batchloaders.demo", "batchloaders.demo_data",
+    ("commands", ["batchloaders", "batchloaders.cli", "batchloaders.demo", "batchloaders.demo_data",
                   "batchloaders.__main__"]),
 ]
 

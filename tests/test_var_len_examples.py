@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from batchloaders import build_input_fn, load_config
-from batchloaders.cli import init, write_manifest
-from batchloaders.cli.infer import parse_raw
+from batchloaders.cli import init
+from batchloaders.cli.progress import Printed
+from batchloaders.prepare.manifest import write_manifest
+from batchloaders.prepare.infer import parse_raw
 from batchloaders.config.manifest import load_manifest
 from batchloaders.errors import ConfigError, DataError, ManifestError
 from batchloaders.read.records import check_record
@@ -70,7 +72,7 @@ def unpadded(row) -> list[int]:
 def test_manifest_infers_variable_length_features(tmp_path):
     d = write_t5(tmp_path / "t5", with_manifest=False)
     err = _Lines()
-    lines = write_manifest.write(str(d), err)
+    lines = write_manifest(str(d), reporter=Printed(err)).lines()
     assert err.lines == []  # nothing left out
     assert lines[0] == ("features inferred from 24 records of 2 files (tf.train.Example, compression null): "
                         "id (int64 []), inputs (int64 [null]), span (int64 [2]), targets (int64 [null])")
@@ -348,7 +350,7 @@ def test_raw_byte_strings_of_a_varying_count_are_declared_as_rows(tmp_path):
     d = tmp_path / "blobs"
     write_records(d / "blobs.tfrecord", [example(blobs=("string", [bytes([r, k, 0, 0]) for k in range(r + 1)]))
                                          for r in range(3)])
-    lines = write_manifest.write(str(d), _Lines(), raws=[parse_raw("blobs=int16[2]")])
+    lines = write_manifest(str(d), raws=[parse_raw("blobs=int16[2]")]).lines()
     assert lines[0] == ("features inferred from 3 records of 1 file (tf.train.Example, compression null): "
                         "blobs (raw int16 [null, 2])")
     (declared,) = json.loads((d / "__manifest__.json").read_text())["features"]

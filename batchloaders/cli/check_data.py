@@ -28,65 +28,19 @@ from typing import Sequence, TextIO
 
 import tensorflow as tf
 
-from batchloaders.errors import BatchLoaderError, ConfigError, PluginsNotChecked
-from batchloaders.config import datasets
 from batchloaders.config.accounting import missing_files
-from batchloaders.config.config import load_config
-from batchloaders.config.document import load_file
-from batchloaders.core.model import Dataset, Manifest
-from batchloaders.config.schema import schema_check
+from batchloaders.core.model import Manifest
+from batchloaders.prepare.dataset import load_dataset, unlisted
 from batchloaders.read.records import (ReadError, RecordProblems, check_record, compression_name, count,
                                         read_problem, read_records, shown, sniff, tf_message)
 
 DEFAULT_RECORDS = 8
 
 
-def load_dataset(path: str, *, trust_plugins: bool = False) -> Dataset:
-    """The dataset (manifest and data files) of the loader config at ``path``; raise its problems.
-
-    A config whose only problems are the data disagreeing with the manifest's
-    ``files`` (a listed file's size changed) still gives its dataset: reading
-    the data is how those problems are looked into. ``trust_plugins``: import the config's own plugins
-    (runs their code); reading the data needs none of their types, so only a user's explicit
-    ``--trust-plugins`` passes True.
-    """
-    try:
-        return load_config(path, trust_plugins=trust_plugins).dataset
-    except PluginsNotChecked:  # valid but for its plugin types, which reading the data does not need
-        return _dataset_only(path)
-    except BatchLoaderError as error:
-        dataset = _dataset_only(path)
-        if dataset is None or any(problem.file != dataset.manifest.path for problem in error.problems):
-            raise
-        return dataset
-
-
-def _dataset_only(path: str) -> Dataset | None:
-    """The config's dataset specifier resolved alone, or None when that part of the config is invalid."""
-    try:
-        doc = load_file(path, ConfigError)
-        _, invalid = schema_check(doc, "loader_config.schema.json")
-        where = ("args", "dataset")
-        if any(bad[:len(where)] == where[:len(bad)] for bad in invalid):
-            return None
-        return datasets.resolve(doc.data["args"]["dataset"], doc)
-    except BatchLoaderError:
-        return None
-
-
 def summary(bad: int, total: int) -> str:
     if total == 1:
         return f"{bad} of 1 file has problems"
     return f"{bad} of {total} files have problems"
-
-
-def unlisted(path: str, manifest: Manifest) -> list[str]:
-    """The problem of a data file that the manifest's ``files`` does not list (its records would be read
-    uncounted), as a list of one line; empty when it is listed or the manifest has no ``files``."""
-    if not manifest.files or manifest.entry(path) is not None:
-        return []
-    return [f"not listed in the files of the manifest {shown(manifest.path)}: it was added after the manifest was "
-            "written (run `batchloaders manifest` on the dataset directory)"]
 
 
 def check_file(path: str, manifest: Manifest, records: int = DEFAULT_RECORDS) -> tuple[int, list[str]]:

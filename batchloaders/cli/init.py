@@ -6,9 +6,9 @@ them from the data, and says in a comment above each key what it does and why it
 * the features from ``DATA_DIR/__manifest__.json`` (written first, as ``batchloaders manifest [--pattern]
   [--raw]`` writes it, when there is none or ``--raw`` is given), each a model input unless
   ``--inputs``/``--targets`` say otherwise or the data suggests a target
-  (:func:`batchloaders.cli.infer.suggested_targets`: a feature named like a label, or the integer feature
+  (:func:`batchloaders.prepare.infer.suggested_targets`: a feature named like a label, or the integer feature
   lists of one value per step beside float ones); each the tensor of its stored name, the characters Keras
-  refuses in a name made ``_`` (:func:`batchloaders.cli.infer.tensor_names`);
+  refuses in a name made ``_`` (:func:`batchloaders.prepare.infer.tensor_names`);
 * the read buffer from the files' sizes, the shuffle buffer from the size of a record (or a window)
   as the first records of every file show it and a stated memory budget, the windows of a sequence
   loader from the record counts (and steps per record) of the shortest file;
@@ -29,15 +29,17 @@ from typing import Sequence, TextIO
 
 import tensorflow as tf
 
-from batchloaders.errors import BatchLoaderError, ConfigError, Problem, suggest
+from batchloaders.errors import BatchLoaderError, ConfigError, DataError, Problem, suggest
 from batchloaders.config.config import config_from_text
 from batchloaders.config.datasets import resolve
 from batchloaders.config.document import Document
 from batchloaders.config.kinds import DEFAULT, kind
 from batchloaders.config.manifest import MANIFEST_NAME
 from batchloaders.core.model import Dataset, ManifestFeature
-from batchloaders.cli import tfds_info, write_manifest
-from batchloaders.cli.infer import suggested_targets, tensor_names
+from batchloaders.cli import write_manifest
+from batchloaders.cli.progress import Printed
+from batchloaders.prepare import manifest as prepare_manifest, tfds_info
+from batchloaders.prepare.infer import suggested_targets, tensor_names
 from batchloaders.read import naming
 from batchloaders.read.records import ReadError, count, read_records
 from batchloaders.transform.steps.decode_image import image_format, image_shape
@@ -117,10 +119,10 @@ def run(directory: str, choices: Choices = Choices(), *, out: TextIO | None = No
     except FileExistsError:
         print(f"batchloaders init: error: {output} exists: expected a new file (--force replaces it)", file=err)
         return 1
-    except (BatchLoaderError, write_manifest.Refused) as error:
-        for line in str(error).splitlines():
+    except (BatchLoaderError, write_manifest.Usage) as error:
+        for line in write_manifest.error_lines(error):
             print(f"batchloaders init: error: {line}", file=err)
-        return 2 if isinstance(error, (UnknownName, write_manifest.Usage)) else 1
+        return 2 if isinstance(error, UnknownName) or write_manifest.is_usage(error) else 1
     if output is None:
         out.write(text)
     else:
@@ -165,7 +167,8 @@ def ensure_manifest(directory: str, pattern: str | None, err: TextIO, raws: Sequ
     specs = write_manifest.raw_specs(raws)  # a malformed --raw is a usage error before any file is read
     if os.path.lexists(os.path.join(directory, MANIFEST_NAME)) and not specs:
         return
-    for line in write_manifest.write(directory, err, pattern=pattern, raws=specs):
+    written = prepare_manifest.write_manifest(directory, pattern=pattern, raws=specs, reporter=Printed(err))
+    for line in written.lines():
         print(f"batchloaders init: {line}", file=err)
 
 
@@ -206,7 +209,7 @@ def measure(dataset: Dataset, chosen: list[ManifestFeature]) -> Measured:
                 steps += record_steps
                 seen += 1
         except ReadError as error:
-            raise write_manifest.Refused(f"{path}: {error}: see `batchloaders verify`") from None
+            raise DataError(Problem(path, "file", f"{error}: see `batchloaders verify`")) from None
         entry = dataset.manifest.entry(path)
         # The manifest's count, or the sample's when it read the whole file.
         if entry is not None:

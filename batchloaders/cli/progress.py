@@ -1,4 +1,5 @@
-"""A progress line on stderr for commands that read whole data files (``verify``, ``manifest``).
+"""A progress line on stderr for commands that read whole data files (``verify``, ``manifest``), and the
+notes of a preparation run printed (:class:`Printed`).
 
 On a terminal it is one line redrawn with carriage returns, at most ten
 times a second, such as ``verify: 3/40 files, 12,345 records, 45.2 MB``.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import sys
 import time
 from typing import TextIO
+
+from batchloaders.prepare.report import Reporter
 
 TTY_INTERVAL = 0.1  # seconds between redraws on a terminal
 LOG_INTERVAL = 2.0  # seconds between lines elsewhere
@@ -77,9 +80,16 @@ class Progress:
         self.width = max(self.width, len(text))
 
 
-def counted(progress: Progress, function, path: str, *args):
-    """``function(path, *args, progress=progress)``, the file counted done however it ends."""
-    try:
-        return function(path, *args, progress=progress)
-    finally:
-        progress.file_done()
+class Printed(Reporter):
+    """A preparation run's notes as ``batchloaders OPERATION: LINE`` lines, and its progress, on ``stream``."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def note(self, operation: str, line: str) -> None:
+        """Print the note after the command's name."""
+        print(f"batchloaders {operation}: {line}", file=self.stream)
+
+    def progress(self, operation: str, total_files: int) -> Progress:
+        """A progress line on the stream."""
+        return Progress(operation, total_files, self.stream)

@@ -2,17 +2,16 @@
 
 Each does what its command does (``batchloaders manifest``, ``index``, ``reshard``), on this machine or,
 given a ``runner``, with one Apache Beam element per data file (per output shard for ``reshard``); what
-the commands print as problems these raise as located errors.
+the commands print as problems these raise as located errors. The work is done by
+:mod:`batchloaders.prepare.manifest`, :mod:`batchloaders.prepare.index` and :mod:`batchloaders.prepare.reshard`;
+the commands call those too.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
 from typing import Mapping, Sequence
 
-from batchloaders.errors import ConfigError, DataError, ManifestError, Problem
-from batchloaders.config.manifest import MANIFEST_NAME
-from batchloaders.prepare import paths, reshard as _reshard
+from batchloaders.prepare import reshard as _reshard
 from batchloaders.prepare.beam import runner_from
 
 BeamOptions = Mapping[str, object] | Sequence[str] | None
@@ -39,18 +38,14 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
     Raises:
         DataError: a data file is damaged or cannot be read (nothing is written).
         ManifestError: no data file, an existing manifest that is invalid, or a manifest that would be.
-        ConfigError: a wrong ``pattern``, or Beam options without a runner.
+        ConfigError: a wrong ``pattern`` (its problem's file ``<arguments>``, its path ``pattern``), or Beam
+            options without a runner.
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
-    from batchloaders.cli import write_manifest as tool  # deferred: imports TensorFlow
+    from batchloaders.prepare import manifest  # deferred: imports TensorFlow
 
-    chosen = runner_from(runner, beam_options)
-    try:
-        tool.write(data_dir, io.StringIO(), pattern=pattern, runner=chosen)
-    except tool.Refused as error:
-        raise _raised(error, data_dir, usage=isinstance(error, tool.Usage)) from None
-    return paths.join(data_dir, MANIFEST_NAME)
+    return manifest.write_manifest(data_dir, pattern=pattern, runner=runner_from(runner, beam_options)).path
 
 
 def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_options: BeamOptions = None
@@ -73,13 +68,9 @@ def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_opti
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
-    from batchloaders.cli import write_index as tool  # deferred: imports TensorFlow
+    from batchloaders.prepare import index  # deferred: imports TensorFlow
 
-    chosen = runner_from(runner, beam_options)
-    try:
-        return tool.written(data_dir_or_config, io.StringIO(), chosen)[1]
-    except tool.Refused as error:
-        raise _raised(error, data_dir_or_config) from None
+    return index.write_index(data_dir_or_config, runner_from(runner, beam_options)).paths()
 
 
 def reshard(source: str, destination: str, shards: int, *, compression: str | None = "none", index: bool = True,
@@ -126,10 +117,3 @@ def reshard(source: str, destination: str, shards: int, *, compression: str | No
                               leave_out_unlisted)
     return _reshard.reshard(source, destination, chosen, runner_from(runner, beam_options))
 
-
-def _raised(error, where: str, usage: bool = False):
-    """A command's refusal as the error the API raises: the data files' located problems as a DataError."""
-    if error.problems:
-        return DataError(error.problems)
-    problems = [Problem(where, "$", line) for line in str(error).splitlines() if line.strip()]
-    return ConfigError(problems) if usage else ManifestError(problems)
