@@ -271,6 +271,9 @@ BROKEN_PROMISES = {
               "step 'p' ({origin}) returned ndarray"),
     "lengths": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
                 "def p(args, values, lengths, i, o):\n    return values, None\n", "without its lengths"),
+    "pair": ("@batchloaders.register_step('p', infer=lambda a, i, c: i, batched=True)\n"
+             "def p(args, values, lengths, i, o):\n    return values, lengths, None\n",
+             "step 'p' ({origin}) (batched) returned a tuple of 3: expected a pair (values, lengths or None)"),
     "per_example_shape": ("@batchloaders.register_step('p', infer=lambda a, i, c: TensorInfo('float32', (5,)))\n"
                           "def p(x):\n    return x[0]\n", "returned float32 [2] for one example: expected float32 [5]"),
 }

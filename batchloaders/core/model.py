@@ -394,8 +394,9 @@ def _group(of: type, **kw) -> Any:
 class ReadOptions:
     """How the data files are read, parsed and handed on (config/sections/reading.py builds it from ``args``).
     None for the parallelism and the prefetch: tf.data tunes it (AUTOTUNE). They change how fast the batches
-    come, not which batches, except ``sloppy_interleave`` (records may arrive out of order) and ``on_corrupt``
-    (``skip_file``: a damaged file's remaining records are left out)."""
+    come, not which batches, except ``num_parallel_reads`` without shuffling (the number of files whose records
+    alternate), ``sloppy_interleave`` (records may arrive out of order) and ``on_corrupt`` (``skip_file``: a
+    damaged file's remaining records are left out)."""
 
     num_read_buffer_bytes: int  # per open file; 0: unbuffered
     num_prefetch: int | None  # batches; 0: none
@@ -446,7 +447,7 @@ class WindowSpec:
 @dataclasses.dataclass(frozen=True)
 class LoaderConfig:
     """A checked loader config, every default filled in (config/config.py). The settings that belong together
-    are grouped, each group built by the config section that checks it: ``reading`` (ReadOptions),
+    are grouped, each group built by its config section: ``reading`` (ReadOptions),
     ``shuffling`` (ShuffleOptions) and the loader's ``window`` (WindowSpec; None for a loader without
     windows). The config's keys are the same, flat in ``args``."""
 

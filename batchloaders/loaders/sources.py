@@ -136,7 +136,7 @@ class GlobalOrderSource(PlainSource):
         Raises:
             ConfigError: for a start_position with a stage that fills its batches otherwise.
         """
-        records = self.units(call.config)  # (indexes the files now, as the call is built)
+        records = self.units(call.config)  # (the indexes' counts, read when the InputFn was built)
         if call.start_position is not None and not stage.example_wise:
             raise ConfigError(Problem("<input_fn>", "$.start_position", (
                 f"found {call.start_position}, but the {stage.name} stage fills its batches from examples as they "
@@ -166,7 +166,7 @@ class GlobalOrderSource(PlainSource):
 class MixtureSource(PlainSource):
     """Several sources mixed into one stream (loaders/mixture.py), each read with its own files' reader."""
 
-    readers: tuple = ()  # each source's read.integrity.Reader, in config.sources order (``reader`` is None)
+    readers: tuple  # each source's read.integrity.Reader, in config.sources order (``reader`` is None)
 
     def blocks(self, call, config: LoaderConfig, block: int, finish=None):
         return mixture.source(self.loader, mixture.plan(config, call.shards), block, self.readers, finish)

@@ -409,8 +409,16 @@ def called(kind, word: str, source: str, json_path: str, build: Callable[[], Any
         result = build()
         if promised is None:
             return batched_output(result, what)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ContractError(f"{what} (batched) returned {_described(result)}: expected a pair "
+                                "(values, lengths or None)")
         check_batch(*result, promised, what)
     return result
+
+
+def _described(result) -> str:
+    """What a batched function returned, as a message says it: its type, and a tuple's length."""
+    return f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
 
 
 def _info_of(tensor, what: str, ctx: CheckContext):
