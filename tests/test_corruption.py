@@ -476,7 +476,7 @@ CHECK_DATA_MISSES = {"intact", "truncated inside a header", "truncated at a boun
                      "GZIP missing its trailer", "two GZIP streams in one file"}
 VERIFY_MISSES_WITHOUT_COUNTS = {"intact", "truncated at a boundary", "empty file"}
 TOOL_SAYS = {
-    "truncated mid-payload": "record 3 at byte 132: cannot be read (truncated record at 132",
+    "truncated mid-payload": "record 3 at byte 132: cannot be read (the data ends inside the record that starts at byte 132)",
     "truncated inside a header": "the file is 137 bytes, but its 3 records end at byte 132",
     "truncated at a boundary": "the manifest lists 6 records for this file",
     "flipped byte in length": "record 3 at byte 132: cannot be read (corrupted record at 132)",

@@ -281,8 +281,8 @@ def test_manifest_keeps_what_the_manifest_declares(tmp_path, monkeypatch, capsys
 REFUSE_CASES = {
     # name: (damage of part-1's bytes, stderr; None: a dataset of nothing to infer)
     "a file cut inside a payload": (lambda d: d[:AT[1] + 12 + 5], [
-        f"batchloaders manifest: error: {P1}: record 1 at byte {AT[1]}: cannot be read (truncated record at "
-        f"{AT[1]}' failed with Read less bytes than requested): {FRAMED}",
+        f"batchloaders manifest: error: {P1}: record 1 at byte {AT[1]}: cannot be read (the data ends inside "
+        f"the record that starts at byte {AT[1]}): {FRAMED}",
         "batchloaders manifest: error: no manifest written: 1 problem in the data files (see `batchloaders verify`)"]),
     "a file cut inside a header": (lambda d: d[:AT[2] + 5], [
         f"batchloaders manifest: error: {P1}: the file is {AT[2] + 5} bytes, but its 2 records end at byte {AT[2]}: "
@@ -325,8 +325,8 @@ VERIFY_CASES = {
     # name: (compression, damage(bytes) -> bytes | None to delete, part-1 lines (k: facts), status)
     "intact": (None, None, lambda k: [f"OK {P1} (3 records)"], 0),
     "truncated mid-payload": (None, lambda d: d[:AT[1] + 12 + 5], lambda k: [
-        f"{P1}: record 1 at byte {AT[1]}: cannot be read (truncated record at {AT[1]}' failed with Read less bytes "
-        f"than requested): {FRAMED}", k["size"]], 1),
+        f"{P1}: record 1 at byte {AT[1]}: cannot be read (the data ends inside the record that starts "
+        f"at byte {AT[1]}): {FRAMED}", k["size"]], 1),
     "truncated inside a header": (None, lambda d: d[:AT[1] + 5], lambda k: [
         f"{P1}: the file is {AT[1] + 5} bytes, but its 1 record ends at byte {AT[1]}: the last 5 bytes are not a whole "
         "record (the file was cut inside a record header, or has bytes appended)", k["size"]], 1),
@@ -528,3 +528,12 @@ def test_console_script_verify(tmp_path, monkeypatch, capsys):
     assert lines[2:] == [f"OK {P1} (3 records)", "1 of 2 files have problems"]
     assert lines[0].startswith(f"{P0}: the manifest lists 3 records for this file (line ")
     assert lines[1].startswith(f"{P0}: the file is 0 bytes, but the manifest records ")
+
+
+@pytest.mark.parametrize("command", ["verify", "index", "check-data"])
+def test_a_target_that_is_not_there_is_said_to_be_missing(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli(capsys, command, "nowhere")
+    assert (status, out) == (1, [])
+    assert err == [f"batchloaders {command}: error: nowhere: $: not found: expected a dataset directory (holding "
+                   "__manifest__.json) or a loader config (.yaml, .yml, .json)"]

@@ -187,6 +187,21 @@ def test_settings_global_cannot_take(data, args, found):
         load_config(config(data, **args))
 
 
+def test_a_compressed_dataset_is_refused_naming_reshard(tmp_path):
+    d = str(tmp_path / "gz")
+    write_manifest(d, [feature("id", "int64", [], "int"), feature("note", "string", [], "string")],
+                   compression="gzip")
+    write_records(os.path.join(d, "part-0.tfrecords"), [record(0, r) for r in range(3)], compression="gzip")
+    with pytest.raises(ConfigError) as caught:
+        load_config(config(d))
+    (problem,) = caught.value.problems
+    assert problem.path == "$.args.shuffle_scope"
+    assert problem.message.startswith(f"found global, but the manifest {d}/__manifest__.json says the files are "
+                                      "GZIP-compressed: ")
+    assert problem.message.endswith("expected uncompressed files (`batchloaders reshard SRC DEST --shards N` "
+                                    "writes them, indexed), or shuffle_scope buffer")
+
+
 def test_an_unindexed_dataset_is_refused_naming_the_command(tmp_path):
     d = dataset(tmp_path, indexed=False)
     with pytest.raises(ConfigError, match=r"shuffle_scope.*records no index for 4 data file.*batchloaders index"):

@@ -153,7 +153,7 @@ def test_index_command_refuses_compressed_data(tmp_path, monkeypatch, capsys):
     assert (code, out) == (1, [])
     assert err == ["batchloaders index: error: d/__manifest__.json says compression 'gzip': a compressed file cannot "
                    "be read at a byte offset, so it cannot be indexed; rewrite the data files uncompressed "
-                   "(compression null) to index them"]
+                   "(compression null) to index them: `batchloaders reshard SRC DEST --shards N` does, and indexes them"]
     assert not [n for n in os.listdir("d") if n.endswith(".index")]
 
 

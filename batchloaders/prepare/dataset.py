@@ -25,6 +25,9 @@ def load_dataset(path: str, *, trust_plugins: bool = False) -> Dataset:
     (runs their code); reading the data needs none of their types, so only a user's explicit
     ``--trust-plugins`` passes True.
     """
+    if not paths.found(path):  # said as such, not as a file type a config cannot have
+        raise ConfigError(Problem(path, "$", f"not found: expected a dataset directory (holding {MANIFEST_NAME}) "
+                                             "or a loader config (.yaml, .yml, .json)"))
     try:
         return load_config(path, trust_plugins=trust_plugins).dataset
     except PluginsNotChecked:  # valid but for its plugin types, which reading the data does not need
@@ -69,7 +72,7 @@ def target_files(target: str) -> tuple[Manifest, list[str], list[Problem]]:
         (path ``file``).
 
     Raises:
-        BatchLoaderError: the manifest or config is invalid.
+        BatchLoaderError: the manifest or config is invalid, or ``target`` is not there (ConfigError).
     """
     if paths.isdir(target):
         manifest = paths.load_manifest(paths.join(target, MANIFEST_NAME))

@@ -146,7 +146,8 @@ def _target(target: str, runner: Runner | None, reporter: Reporter) -> tuple[str
         raise ManifestError(Problem(
             shown(manifest.path), "manifest", f"{shown(manifest.path)} says compression {manifest.compression!r}: "
             "a compressed file cannot be read at a byte offset, so it cannot be indexed; rewrite the data files "
-            "uncompressed (compression null) to index them"))
+            "uncompressed (compression null) to index them: `batchloaders reshard SRC DEST --shards N` does, and "
+            "indexes them"))
     base = paths.dirname(manifest.path)
     outside = [path for path in files if not paths.within(path, base)]
     if outside:

@@ -80,11 +80,17 @@ def sniff(path: str, dataset_dir: str | None) -> Sniffed:
 _TF_PREFIX = re.compile(r"^\{\{[^}]*\}\}\s*")
 
 
+# TensorFlow's record reader words a cut record with a stray quote and its status twice ("truncated record at
+# 464' failed with Read less bytes than requested"): said plainly.
+_CUT_RECORD = re.compile(r"truncated record at (\d+)' failed with Read less bytes than requested")
+
+
 def tf_message(error: BaseException) -> str:
     """The first line of a TensorFlow error without TensorFlow's op prefix and suffix, at most 200 characters."""
     text = _TF_PREFIX.sub("", (getattr(error, "message", None) or str(error)).strip())
     line = text.splitlines()[0] if text else type(error).__name__
     line = line.split(" [Op:")[0].strip() or type(error).__name__
+    line = _CUT_RECORD.sub(r"the data ends inside the record that starts at byte \1", line)
     return line if len(line) <= 200 else line[:197] + "..."
 
 

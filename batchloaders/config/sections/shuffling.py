@@ -103,8 +103,8 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
     if ctx.manifest.compression is not None:
         ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} says the files are "
                       f"{ctx.manifest.compression.upper()}-compressed: {needs}, and an offset into a compressed "
-                      "stream means nothing without the stream before it; expected uncompressed files, or "
-                      "shuffle_scope buffer")
+                      "stream means nothing without the stream before it; expected uncompressed files "
+                      "(`batchloaders reshard SRC DEST --shards N` writes them, indexed), or shuffle_scope buffer")
         return
     remote = [path for path in ctx.dataset.files if url_scheme(path) is not None]
     if remote:
