@@ -18,6 +18,7 @@ from batchloaders.cli.main import main
 from batchloaders.errors import ConfigError, DataError
 from batchloaders.prepare import beam, reshard as module
 from batchloaders.prepare.reshard import DestinationError, Options, reshard, shard_name
+from conftest import loader_config
 from test_reshard import contents, flip_byte, source
 
 PARTS3 = sorted(["__manifest__.json"] + [shard_name(k, 3) for k in range(3)]
@@ -266,3 +267,30 @@ def test_multi_processing_runs_the_elements_in_other_processes():
     runner = beam.runner_from("DirectRunner", ["direct_running_mode=multi_processing", "direct_num_workers=2"])
     pids = beam.map_elements(os.readlink, ["/proc/self"] * 4, runner, label="pids")  # each element's own pid
     assert pids and str(os.getpid()) not in pids, pids
+
+
+# --- where DEST may be, and what a failed run leaves -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("via_link", [False, True])
+def test_dest_inside_src_is_refused_before_it_is_created(tmp_path, via_link):
+    """Shards inside a dir dataset would be data files of it: `batchloaders manifest SRC` would list them too."""
+    src = source(str(tmp_path / "src"))
+    before = contents(src)
+    if via_link:
+        os.symlink(src, tmp_path / "to-src")
+    dest = str(tmp_path / ("to-src" if via_link else "src") / "sub")
+    with pytest.raises(ConfigError, match=r"sub: \$: found DEST inside SRC's directory .*src: expected DEST outside "
+                                          r"it \(the shards would become data files of SRC"):
+        reshard(src, dest, Options(3))
+    assert not os.path.exists(dest) and contents(src) == before
+    with pytest.raises(SystemExit) as done:
+        main(["reshard", src, dest, "--shards", "3"])
+    assert done.value.code == 1 and not os.path.exists(dest)
+    config = str(tmp_path / "c.json")  # a config whose dir dataset is SRC
+    with open(config, "w") as f:
+        json.dump(loader_config(src, [("id", "id")], inputs=["id"]), f)
+    with pytest.raises(ConfigError, match=r"found DEST inside SRC's directory"):
+        reshard(config, dest, Options(3))
+    assert not os.path.exists(dest)
+

@@ -93,12 +93,15 @@ class SourceFile:
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """What SRC describes: its manifest's data (features and other keys), compression and files in order."""
+    """What SRC describes: its manifest's data (features and other keys), compression and files in order;
+    ``directory``: the directory whose data files SRC is (a dataset directory, a config's ``dir`` dataset),
+    None for a config's list of files."""
 
     manifest_path: str
     manifest: dict
     compression: str | None
     files: tuple[SourceFile, ...]
+    directory: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +193,7 @@ def load_source(source: str) -> Source:
                                                                   f"{source}` first)"))
         files = tuple(SourceFile(paths.join(source, e["name"]), e["num_records"], e.get("size_bytes"),
                                  e.get("sha256")) for e in entries)
-        return Source(manifest_path, data, data["compression"], files)
+        return Source(manifest_path, data, data["compression"], files, source)
     dataset = _config_dataset(source)
     manifest = dataset.manifest
     data = _manifest_data(manifest.path, os.path.dirname(manifest.path))
@@ -202,7 +205,8 @@ def load_source(source: str) -> Source:
                                                                   f"the config {source}: expected each file's record "
                                                                   "count (run `batchloaders manifest` first)"))
         files.append(SourceFile(path, entry.num_records, entry.size_bytes, entry.sha256))
-    return Source(manifest.path, data, manifest.compression, tuple(files))
+    return Source(manifest.path, data, manifest.compression, tuple(files),
+                  os.path.dirname(manifest.path) if dataset.type == "dir" else None)
 
 
 def unlisted_files(source: Source, directory: str) -> list[str]:
@@ -392,14 +396,20 @@ def prepare_destination(destination: str, source: Source, overwrite: bool) -> li
     """Check DEST and make it a directory; return the names in it that the finish replaces.
 
     Nothing in DEST is removed here: its previous entries go only once every new shard is complete. Refused:
-    a DEST that holds SRC's manifest or files (checked first, through symbolic links), a DEST that is a file,
-    and a DEST that holds anything without ``overwrite``, but for our temporary files and the part files of a
-    run killed while it finished (no manifest beside them), which the same reshard run again replaces.
+    a DEST that holds SRC's manifest or files or lies inside SRC's directory (checked first, through symbolic
+    links), a DEST that is a file, and a DEST that holds anything without ``overwrite``, but for our temporary
+    files and the part files of a run killed while it finished (no manifest beside them), which the same
+    reshard run again replaces.
     """
     inside = [p for p in (source.manifest_path, *(f.path for f in source.files)) if _within(p, destination)]
     if inside:
         raise ConfigError(Problem(destination, "$", f"found {shown(inside[0])} of SRC in DEST: expected DEST apart "
                                                     "from SRC (the output would replace its own input)"))
+    home = source.directory
+    if home is not None and _within(destination, home):  # a dir dataset finds files in subdirectories too
+        raise ConfigError(Problem(destination, "$", f"found DEST inside SRC's directory {shown(home)}: expected DEST "
+                                                    "outside it (the shards would become data files of SRC, and "
+                                                    "`batchloaders manifest` on SRC would list every record twice)"))
     if paths.url_scheme(destination) is None and os.path.lexists(destination) and not os.path.isdir(destination):
         raise ConfigError(Problem(destination, "$", "found a file (or a link to none): expected DEST, a directory "
                                                     "to write the shards in, new or empty"))
