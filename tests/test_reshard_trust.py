@@ -294,3 +294,16 @@ def test_dest_inside_src_is_refused_before_it_is_created(tmp_path, via_link):
         reshard(config, dest, Options(3))
     assert not os.path.exists(dest)
 
+def test_a_misspelt_runner_is_refused_before_anything_is_written(tmp_path, capsys):
+    pytest.importorskip("apache_beam")
+    with pytest.raises(ConfigError, match=r"--runner: DirectRunnr: found no Beam runner of that name: expected "
+                                          r"'DirectRunner'\? .*one of .*DataflowRunner"):
+        beam.runner_from("DirectRunnr")
+    src = source(str(tmp_path / "src"))
+    dest = str(tmp_path / "dest")
+    with pytest.raises(SystemExit) as done:
+        main(["reshard", src, dest, "--shards", "2", "--runner", "DirectRunnr"])
+    assert done.value.code == 1 and not os.path.exists(dest)
+    assert "DirectRunnr" in capsys.readouterr().err
+    assert beam.runner_from("direct").name == "direct"  # Beam's own short names stay accepted
+
