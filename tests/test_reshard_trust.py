@@ -117,7 +117,7 @@ def test_write_failures_name_dest_and_leave_no_temporaries(tmp_path, monkeypatch
     monkeypatch.setattr(target, *replacement)
     with pytest.raises(DestinationError, match=message):
         reshard(src, dest, Options(3))
-    assert os.listdir(dest) == []
+    assert not os.path.exists(dest)  # this run created it
 
 
 def test_dest_a_file_and_src_not_there(tmp_path):
@@ -145,7 +145,7 @@ def test_an_interrupted_run_leaves_no_temporaries(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "write_shard", interrupted)
     with pytest.raises(KeyboardInterrupt):
         reshard(src, dest, Options(3))
-    assert os.listdir(dest) == []
+    assert not os.path.exists(dest)  # this run created it
 
 
 @pytest.mark.parametrize("broken, message", [
@@ -258,7 +258,7 @@ def test_a_damaged_input_on_a_runner_is_located_and_leaves_nothing(tmp_path):
     dest = str(tmp_path / "dest")
     with pytest.raises(DataError, match=r"in-3\.tfrecords: record 8: at byte [\d,]+: cannot be read"):
         batchloaders.reshard(src, dest, 3, runner="DirectRunner")
-    assert os.listdir(dest) == []  # no manifest, no temporary file, no lock
+    assert not os.path.exists(dest)  # no manifest, no temporary file, no lock: the DEST this run created is gone
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self"), reason="reads its pid from /proc/self")
@@ -294,6 +294,7 @@ def test_dest_inside_src_is_refused_before_it_is_created(tmp_path, via_link):
         reshard(config, dest, Options(3))
     assert not os.path.exists(dest)
 
+
 def test_a_misspelt_runner_is_refused_before_anything_is_written(tmp_path, capsys):
     pytest.importorskip("apache_beam")
     with pytest.raises(ConfigError, match=r"--runner: DirectRunnr: found no Beam runner of that name: expected "
@@ -307,3 +308,15 @@ def test_a_misspelt_runner_is_refused_before_anything_is_written(tmp_path, capsy
     assert "DirectRunnr" in capsys.readouterr().err
     assert beam.runner_from("direct").name == "direct"  # Beam's own short names stay accepted
 
+
+def test_a_failed_run_removes_the_dest_it_created_and_keeps_one_that_was_there(tmp_path):
+    src = source(str(tmp_path / "src"), compression=None)
+    damage(os.path.join(src, "in-1.tfrecords"))
+    dest = tmp_path / "dest"
+    with pytest.raises(DataError):
+        reshard(src, str(dest), Options(2))
+    assert not dest.exists()
+    dest.mkdir()
+    with pytest.raises(DataError):
+        reshard(src, str(dest), Options(2))
+    assert dest.is_dir() and os.listdir(dest) == []

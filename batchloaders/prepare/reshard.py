@@ -10,7 +10,8 @@ shard) reads from their start. Two runs, on any runner, write the same bytes.
 Each shard is written under a temporary name in DEST; only when every shard is complete are they renamed,
 then their record indexes written, then the manifest, last: a run that is killed leaves no manifest, so no
 dataset that looks complete. A source file that cannot be read, is damaged, or holds other records than
-its manifest entry says (count, size or SHA-256) is a located DataError, and nothing is left in DEST.
+its manifest entry says (count, size or SHA-256) is a located DataError, and nothing is left in DEST. A run
+that fails removes the DEST it created; a DEST that was there stays.
 """
 from __future__ import annotations
 
@@ -514,6 +515,9 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
             err=None) -> list[str]:
     """Rewrite the dataset SRC describes into ``options.shards`` balanced shards in ``destination``.
 
+    A run that fails, for any reason, removes the DEST it created (a DEST that was there stays, without our
+    temporary files).
+
     Args:
         source: a dataset directory with a manifest that lists its files, or a loader config.
         destination: the output directory (any file system TensorFlow writes).
@@ -543,7 +547,19 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
     src = load_source(source)
     if paths.isdir(source):  # a config's dataset lists its own files
         _check_unlisted(src, source, options, err)
+    created = not paths.exists(destination)
     old = prepare_destination(destination, src, options.overwrite)
+    try:
+        return _locked_run(src, destination, options, runner, err, old)
+    except BaseException:
+        if created:  # a failed run leaves no new DEST behind (one that was there stays)
+            _remove_if_empty(destination)
+        raise
+
+
+def _locked_run(src: Source, destination: str, options: Options, runner: Runner | None, err,
+                old: Sequence[str]) -> list[str]:
+    """The shards written and finished in DEST, holding its lock; none of our temporary files left after."""
     release = _locked(destination)
     try:
         tasks = shard_tasks(src, destination, options)
@@ -578,6 +594,18 @@ def _written(tasks: Sequence[ShardTask], runner: Runner | None, err) -> list[Sha
 def _remove_temps(tasks: Sequence[ShardTask]) -> None:
     for task in tasks:
         paths.remove(task.temp)
+
+
+def _remove_if_empty(destination: str) -> None:
+    """Remove the directory DEST if nothing is in it (its lock and temporary files are gone by now); a DEST
+    another run has begun to write in meanwhile is kept. Best effort: the run's own error is what is said."""
+    try:
+        if paths.url_scheme(destination) is None:
+            os.rmdir(destination)  # refuses a directory that is not empty
+        elif not paths.listing(destination):
+            paths.remove_tree(destination)
+    except Exception:  # noqa: BLE001 (a DEST that cannot be removed stays, as it is when the run is killed)
+        pass
 
 
 def _finish(src: Source, destination: str, options: Options, done: Sequence[tuple[ShardTask, ShardWritten]],
