@@ -18,6 +18,7 @@ from batchloaders.cli.main import main
 from batchloaders.errors import ConfigError, DataError
 from batchloaders.prepare import beam, reshard as module
 from batchloaders.prepare.reshard import DestinationError, Options, reshard, shard_name
+from conftest import loader_config
 from test_reshard import contents, flip_byte, source
 
 PARTS3 = sorted(["__manifest__.json"] + [shard_name(k, 3) for k in range(3)]
@@ -116,7 +117,7 @@ def test_write_failures_name_dest_and_leave_no_temporaries(tmp_path, monkeypatch
     monkeypatch.setattr(target, *replacement)
     with pytest.raises(DestinationError, match=message):
         reshard(src, dest, Options(3))
-    assert os.listdir(dest) == []
+    assert not os.path.exists(dest)  # this run created it
 
 
 def test_dest_a_file_and_src_not_there(tmp_path):
@@ -144,7 +145,7 @@ def test_an_interrupted_run_leaves_no_temporaries(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "write_shard", interrupted)
     with pytest.raises(KeyboardInterrupt):
         reshard(src, dest, Options(3))
-    assert os.listdir(dest) == []
+    assert not os.path.exists(dest)  # this run created it
 
 
 @pytest.mark.parametrize("broken, message", [
@@ -257,7 +258,7 @@ def test_a_damaged_input_on_a_runner_is_located_and_leaves_nothing(tmp_path):
     dest = str(tmp_path / "dest")
     with pytest.raises(DataError, match=r"in-3\.tfrecords: record 8: at byte [\d,]+: cannot be read"):
         batchloaders.reshard(src, dest, 3, runner="DirectRunner")
-    assert os.listdir(dest) == []  # no manifest, no temporary file, no lock
+    assert not os.path.exists(dest)  # no manifest, no temporary file, no lock: the DEST this run created is gone
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self"), reason="reads its pid from /proc/self")
@@ -266,3 +267,56 @@ def test_multi_processing_runs_the_elements_in_other_processes():
     runner = beam.runner_from("DirectRunner", ["direct_running_mode=multi_processing", "direct_num_workers=2"])
     pids = beam.map_elements(os.readlink, ["/proc/self"] * 4, runner, label="pids")  # each element's own pid
     assert pids and str(os.getpid()) not in pids, pids
+
+
+# --- where DEST may be, and what a failed run leaves -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("via_link", [False, True])
+def test_dest_inside_src_is_refused_before_it_is_created(tmp_path, via_link):
+    """Shards inside a dir dataset would be data files of it: `batchloaders manifest SRC` would list them too."""
+    src = source(str(tmp_path / "src"))
+    before = contents(src)
+    if via_link:
+        os.symlink(src, tmp_path / "to-src")
+    dest = str(tmp_path / ("to-src" if via_link else "src") / "sub")
+    with pytest.raises(ConfigError, match=r"sub: \$: found DEST inside SRC's directory .*src: expected DEST outside "
+                                          r"it \(the shards would become data files of SRC"):
+        reshard(src, dest, Options(3))
+    assert not os.path.exists(dest) and contents(src) == before
+    with pytest.raises(SystemExit) as done:
+        main(["reshard", src, dest, "--shards", "3"])
+    assert done.value.code == 1 and not os.path.exists(dest)
+    config = str(tmp_path / "c.json")  # a config whose dir dataset is SRC
+    with open(config, "w") as f:
+        json.dump(loader_config(src, [("id", "id")], inputs=["id"]), f)
+    with pytest.raises(ConfigError, match=r"found DEST inside SRC's directory"):
+        reshard(config, dest, Options(3))
+    assert not os.path.exists(dest)
+
+
+def test_a_misspelt_runner_is_refused_before_anything_is_written(tmp_path, capsys):
+    pytest.importorskip("apache_beam")
+    with pytest.raises(ConfigError, match=r"--runner: DirectRunnr: found no Beam runner of that name: expected "
+                                          r"'DirectRunner'\? .*one of .*DataflowRunner"):
+        beam.runner_from("DirectRunnr")
+    src = source(str(tmp_path / "src"))
+    dest = str(tmp_path / "dest")
+    with pytest.raises(SystemExit) as done:
+        main(["reshard", src, dest, "--shards", "2", "--runner", "DirectRunnr"])
+    assert done.value.code == 1 and not os.path.exists(dest)
+    assert "DirectRunnr" in capsys.readouterr().err
+    assert beam.runner_from("direct").name == "direct"  # Beam's own short names stay accepted
+
+
+def test_a_failed_run_removes_the_dest_it_created_and_keeps_one_that_was_there(tmp_path):
+    src = source(str(tmp_path / "src"), compression=None)
+    damage(os.path.join(src, "in-1.tfrecords"))
+    dest = tmp_path / "dest"
+    with pytest.raises(DataError):
+        reshard(src, str(dest), Options(2))
+    assert not dest.exists()
+    dest.mkdir()
+    with pytest.raises(DataError):
+        reshard(src, str(dest), Options(2))
+    assert dest.is_dir() and os.listdir(dest) == []

@@ -107,16 +107,19 @@ def runner_from(name: str | None, options: Mapping[str, object] | Sequence[str] 
 
 
 def checked(runner: Runner) -> Runner:
-    """``runner``, once Beam's ``PipelineOptions`` accepts each of its options (before anything is written).
+    """``runner``, once Beam knows its name and ``PipelineOptions`` accepts each of its options (before anything
+    is written).
 
     Raises:
         BeamNotInstalled: Apache Beam is not installed.
-        ConfigError: a value the option does not take, or a key no Beam option has (a runner that passes
-            unknown options on to its job service, such as FlinkRunner, may be given any key).
+        ConfigError: a runner name Beam does not know or cannot load, a value the option does not take, or a
+            key no Beam option has (a runner that passes unknown options on to its job service, such as
+            FlinkRunner, may be given any key).
     """
     import_beam()
     from apache_beam.options.pipeline_options import PipelineOptions  # deferred: part of the optional Beam
 
+    _check_name(runner.name)
     known = None
     for key, value in runner.options:
         flag = f"--{key}" if value is None else f"--{key}={value}"
@@ -137,6 +140,28 @@ def checked(runner: Runner) -> Runner:
                     f"found the key {key!r}, which no Beam pipeline option has: expected "
                     + (f"{close[0]!r}?" if close else "an option such as direct_num_workers or project"))))
     return runner
+
+
+def _check_name(name: str) -> None:
+    """ConfigError at ``--runner NAME`` when Beam has no runner ``name`` (its short or full dotted name).
+
+    Beam's own lookup decides, as the run would; making the runner object runs no pipeline.
+    """
+    from apache_beam.options.pipeline_options import StandardOptions  # deferred: part of the optional Beam
+    from apache_beam.runners.runner import create_runner
+
+    close = None
+    try:
+        create_runner(name)
+        return
+    except ValueError:
+        found = "found no Beam runner of that name"
+        close = next(iter(difflib.get_close_matches(name, StandardOptions.KNOWN_RUNNER_NAMES, n=1)), None)
+    except (ImportError, AttributeError) as error:  # a dotted name, or a runner whose extra is not installed
+        found = f"found a runner Beam cannot load ({_first_lines(error, 1)})"
+    valid = (f"one of Beam's runners ({', '.join(StandardOptions.KNOWN_RUNNER_NAMES)}) or the full dotted name of a "
+             "PipelineRunner subclass")
+    raise ConfigError(Problem("--runner", name, f"{found}: expected " + (f"{close!r}? ({valid})" if close else valid)))
 
 
 def import_beam():

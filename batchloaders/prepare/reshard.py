@@ -10,7 +10,8 @@ shard) reads from their start. Two runs, on any runner, write the same bytes.
 Each shard is written under a temporary name in DEST; only when every shard is complete are they renamed,
 then their record indexes written, then the manifest, last: a run that is killed leaves no manifest, so no
 dataset that looks complete. A source file that cannot be read, is damaged, or holds other records than
-its manifest entry says (count, size or SHA-256) is a located DataError, and nothing is left in DEST.
+its manifest entry says (count, size or SHA-256) is a located DataError, and nothing is left in DEST. A run
+that fails removes the DEST it created; a DEST that was there stays.
 """
 from __future__ import annotations
 
@@ -93,12 +94,15 @@ class SourceFile:
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """What SRC describes: its manifest's data (features and other keys), compression and files in order."""
+    """What SRC describes: its manifest's data (features and other keys), compression and files in order;
+    ``directory``: the directory whose data files SRC is (a dataset directory, a config's ``dir`` dataset),
+    None for a config's list of files."""
 
     manifest_path: str
     manifest: dict
     compression: str | None
     files: tuple[SourceFile, ...]
+    directory: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +194,7 @@ def load_source(source: str) -> Source:
                                                                   f"{source}` first)"))
         files = tuple(SourceFile(paths.join(source, e["name"]), e["num_records"], e.get("size_bytes"),
                                  e.get("sha256")) for e in entries)
-        return Source(manifest_path, data, data["compression"], files)
+        return Source(manifest_path, data, data["compression"], files, source)
     dataset = _config_dataset(source)
     manifest = dataset.manifest
     data = _manifest_data(manifest.path, os.path.dirname(manifest.path))
@@ -202,7 +206,8 @@ def load_source(source: str) -> Source:
                                                                   f"the config {source}: expected each file's record "
                                                                   "count (run `batchloaders manifest` first)"))
         files.append(SourceFile(path, entry.num_records, entry.size_bytes, entry.sha256))
-    return Source(manifest.path, data, manifest.compression, tuple(files))
+    return Source(manifest.path, data, manifest.compression, tuple(files),
+                  os.path.dirname(manifest.path) if dataset.type == "dir" else None)
 
 
 def unlisted_files(source: Source, directory: str) -> list[str]:
@@ -392,14 +397,20 @@ def prepare_destination(destination: str, source: Source, overwrite: bool) -> li
     """Check DEST and make it a directory; return the names in it that the finish replaces.
 
     Nothing in DEST is removed here: its previous entries go only once every new shard is complete. Refused:
-    a DEST that holds SRC's manifest or files (checked first, through symbolic links), a DEST that is a file,
-    and a DEST that holds anything without ``overwrite``, but for our temporary files and the part files of a
-    run killed while it finished (no manifest beside them), which the same reshard run again replaces.
+    a DEST that holds SRC's manifest or files or lies inside SRC's directory (checked first, through symbolic
+    links), a DEST that is a file, and a DEST that holds anything without ``overwrite``, but for our temporary
+    files and the part files of a run killed while it finished (no manifest beside them), which the same
+    reshard run again replaces.
     """
     inside = [p for p in (source.manifest_path, *(f.path for f in source.files)) if _within(p, destination)]
     if inside:
         raise ConfigError(Problem(destination, "$", f"found {shown(inside[0])} of SRC in DEST: expected DEST apart "
                                                     "from SRC (the output would replace its own input)"))
+    home = source.directory
+    if home is not None and _within(destination, home):  # a dir dataset finds files in subdirectories too
+        raise ConfigError(Problem(destination, "$", f"found DEST inside SRC's directory {shown(home)}: expected DEST "
+                                                    "outside it (the shards would become data files of SRC, and "
+                                                    "`batchloaders manifest` on SRC would list every record twice)"))
     if paths.url_scheme(destination) is None and os.path.lexists(destination) and not os.path.isdir(destination):
         raise ConfigError(Problem(destination, "$", "found a file (or a link to none): expected DEST, a directory "
                                                     "to write the shards in, new or empty"))
@@ -504,6 +515,9 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
             err=None) -> list[str]:
     """Rewrite the dataset SRC describes into ``options.shards`` balanced shards in ``destination``.
 
+    A run that fails, for any reason, removes the DEST it created (a DEST that was there stays, without our
+    temporary files).
+
     Args:
         source: a dataset directory with a manifest that lists its files, or a loader config.
         destination: the output directory (any file system TensorFlow writes).
@@ -533,7 +547,19 @@ def reshard(source: str, destination: str, options: Options, runner: Runner | No
     src = load_source(source)
     if paths.isdir(source):  # a config's dataset lists its own files
         _check_unlisted(src, source, options, err)
+    created = not paths.exists(destination)
     old = prepare_destination(destination, src, options.overwrite)
+    try:
+        return _locked_run(src, destination, options, runner, err, old)
+    except BaseException:
+        if created:  # a failed run leaves no new DEST behind (one that was there stays)
+            _remove_if_empty(destination)
+        raise
+
+
+def _locked_run(src: Source, destination: str, options: Options, runner: Runner | None, err,
+                old: Sequence[str]) -> list[str]:
+    """The shards written and finished in DEST, holding its lock; none of our temporary files left after."""
     release = _locked(destination)
     try:
         tasks = shard_tasks(src, destination, options)
@@ -568,6 +594,18 @@ def _written(tasks: Sequence[ShardTask], runner: Runner | None, err) -> list[Sha
 def _remove_temps(tasks: Sequence[ShardTask]) -> None:
     for task in tasks:
         paths.remove(task.temp)
+
+
+def _remove_if_empty(destination: str) -> None:
+    """Remove the directory DEST if nothing is in it (its lock and temporary files are gone by now); a DEST
+    another run has begun to write in meanwhile is kept. Best effort: the run's own error is what is said."""
+    try:
+        if paths.url_scheme(destination) is None:
+            os.rmdir(destination)  # refuses a directory that is not empty
+        elif not paths.listing(destination):
+            paths.remove_tree(destination)
+    except Exception:  # noqa: BLE001 (a DEST that cannot be removed stays, as it is when the run is killed)
+        pass
 
 
 def _finish(src: Source, destination: str, options: Options, done: Sequence[tuple[ShardTask, ShardWritten]],
