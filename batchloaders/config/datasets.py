@@ -24,7 +24,7 @@ from batchloaders.errors import ConfigError, ManifestError, Problem
 from batchloaders.config.document import Document
 from batchloaders.core.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
 from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
-from batchloaders.core.model import Dataset, url_scheme  # noqa: F401 (url_scheme: imported from here)
+from batchloaders.core.model import CacheSpec, Dataset, RandomAccess, url_scheme  # noqa: F401 (url_scheme: imported from here)
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, the shards
 # TFDS, Beam and the TF models scripts write (NAME-SPLIT.tfrecord-00000-of-00002, train-00000-of-01024), and their
@@ -102,8 +102,24 @@ def resolve(spec: dict, doc: Document) -> Dataset:
         raise ConfigError(doc.problem(("args", "dataset", "args", key), message))
 
     if kind == "dir":
-        return _resolve_dir(args, base, fail)
-    return _resolve_list(args, base, fail, config_line("list_file"))
+        dataset = _resolve_dir(args, base, fail)
+    else:
+        dataset = _resolve_list(args, base, fail, config_line("list_file"))
+    return dataclasses.replace(dataset, access=_access(args, base, fail))
+
+
+def _access(args: dict, base: str, fail) -> RandomAccess:
+    """The dataset args that say how records are read at their offsets (schema-checked), paths resolved: a
+    local ``index_dir`` or ``cache.dir`` against the config's directory, a URL ``index_dir`` kept."""
+    index_dir = args.get("index_dir")
+    if index_dir is not None and url_scheme(index_dir) is None:
+        index_dir = _local_path(args, "index_dir", base, fail)
+    cache = args.get("cache")
+    if cache is not None:
+        cache = CacheSpec(_local_path(cache, "dir", base, lambda _, message: fail("cache", message)),
+                          int(cache["max_bytes"]))
+    return RandomAccess(index_dir=index_dir, random_access=args.get("random_access", "auto"),
+                        reads_in_flight=int(args.get("reads_in_flight", 16)), cache=cache)
 
 
 def _local_path(args: dict, key: str, base: str, fail) -> str:

@@ -118,6 +118,28 @@ class Dataset:
     entry_lines: tuple[int, ...] = ()  # line in list_file of each of files
     list_file_line: int | None = None  # line of args.dataset.args.list_file in the config, if known
     pattern: str | None = None  # dir datasets: the glob that chose the files
+    access: "RandomAccess" = dataclasses.field(default_factory=lambda: RandomAccess())  # reads by offset
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheSpec:
+    """``args.dataset.args.cache``: a local directory holding copies of the data files for random access, and
+    the most bytes its files may take (config/datasets.py resolves ``dir`` against the config's directory)."""
+
+    dir: str
+    max_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomAccess:
+    """How records are read at their offsets (a global shuffle, read_record, a restore by position): the
+    dataset args ``index_dir`` (None: each index beside its data file), ``random_access`` (``auto``,
+    ``local`` or ``filesystem``), ``reads_in_flight`` and ``cache`` (None: read the data files themselves)."""
+
+    index_dir: str | None = None
+    random_access: str = "auto"
+    reads_in_flight: int = 16
+    cache: CacheSpec | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,6 +447,8 @@ class ShuffleOptions:
     num_filenames_shuffle_buffer: int | None = None
     num_mix_files: int | None = None
     scope: str = dataclasses.field(default="buffer", metadata={"key": "shuffle_scope"})  # (its config key)
+    # shuffle_scope global: files per window of the epoch's permuted files (None: all files, one window).
+    window_files: int | None = dataclasses.field(default=None, metadata={"key": "shuffle_window_files"})
 
 
 @dataclasses.dataclass(frozen=True)
