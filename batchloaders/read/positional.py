@@ -26,11 +26,10 @@ import resource
 import threading
 from typing import Protocol, Sequence
 
-import tensorflow as tf
-from tensorflow.python.lib.io import _pywrap_file_io  # TensorFlow's positional stream (GFile's buffers 512 KiB)
-
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.core.model import RandomAccess, url_scheme
+
+# TensorFlow is imported where a FileSystemFiles reads: ``describe`` names the sources without loading it.
 
 KEPT_OPEN = 128  # files a LocalFiles keeps open between calls; the others are opened for each call that reads them
 GAP_BYTES = 64 * 1024  # ranges at most this far apart are fetched in one read (a bucket's latency costs more)
@@ -172,6 +171,9 @@ class FileSystemFiles:
 
     def _fetch(self, file: int, start: int, size: int) -> bytes:
         """``size`` bytes from ``start`` (fewer where the file ends), through a stream sized to the read."""
+        import tensorflow as tf  # (not a package module) deferred: describe names the sources without TensorFlow
+        from tensorflow.python.lib.io import _pywrap_file_io  # the stream GFile wraps, its buffer sized here
+
         with self._lock:
             self.reads += 1
         stream = _pywrap_file_io.BufferedInputStream(self.paths[file], max(1, size))
@@ -203,6 +205,8 @@ class FileSystemFiles:
 
     def size(self, file: int) -> int:
         """See :class:`ByteSource`."""
+        import tensorflow as tf  # (not a package module) deferred: describe names the sources without TensorFlow
+
         return tf.io.gfile.stat(self.paths[file]).length
 
     def close(self) -> None:
