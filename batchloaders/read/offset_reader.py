@@ -110,18 +110,17 @@ class OffsetReader:
         return joined, lengths, problem
 
     def _parts(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[list[bytes], int, str]:
-        """(each frame's bytes in the order asked, -1, '') or ([], the place of the first frame of the file that
-        could not be read, what went wrong). The source reads one file's frames at a time."""
+        """(each frame's bytes in the order asked, -1, '') or ([], the place of the first frame of the first file
+        that could not be read, what went wrong). The source reads every file's frames at once."""
+        places = [np.flatnonzero(files == file) for file in dict.fromkeys(files.tolist())]
+        got = self.source.read_many([(int(files[at[0]]), offsets[at].tolist(), sizes[at].tolist()) for at in places])
         parts: list[bytes] = [b""] * len(files)
-        for file in dict.fromkeys(files.tolist()):
-            at = np.flatnonzero(files == file)
-            try:
-                got = self.source.read(file, offsets[at].tolist(), sizes[at].tolist())
-            except OSError as error:
-                return [], int(at[0]), self._os_error(error)
-            except tf.errors.OpError as error:
-                return [], int(at[0]), f"the file cannot be read ({_op_error(error)})"
-            for k, part in zip(at.tolist(), got):
+        for at, frames in zip(places, got):
+            if isinstance(frames, OSError):
+                return [], int(at[0]), self._os_error(frames)
+            if isinstance(frames, Exception):
+                return [], int(at[0]), f"the file cannot be read ({_op_error(frames)})"
+            for k, part in zip(at.tolist(), frames):
                 parts[k] = part
         return parts, -1, ""
 

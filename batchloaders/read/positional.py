@@ -44,11 +44,32 @@ class ByteSource(Protocol):
         """The bytes of each range; a part comes back shorter when the file ends before the range does.
         OSError (or tf.errors.OpError) when the file cannot be read."""
 
+    def read_many(self, requests: Sequence[Request]) -> list[list[bytes] | Exception]:
+        """:meth:`read` of each ``(file, offsets, sizes)``, at once where the source can: each request's parts, or
+        the OSError (or tf.errors.OpError) its file raised."""
+
     def size(self, file: int) -> int:
         """The file's size now; OSError (or tf.errors.OpError) when it cannot be read."""
 
     def close(self) -> None:
         """Let go of what the source holds open (a later read opens it again)."""
+
+
+Request = tuple  # (file, offsets, sizes) of one ByteSource.read
+
+
+class ReadsEachFile:
+    """A ByteSource's ``read_many`` as one ``read`` per request, one after another."""
+
+    def read_many(self, requests: Sequence[Request]) -> list[list[bytes] | Exception]:
+        """See :class:`ByteSource`."""
+        out: list[list[bytes] | Exception] = []
+        for file, offsets, sizes in requests:
+            try:
+                out.append(self.read(file, offsets, sizes))
+            except OSError as error:
+                out.append(error)
+        return out
 
 
 def kept_open(limit: int = KEPT_OPEN) -> int:
@@ -64,7 +85,7 @@ def kept_open(limit: int = KEPT_OPEN) -> int:
     return limit if soft == resource.RLIM_INFINITY else max(1, min(limit, soft // 8))
 
 
-class LocalFiles:
+class LocalFiles(ReadsEachFile):
     """``os.pread`` on local files. The first ``keep`` files read stay open; past them a file is opened for
     each call, so a dataset of many files never holds more descriptors than that (and no descriptor is closed
     while another call reads it)."""
@@ -169,19 +190,27 @@ class FileSystemFiles:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def _fetch(self, file: int, start: int, size: int) -> bytes:
-        """``size`` bytes from ``start`` (fewer where the file ends), through a stream sized to the read."""
+    def _fetch(self, jobs: Sequence[tuple[int, Read]]) -> list[bytes | Exception]:
+        """The bytes of each ``(file, read)`` (fewer where the file ends), or what reading its file raised, one
+        read after another, each through a stream whose buffer is the read's size."""
         import tensorflow as tf  # (not a package module) deferred: describe names the sources without TensorFlow
         from tensorflow.python.lib.io import _pywrap_file_io  # the stream GFile wraps, its buffer sized here
 
         with self._lock:
-            self.reads += 1
-        stream = _pywrap_file_io.BufferedInputStream(self.paths[file], max(1, size))
-        try:
-            stream.seek(start)
-        except tf.errors.OutOfRangeError:  # the file ends before ``start``
-            return b""
-        return stream.read(size)
+            self.reads += len(jobs)
+        out: list[bytes | Exception] = []
+        for file, read in jobs:
+            try:
+                stream = _pywrap_file_io.BufferedInputStream(self.paths[file], max(1, read.size))
+                try:
+                    stream.seek(read.start)
+                except tf.errors.OutOfRangeError:  # the file ends before the read's start
+                    out.append(b"")
+                    continue
+                out.append(stream.read(read.size))
+            except (OSError, tf.errors.OpError) as error:
+                out.append(error)
+        return out
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
@@ -191,17 +220,37 @@ class FileSystemFiles:
 
     def read(self, file: int, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
         """See :class:`ByteSource`."""
-        reads = plan(offsets, sizes)
-        if len(reads) == 1:
-            blobs = [self._fetch(file, reads[0].start, reads[0].size)]
+        (parts,) = self.read_many([(file, offsets, sizes)])
+        if isinstance(parts, Exception):
+            raise parts
+        return parts
+
+    def read_many(self, requests: Sequence[Request]) -> list[list[bytes] | Exception]:
+        """See :class:`ByteSource`. Every request's reads are dealt to ``reads_in_flight`` threads, each doing its
+        share one read after another (a task per thread, not per read: a task costs more than a local read)."""
+        plans = [plan(offsets, sizes) for _, offsets, sizes in requests]
+        jobs = [(k, read) for k, reads in enumerate(plans) for read in reads]
+        files = [(requests[k][0], read) for k, read in jobs]
+        step = self.reads_in_flight
+        if len(jobs) <= 1:
+            blobs = self._fetch(files)
         else:
-            blobs = list(self._executor().map(lambda r: self._fetch(file, r.start, r.size), reads))
-        parts: list[bytes] = [b""] * len(offsets)
-        for read, blob in zip(reads, blobs):
+            blobs = [None] * len(jobs)
+            shares = [files[i::step] for i in range(min(step, len(jobs)))]
+            for i, got in enumerate(self._executor().map(self._fetch, shares)):
+                blobs[i::step] = got
+        out: list[list[bytes] | Exception] = [[b""] * len(request[1]) for request in requests]
+        for (k, read), blob in zip(jobs, blobs):
+            if isinstance(out[k], Exception):
+                continue
+            if isinstance(blob, Exception):
+                out[k] = blob
+                continue
+            offsets, sizes = requests[k][1], requests[k][2]
             for i in read.parts:
                 at = int(offsets[i]) - read.start
-                parts[i] = blob[at:at + int(sizes[i])]
-        return parts
+                out[k][i] = blob[at:at + int(sizes[i])]
+        return out
 
     def size(self, file: int) -> int:
         """See :class:`ByteSource`."""
