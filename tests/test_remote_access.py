@@ -339,3 +339,21 @@ def test_describe_names_the_random_access_path(local, remote, tmp_path):
     remote_said = "TensorFlow file system reads, 8 in flight, neighbours coalesced"
     assert said["ram"] == said["filesystem"] == (remote_said, {
         "source": "filesystem", "reads_in_flight": 8, "described": remote_said})
+
+
+def test_a_url_file_the_manifest_lists_that_is_gone_is_named_before_the_run(copy):
+    tf.io.gfile.remove(f"{copy}/part-3.tfrecords")
+    with pytest.raises(ManifestError) as raised:
+        load_config(config(copy))
+    assert [(p.path, p.message.split(": it was")[0]) for p in raised.value.problems] == [
+        ("$.files[3]", f"data file {copy}/part-3.tfrecords is missing, but the manifest lists it with 8 records, "
+                       "which would not be read")]
+
+
+def test_read_record_refuses_local_random_access_on_a_url(remote):
+    cfg = load_config(config(remote, "local", shuffle=False, shuffle_scope="buffer"))
+    with pytest.raises(ConfigError) as raised:
+        read_record(cfg, "part-2.tfrecords", 4)
+    (problem,) = raised.value.problems
+    assert problem.path == "$.args.dataset.args.random_access"
+    assert problem.message.startswith(f"found local, but {remote}/part-2.tfrecords is not on the local file system")
