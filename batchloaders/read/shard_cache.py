@@ -290,6 +290,10 @@ class CachedFiles:
             self._evicted(self._dir.evict(known, order, limit)[0])
         written = write_entry(self._dir, name, source, self._stop)
         self._dir.commit(name, written.temps, written.meta)
+        stat = os.stat(self._dir.part(name, ".data"))  # this process wrote and hashed it: no check on first use
+        with self._mu:
+            self._checked[file] = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, written.meta["sha256"])
+            self._indexes[file] = written.index
         removed, total = self._dir.evict(0, self._eviction_order(file, due), limit)
         self._evicted(removed)
         if total > limit:  # only this copy, or only copies the plan needs sooner, are left
