@@ -251,3 +251,16 @@ def test_index_dir_needs_the_manifest_in_dir_and_writes_nothing_without_it(tmp_p
         write_index(d, index_dir=str(tmp_path / "ix"))
     assert "batchloaders manifest" in str(raised.value)
     assert snapshot(d) == before and not os.path.exists(tmp_path / "ix")
+
+
+def test_on_a_beam_runner_the_same_index_dir_is_written(tmp_path):
+    """One Beam element per file (the SHA-256 of files the manifest does not list read there too)."""
+    pytest.importorskip("apache_beam")
+    d = dataset(tmp_path / "d", listed=False)
+    before = snapshot(d)
+    with read_only(d):
+        write_index(d, index_dir=str(tmp_path / "ix"), runner="DirectRunner")
+    assert snapshot(d) == before
+    assert snapshot(str(tmp_path / "ix")) == {f"/{n}.index": expected_index(f) for f, n in enumerate(NAMES)} | {
+        "/__index_manifest__.json": (json.dumps({"format": "batchloaders-index-manifest", "version": 1,
+                                                 "files": expected_entries(d)}, indent=2) + "\n").encode()}
