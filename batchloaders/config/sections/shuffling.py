@@ -9,14 +9,18 @@ files when the pipeline is built.
 from __future__ import annotations
 
 import dataclasses
+import os
 
+from batchloaders.errors import ManifestError
 from batchloaders.config.datasets import url_scheme
+from batchloaders.config.index_manifest import INDEX_MANIFEST_NAME, data_name, index_manifest_path, load_index_manifest
 from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.stage_rules import flagged
 from batchloaders.core.model import ShuffleOptions
 
 AT = ("args", "shuffle_scope")
+INDEX_DIR_AT = ("args", "dataset", "args", "index_dir")
 _SHOWN = 3  # files named in a message about several
 
 
@@ -112,12 +116,35 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
                       "positional reads of the local file system; expected local files (a copy, or a mounted file "
                       "system), or shuffle_scope buffer")
         return
+    index_dir = ctx.dataset.access.index_dir
+    if index_dir is not None:
+        _check_index_dir(ctx, index_dir, needs)
+        return
     unindexed = [path for path in ctx.dataset.files
                  if (entry := ctx.manifest.entry(path)) is None or entry.index is None]
     if unindexed:
         ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} records no index for {_some(unindexed)}: "
                       f"{needs}, which the index gives; expected an index beside every data file: run "
                       "`batchloaders index` on the dataset's directory (or on this config)")
+
+
+def _check_index_dir(ctx: SectionContext, index_dir: str, needs: str) -> None:
+    """Every data file has an entry in the index manifest of ``index_dir`` (the entries are checked against
+    the indexes and data files when the pipeline is built)."""
+    writes = (f"expected the indexes `batchloaders index {os.path.dirname(ctx.manifest.path) or '.'} --index-dir "
+              f"{index_dir}` writes there, with {INDEX_MANIFEST_NAME}")
+    try:
+        listed = load_index_manifest(index_dir).files
+    except ManifestError as error:
+        found = (f"{index_dir}, which holds no {INDEX_MANIFEST_NAME}" if error.problems[0].message.startswith(
+            "file not found") else f"{index_dir}, whose index manifest cannot be used: " + "; ".join(
+            f"{p.path}: {p.message}" for p in error.problems))
+        ctx.check(INDEX_DIR_AT, f"found global with index_dir {found}: {needs}; {writes}")
+        return
+    unindexed = [path for path in ctx.dataset.files if data_name(path, ctx.manifest.path) not in listed]
+    if unindexed:
+        ctx.check(INDEX_DIR_AT, f"found global, but the index manifest {index_manifest_path(index_dir)} records no "
+                                f"index for {_some(unindexed)}: {needs}, which the index gives; {writes}")
 
 
 def _some(paths: list[str]) -> str:
