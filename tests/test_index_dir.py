@@ -264,3 +264,20 @@ def test_on_a_beam_runner_the_same_index_dir_is_written(tmp_path):
     assert snapshot(str(tmp_path / "ix")) == {f"/{n}.index": expected_index(f) for f, n in enumerate(NAMES)} | {
         "/__index_manifest__.json": (json.dumps({"format": "batchloaders-index-manifest", "version": 1,
                                                  "files": expected_entries(d)}, indent=2) + "\n").encode()}
+
+
+@pytest.mark.parametrize("apart_dir", [False, True], ids=["beside", "index_dir"])
+def test_index_config_indexes_the_dataset_of_a_global_shuffle_config_that_needs_it(apart_dir, tmp_path):
+    """`batchloaders index CONFIG` on a global-shuffle config whose files have no index yet (the config check's
+    own advice) writes them, where the config says, and the config then builds."""
+    d = dataset(tmp_path / "data")
+    index_dir = str(tmp_path / "ix") if apart_dir else None
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config(d, index_dir)))
+    with pytest.raises(ConfigError, match="batchloaders index"):
+        load_config(str(path))
+    assert run("index", str(path)) == 0
+    got = ids_of(config(d, index_dir))
+    assert sorted(i for b in got for i in b) == IDS
+    written = sorted(os.listdir(index_dir)) if apart_dir else sorted(n for n in os.listdir(d) if n.endswith(".index"))
+    assert written == sorted([n + ".index" for n in NAMES] + (["__index_manifest__.json"] if apart_dir else []))
