@@ -56,6 +56,7 @@ def shuffle_options(ctx: SectionContext) -> ShuffleOptions:
 
 
 def check_shuffle_scope(ctx: SectionContext) -> None:
+    _check_window_files(ctx)
     if ctx.value("shuffle_scope", default="buffer") != "global":
         return
     needs = "shuffle_scope global reads every record at its byte offset"
@@ -80,6 +81,20 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
         ctx.check(AT, f"found global with on_corrupt skip_file: {needs}, so there is no rest of a file to skip "
                       "past a damaged record; expected on_corrupt fail (a damaged record stops the run, naming it)")
     _check_files(ctx, needs)
+
+
+def _check_window_files(ctx: SectionContext) -> None:
+    """``shuffle_window_files`` cuts a global shuffle's permuted files into windows: with another scope there is
+    no such order to cut (``shuffle: false`` under ``global`` is check_shuffle_scope's to report)."""
+    window = ctx.value("shuffle_window_files")
+    scope = ctx.value("shuffle_scope", default="buffer")
+    if window is None or scope == "global":
+        return
+    given = "" if ctx.given("shuffle_scope") else " (the default)"
+    ctx.check(("args", "shuffle_window_files"), (
+        f"found {window} with shuffle_scope {scope}{given}: shuffle_window_files cuts a global shuffle's "
+        "permutation of the files into windows, which this scope does not draw; expected shuffle_scope global "
+        "beside it, or no shuffle_window_files"))
 
 
 def _check_windows(ctx: SectionContext) -> None:
