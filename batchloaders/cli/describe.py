@@ -165,14 +165,24 @@ def padding_lines(config: LoaderConfig) -> list[str]:
     return lines
 
 
+def _in_windows(config: LoaderConfig, what: str) -> str:
+    """reading_line's words for ``shuffle_window_files`` (none without it)."""
+    window = config.shuffling.window_files
+    if window is None:
+        return ""
+    return (f", cut into windows of {window} files (shuffle_window_files): the files permuted each epoch, each "
+            f"window's {what}s permuted among themselves and read before the next window's")
+
+
 def reading_line(config: LoaderConfig) -> str:
     if config.shuffling.shuffle and config.shuffling.scope == "global":
         what, files = kind(config.type).example, config.dataset.files
         records = "each record" if what == "record" else "each window's records"
         return (f"reading: {records} at their byte offsets (the files' record indexes), in one "
                 f"permutation of all {what}s per epoch drawn from the seed and the epoch"
-                f"{'' if config.seed is None else f' (seed {config.seed})'}; input pipeline k of N reads the "
-                f"positions g with g % N == k; random access: {positional.describe(config.dataset.access, files)}")
+                f"{'' if config.seed is None else f' (seed {config.seed})'}{_in_windows(config, what)}; input "
+                "pipeline k of N reads the positions g with g % N == k; random access: "
+                f"{positional.describe(config.dataset.access, files)}")
     if config.shuffling.shuffle:
         examples = (f"; examples shuffled in a buffer of {config.shuffling.num_shuffle_buffer_elements}"
                     if not kind(config.type).sequence else "")  # the sequence loaders' windows: see parsing

@@ -451,9 +451,12 @@ def _add_verify(commands, parents: list[argparse.ArgumentParser]) -> None:
                     "problems.")
     verify.add_argument("target", metavar="CONFIG|DIR",
                         help="a loader config, or a dataset directory holding __manifest__.json")
+    verify.add_argument("--index-dir", metavar="PATH",
+                        help="check the record indexes `batchloaders index --index-dir PATH` wrote there too, each "
+                             "data file's against it")
     verify.set_defaults(run=_tool("verify", "verify",
                                   lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr,
-                                                              runner=_runner(args))))
+                                                              runner=_runner(args), index_dir=args.index_dir)))
 
 
 SPLIT_HELP = ("in a data directory TFDS prepared (dataset_info.json and features.json beside NAME-SPLIT.tfrecord-"
@@ -504,9 +507,13 @@ def _add_index(commands, parents: list[argparse.ArgumentParser]) -> None:
     index.add_argument("target", metavar="DIR|CONFIG",
                        help="a dataset directory (its __manifest__.json written first when there is none), or a "
                             "loader config")
+    index.add_argument("--index-dir", metavar="PATH",
+                       help="write the indexes and __index_manifest__.json (each index with its data file's size and "
+                            "SHA-256) to PATH, a local directory or a URL, and nothing in the dataset's directory "
+                            "(which may be read-only); a config reads them with args.dataset.args.index_dir")
     index.set_defaults(run=_tool("index", "write_index",
                                  lambda tool, args: tool.run(args.target, out=sys.stdout, err=sys.stderr,
-                                                             runner=_runner(args))))
+                                                             runner=_runner(args), index_dir=args.index_dir)))
 
 
 def _add_reshard(commands, parents: list[argparse.ArgumentParser]) -> None:

@@ -18,7 +18,8 @@ whole (progress on stderr) and checked (the checks are :mod:`batchloaders.prepar
   files that are missing;
 * every record index the manifest records (``batchloaders index``): present, its size and
   SHA-256 as recorded, written for the data file as it is, and its offsets equal to where
-  the frames found while reading begin.
+  the frames found while reading begin; with ``--index-dir PATH``, the index of every data file
+  in PATH (``batchloaders index --index-dir PATH``) too, against its index manifest in the same way.
 
 ::
 
@@ -32,6 +33,7 @@ status: 0 when every file adds up, 1 otherwise.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Sequence, TextIO
 
@@ -45,7 +47,8 @@ from batchloaders.prepare.verify import checked, missing
 from batchloaders.read.records import count, shown
 
 
-def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None) -> int:
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None,
+        index_dir: str | None = None) -> int:
     """Re-read every data file of a dataset directory or a config's dataset whole (``batchloaders verify``).
 
     Args:
@@ -53,6 +56,8 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, ru
         out: where a line per problem (or OK per file) and a summary go. Default: stdout.
         err: where progress goes. Default: stderr.
         runner: the Beam runner that reads the files, one element per file; None: this process reads them.
+        index_dir: check every data file's index there too (``batchloaders index --index-dir``); None: only the
+            indexes the manifest records.
 
     Returns:
         The exit status: 0 when every file adds up, 1 otherwise.
@@ -62,24 +67,35 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, ru
         ManifestError: the manifest is invalid.
     """
     manifest, files, unreadable = target_files(target)
-    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable, runner)
+    return verify_files(files, manifest, out or sys.stdout, err or sys.stderr, unreadable,
+                        Reading(runner, index_dir))
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """How verify reads: ``runner``, the Beam runner that reads the files, one element per file (the lines are
+    printed here, in the files' order; None: this process reads them); ``index_dir``, where indexes written
+    apart from the data are checked too (None: none)."""
+
+    runner: Runner | None = None
+    index_dir: str | None = None
 
 
 def verify_files(files: Sequence[str], manifest: Manifest, out: TextIO, err: TextIO,
-                 unreadable: Sequence[Problem] = (), runner: Runner | None = None) -> int:
+                 unreadable: Sequence[Problem] = (), reading: Reading = Reading()) -> int:
     """Read every file whole, print a line per problem (or OK) and a summary; return the exit status.
 
     ``unreadable``: paths that look like data files but cannot be read, each counted as a file.
-    ``runner``: the Beam runner that reads the files, one element per file (the lines are printed here, in the
-    files' order); None: this process reads them.
+    ``reading``: how the files are read (:class:`Reading`).
     """
+    runner = reading.runner
     progress = Progress("verify", len(files), err)
     where = shown(manifest.path)
     bad = 0
     try:
         if runner is not None:
             progress.print(f"verify: reading {count(len(files), 'file')} on {runner.name}", err)
-        for path, (problems, records) in zip(files, checked(files, manifest, runner, progress)):
+        for path, (problems, records) in zip(files, checked(files, manifest, runner, progress, reading.index_dir)):
             for line in problems:
                 progress.print(f"{shown(path)}: {line}", out)
             if not problems:

@@ -21,6 +21,13 @@ manifest beside it) are removed by the next run, which says so::
     indexed data/mnist/part-1.tfrecords: 30,000 records, index 240,024 bytes
     wrote 2 indexes (480,048 bytes, 8 per record) and data/mnist/__manifest__.json
 
+With ``--index-dir PATH`` (a local directory or a URL, created if missing) the indexes are written
+to ``PATH/<data file's name in the manifest>.index`` and recorded, each with its data file's size,
+SHA-256 and record count, in ``PATH/__index_manifest__.json`` (:mod:`batchloaders.config.index_manifest`),
+and nothing is written in the dataset's directory, which may be read-only (it must hold its manifest
+already); a config reads them with ``args.dataset.args.index_dir``. A CONFIG whose dataset names an
+``index_dir`` is indexed there without the option.
+
 Exit status: 0 when the indexes and the manifest were written, 1 otherwise.
 """
 from __future__ import annotations
@@ -35,7 +42,8 @@ from batchloaders.prepare.beam import Runner
 from batchloaders.prepare.index import write_index
 
 
-def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None) -> int:
+def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, runner: Runner | None = None,
+        index_dir: str | None = None) -> int:
     """Index every data file of a dataset directory or a config's dataset (``batchloaders index``).
 
     Problems are printed, not raised.
@@ -45,13 +53,15 @@ def run(target: str, out: TextIO | None = None, err: TextIO | None = None, *, ru
         out: where a line per file and a summary go. Default: stdout.
         err: where problems and progress go. Default: stderr.
         runner: the Beam runner that walks the files, one element per file; None: this process does.
+        index_dir: write the indexes and their index manifest there, nothing in the dataset's directory; None:
+            beside each data file (or a CONFIG's own index_dir).
 
     Returns:
         The exit status: 0 when the indexes and the manifest were written, 1 otherwise.
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        written = write_index(target, runner, Printed(err))
+        written = write_index(target, runner, Printed(err), index_dir=index_dir)
     except BatchLoaderError as error:
         for line in error_lines(error):
             print(f"batchloaders index: error: {line}", file=err)

@@ -88,17 +88,12 @@ def _steps_per_record(config: LoaderConfig) -> int:
     return next(f.steps_per_record for f in config.selected.values())
 
 
-def _windows_per_file(config: LoaderConfig, counts) -> np.ndarray:
-    """Windows of min_window steps, ``stride`` (or min_window) apart from step 0, that fit in each file."""
+def units_per_file(config: LoaderConfig, counts) -> np.ndarray:
+    """Windows of a global shuffle's epoch per file: window j of file f takes steps [j * stride, j * stride + size)
+    of the file's records concatenated (stride: the window size when not given), as many as fit in the file."""
     size, step = config.window.min_window, config.window.stride or config.window.min_window
     steps = np.asarray(counts, np.int64) * _steps_per_record(config)
-    return np.where(steps >= size, (steps - size) // step + 1, 0)
-
-
-def global_units(config: LoaderConfig, counts) -> int:
-    """Windows of a global shuffle's epoch: window j of file f takes steps [j * stride, j * stride + size) of
-    the file's records concatenated (stride: the window size when not given)."""
-    return int(_windows_per_file(config, counts).sum())
+    return np.where(steps >= size, (steps - size) // step + 1, 0).astype(np.int64)
 
 
 def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader) -> tf.data.Dataset:
@@ -108,9 +103,10 @@ def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int
     size, per_record = config.window.min_window, _steps_per_record(config)
     step = config.window.stride or size
     touched = (size - 1) // per_record + 2  # records a window of `size` steps can touch, starting anywhere
-    windows_per_file = tf.constant(_windows_per_file(config, by_offset.counts), tf.int64)
+    per_file = units_per_file(config, by_offset.counts)
+    windows_per_file = tf.constant(per_file, tf.int64)
     file_starts, counts = tf.constant(by_offset.starts[:-1], tf.int64), tf.constant(by_offset.counts, tf.int64)
-    ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
+    ids = global_order.ids(config, per_file, shard.pipeline, shard.pipelines)
     drop = config.drop_remainder or config.epochs is None
 
     def read(window_ids):
@@ -187,7 +183,7 @@ class ContinuousSequence(Loader):
     """Random-length windows over each file's records concatenated along time, cut from parsed blocks."""
 
     kind = kind("continuous_sequence")
-    global_units = staticmethod(global_units)
+    units_per_file = staticmethod(units_per_file)
     batches = staticmethod(batches)
 
 

@@ -138,19 +138,20 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
     return planned, parse
 
 
-def global_units(config: LoaderConfig, counts: np.ndarray) -> int:
-    """Windows of a global shuffle's epoch: file f's records cut into ``counts[f] // k`` windows of k (a file's
-    last records that fill no window are left out, as a file shorter than min_window gives none)."""
-    return int((np.asarray(counts, np.int64) // config.window.min_window).sum())
+def units_per_file(config: LoaderConfig, counts) -> np.ndarray:
+    """Windows of a global shuffle's epoch per file: file f's records cut into ``counts[f] // k`` windows of k (a
+    file's last records that fill no window are left out, as a file shorter than min_window gives none)."""
+    return np.asarray(counts, np.int64) // config.window.min_window
 
 
 def _global_windows(config: LoaderConfig, shard: sharding.Shard, batch_size: int, by_offset) -> tf.data.Dataset:
     """Batches of planned windows in a global shuffle's order: window j of file f holds records
     [j * k, (j + 1) * k) of it, read at their offsets (global_order.py)."""
     k = config.window.min_window
-    per_file = tf.constant(by_offset.counts // k, tf.int64)
+    windows_per_file = units_per_file(config, by_offset.counts)
+    per_file = tf.constant(windows_per_file, tf.int64)
     file_starts = tf.constant(by_offset.starts[:-1], tf.int64)
-    ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
+    ids = global_order.ids(config, windows_per_file, shard.pipeline, shard.pipelines)
     drop = config.drop_remainder or config.epochs is None
 
     def read(window_ids):
@@ -177,7 +178,7 @@ class DiscreteSequence(Loader):
 
     kind = kind("discrete_sequence")
     source = staticmethod(source)
-    global_units = staticmethod(global_units)
+    units_per_file = staticmethod(units_per_file)
     zero_tails = staticmethod(zero_tails)
     batches = staticmethod(batches)
 

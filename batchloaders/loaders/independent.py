@@ -5,6 +5,7 @@ parsed with one vectorized call (see read/parsing.py).
 """
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.read import determinism
@@ -43,7 +44,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
     if global_order.enabled(config):
         # Each batch's records are read at their offsets, in the epoch's permuted order (global_order.py).
         by_offset = reader.by_offset
-        ids = global_order.ids(config, global_units(config, by_offset.counts), shard.pipeline, shard.pipelines)
+        ids = global_order.ids(config, units_per_file(config, by_offset.counts), shard.pipeline, shard.pipelines)
         read = ids.rebatch(batch_size, drop_remainder=drop).map(
             as_written(by_offset.read), num_parallel_calls=config.reading.num_parallel_reads or AUTOTUNE,
             deterministic=True)
@@ -116,9 +117,9 @@ def _decoder(config: LoaderConfig, reader):
     return decode
 
 
-def global_units(config: LoaderConfig, counts) -> int:
-    """Examples of a global shuffle's epoch: every record."""
-    return int(sum(int(c) for c in counts))
+def units_per_file(config: LoaderConfig, counts) -> np.ndarray:
+    """Examples of a global shuffle's epoch per file: every record."""
+    return np.asarray(counts, np.int64)
 
 
 def _parsed(batch):
@@ -146,7 +147,7 @@ class Independent(Loader):
     reads_records = True
     source = staticmethod(source)
     records = staticmethod(records)
-    global_units = staticmethod(global_units)
+    units_per_file = staticmethod(units_per_file)
     zero_tails = staticmethod(zero_tails)
     batches = staticmethod(batches)
 

@@ -20,7 +20,7 @@ class Loader:
 
     Every loader has a ``kind`` (a config.kinds.LoaderKind naming its type) and ``batches``. The capabilities
     have defaults: ``source`` gives ``batches`` with the identity as its decoder; ``zero_tails`` names no
-    tensor; ``global_order`` as its kind says (``shuffle_scope: global`` needs ``global_units``); ``reads_records``
+    tensor; ``global_order`` as its kind says (``shuffle_scope: global`` needs ``units_per_file``); ``reads_records``
     False (a mixture draws records before parsing only from a loader with ``records``).
 
     Example::
@@ -45,7 +45,7 @@ class Loader:
 
     @property
     def global_order(self) -> bool:
-        """Whether it counts an epoch's examples for a global shuffle (``global_units``): its kind says, so that
+        """Whether it counts an epoch's examples for a global shuffle (``units_per_file``): its kind says, so that
         the config check, which knows kinds and not loaders, refuses ``shuffle_scope: global`` otherwise."""
         return isinstance(self.kind, LoaderKind) and self.kind.global_order
 
@@ -92,7 +92,7 @@ class Loader:
         return frozenset()
 
     def global_units(self, config: LoaderConfig, counts) -> int:
-        """Examples (records or windows) of a global shuffle's epoch, from each indexed file's record count.
+        """Examples (records or windows) of a global shuffle's epoch: the sum of :meth:`units_per_file`.
 
         Args:
             config: the checked config.
@@ -100,6 +100,22 @@ class Loader:
 
         Returns:
             The examples of one epoch.
+
+        Raises:
+            ConfigError: for a loader without ``global_order``.
+        """
+        return int(sum(int(u) for u in self.units_per_file(config, counts)))
+
+    def units_per_file(self, config: LoaderConfig, counts):
+        """Examples (records or windows) of a global shuffle's epoch in each file, from its record count (a window
+        of files permutes the examples of its files: read/global_order.py).
+
+        Args:
+            config: the checked config.
+            counts: the record count of each indexed file, in the config's file order.
+
+        Returns:
+            A NumPy int64 array: the examples of each file.
 
         Raises:
             ConfigError: for a loader without ``global_order``.
@@ -128,7 +144,7 @@ def _same(element):
 
 LOADERS: dict[str, Loader] = {}
 # Capability flag -> the method it needs.
-_NEEDS = {"global_order": "global_units", "reads_records": "records"}
+_NEEDS = {"global_order": "units_per_file", "reads_records": "records"}
 
 
 def missing(loader) -> list[str]:

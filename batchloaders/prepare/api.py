@@ -48,29 +48,42 @@ def write_manifest(data_dir: str, *, pattern: str | None = None, runner: str | N
     return manifest.write_manifest(data_dir, pattern=pattern, runner=runner_from(runner, beam_options)).path
 
 
-def write_index(data_dir_or_config: str, *, runner: str | None = None, beam_options: BeamOptions = None
-                ) -> list[str]:
-    """Write the record index of every data file and record it in the manifest, as ``batchloaders index`` does.
+def write_index(data_dir_or_config: str, *, index_dir: str | None = None, runner: str | None = None,
+                beam_options: BeamOptions = None) -> list[str]:
+    """Write the record index of every data file and record it, as ``batchloaders index`` does.
+
+    By default each index is written beside its data file and recorded in the dataset's manifest. With
+    ``index_dir`` (for data in a place that cannot be written, such as a read-only bucket) the indexes and
+    ``__index_manifest__.json``, which records each with its data file's size and SHA-256, are written there
+    and nothing in the dataset's directory; a config then reads them with ``args.dataset.args.index_dir``.
+
+    Example:
+        >>> batchloaders.write_index("gs://bucket/data", index_dir="gs://my-bucket/indexes")
 
     Args:
         data_dir_or_config: a dataset directory, local or a URL such as ``gs://...`` (its manifest written first
-            when there is none), or a config. Each index is written beside its data file.
+            when there is none, unless ``index_dir``), or a config (whose own ``index_dir``, if it names one, is
+            used when ``index_dir`` is None).
+        index_dir: where to write the indexes and their index manifest, a local directory or a URL, created if
+            missing. None: beside each data file.
         runner: a Apache Beam runner that walks the files, one element per file. None: this process does.
         beam_options: Beam pipeline options (a mapping, or ``KEY=VALUE`` strings), with ``runner`` only.
 
     Returns:
-        The index files written, then the manifest.
+        The index files written, then the manifest (with ``index_dir``: the index manifest).
 
     Raises:
         DataError: a data file is damaged, or disagrees with its manifest entry (nothing is written).
-        ManifestError: compressed files, files outside the manifest's directory, or a manifest that is invalid.
+        ManifestError: compressed files, files outside the manifest's directory, a manifest that is invalid, or
+            with ``index_dir`` a dataset directory without a manifest.
         ConfigError: an invalid config, or Beam options without a runner.
+        IndexDirError: ``index_dir`` cannot be written.
         BeamNotInstalled: a runner is given and Apache Beam is not installed.
         BeamFailed: the Beam run failed.
     """
     from batchloaders.prepare import index  # deferred: imports TensorFlow
 
-    return index.write_index(data_dir_or_config, runner_from(runner, beam_options)).paths()
+    return index.write_index(data_dir_or_config, runner_from(runner, beam_options), index_dir=index_dir).paths()
 
 
 def reshard(source: str, destination: str, shards: int, *, compression: str | None = "none", index: bool = True,

@@ -34,9 +34,20 @@ def load_dataset(path: str, *, trust_plugins: bool = False) -> Dataset:
         return _dataset_only(path)
     except BatchLoaderError as error:
         dataset = _dataset_only(path)
-        if dataset is None or any(problem.file != dataset.manifest.path for problem in error.problems):
+        if dataset is None or not all(_data_tools_may_fix(problem, dataset) for problem in error.problems):
             raise
         return dataset
+
+
+# Where a config says its data lacks a record index (a global shuffle's check): `batchloaders index CONFIG`
+# writes what is missing, so the data tools read the dataset of such a config.
+_INDEX_PATHS = ("$.args.shuffle_scope", "$.args.dataset.args.index_dir")
+
+
+def _data_tools_may_fix(problem, dataset: Dataset) -> bool:
+    """Whether ``problem`` is one the data tools look into or write away: the data disagreeing with the
+    manifest, or a missing or stale record index."""
+    return problem.file == dataset.manifest.path or problem.path in _INDEX_PATHS
 
 
 def _dataset_only(path: str) -> Dataset | None:

@@ -18,14 +18,14 @@ from batchloaders.prepare.beam import Runner, map_elements
 from batchloaders.prepare.dataset import unlisted
 from batchloaders.prepare.report import Counter, Silent, counted
 from batchloaders.read import naming
-from batchloaders.read.record_index import check_index, index_path
+from batchloaders.read.record_index import check_index, index_location
 from batchloaders.read.records import Scan, count, scan_file, shown, tf_message
 
 HASH_SHOWN = 12  # hex digits of a SHA-256 a message shows
 
 
 def checked(files: Sequence[str], manifest: Manifest, runner: Runner | None = None,
-            progress: Counter | None = None) -> Iterable[tuple[list[str], int]]:
+            progress: Counter | None = None, index_dir: str | None = None) -> Iterable[tuple[list[str], int]]:
     """Every data file read whole and checked, in the files' order (each as it is done, without a runner).
 
     Args:
@@ -33,14 +33,17 @@ def checked(files: Sequence[str], manifest: Manifest, runner: Runner | None = No
         manifest: the dataset's manifest.
         runner: the Beam runner that reads the files, one element per file; None: this process reads them.
         progress: a Counter to count on (without a runner), None for none.
+        index_dir: check each file's index there too (``batchloaders index --index-dir``); None: only those the
+            manifest records.
 
     Returns:
         ``(problems, records read)`` of each file, as :func:`file_problems` returns them.
     """
     if runner is None:
         counter = progress if progress is not None else Silent()
-        return (counted(counter, file_problems, path, manifest) for path in files)
-    return map_elements(functools.partial(file_problems, manifest=manifest),
+        check = functools.partial(file_problems, index_dir=index_dir)
+        return (counted(counter, check, path, manifest) for path in files)
+    return map_elements(functools.partial(file_problems, manifest=manifest, index_dir=index_dir),
                         [paths.absolute(path) for path in files], runner, label="verify")
 
 
@@ -78,12 +81,14 @@ def entry_problems(scan: Scan, entry: DataFile) -> list[str]:
     return problems
 
 
-def index_problems(path: str, scan: Scan, manifest: Manifest) -> list[str]:
-    """Where the record index the manifest records for ``path`` is stale, or disagrees with the frames found."""
-    index, problem = check_index(path, manifest)
-    name = f"its index {shown(index_path(path))}"
+def index_problems(path: str, scan: Scan, manifest: Manifest, index_dir: str | None = None) -> list[str]:
+    """Where the record index of ``path`` is stale, or disagrees with the frames found: the one the manifest
+    records, or with ``index_dir`` the one its index manifest records."""
+    index, problem = check_index(path, manifest, index_dir)
+    name = f"its index {shown(index_location(path, manifest, index_dir))}"
+    again = "`batchloaders index`" if index_dir is None else f"`batchloaders index --index-dir {shown(index_dir)}`"
     if problem is not None:
-        return [f"{name}: {problem} (write it again with `batchloaders index`)"]
+        return [f"{name}: {problem} (write it again with {again})"]
     if not scan.complete or scan.offsets is None:
         return []  # the file's own problems say why its records cannot be counted on
     found = np.frombuffer(scan.offsets, np.int64)
@@ -94,10 +99,11 @@ def index_problems(path: str, scan: Scan, manifest: Manifest) -> list[str]:
     if shared and found[at] == index.offsets[at]:
         return [f"{name}: it holds {count(index.num_records, 'record')}, but the file holds {len(found):,}"]
     return [f"{naming.record_name(name, at)} begins at byte {int(index.offsets[at]):,} in the index, but at byte "
-            f"{int(found[at]):,} in the file (write it again with `batchloaders index`)"]
+            f"{int(found[at]):,} in the file (write it again with {again})"]
 
 
-def file_problems(path: str, manifest: Manifest, progress: Counter | None = None) -> tuple[list[str], int]:
+def file_problems(path: str, manifest: Manifest, progress: Counter | None = None, index_dir: str | None = None
+                  ) -> tuple[list[str], int]:
     """One data file read whole and checked: what ``batchloaders verify`` does for each file, here or as one
     Beam element.
 
@@ -105,12 +111,14 @@ def file_problems(path: str, manifest: Manifest, progress: Counter | None = None
         path: the data file.
         manifest: the dataset's manifest.
         progress: a Counter to count on, None for none.
+        index_dir: check the file's index there too; None: only the one the manifest records.
 
     Returns:
         ``(problems, records read)``; the problems without the file's path in front, none when it adds up.
     """
     entry = manifest.entry(path)
-    indexed = entry is not None and entry.index is not None
+    beside = entry is not None and entry.index is not None
+    indexed = beside or index_dir is not None
     scan = None
     try:
         scan = scan_file(path, manifest.compression, manifest=manifest, progress=progress, offsets=indexed)
@@ -121,7 +129,9 @@ def file_problems(path: str, manifest: Manifest, progress: Counter | None = None
         problems = [f"cannot be read ({tf_message(error)})"]
     if entry is not None and scan is not None:
         problems += entry_problems(scan, entry)
-    if indexed and scan is not None:
+    if beside and scan is not None:
         problems += index_problems(path, scan, manifest)
+    if index_dir is not None and scan is not None:
+        problems += index_problems(path, scan, manifest, index_dir)
     problems += unlisted(path, manifest)
     return problems, scan.records if scan is not None else 0

@@ -68,7 +68,7 @@ class OffsetReader:
     def __init__(self, config: LoaderConfig):
         manifest = config.dataset.manifest
         self.paths = tuple(config.dataset.files)
-        indexes = [load_index(path, manifest) for path in self.paths]
+        indexes = [load_index(path, manifest, config.dataset.access.index_dir) for path in self.paths]
         self.counts = np.array([ix.num_records for ix in indexes], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.offsets = np.concatenate([ix.offsets for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)

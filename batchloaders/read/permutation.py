@@ -11,14 +11,22 @@
   (empty files allowed).
 * :func:`block_counts` and :func:`block_run`: the block variant: each file cut into runs of up to r
   consecutive records, and the blocks of all files permuted instead of the records.
+* :func:`file_windows` and :func:`windowed_at`: the windowed variant: the files permuted and cut into
+  windows of K consecutive files, an epoch giving all units of window 0 (permuted among themselves),
+  then window 1, and so on; with K >= the number of files, the same order as :func:`record_at`.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import tensorflow as tf
 
 BATCH = 4096  # positions permuted per vectorized call
+# index_shuffle's fixed first word of its 3-word seed: tf.random.experimental.index_shuffle pads a [2] seed
+# with it; a [n, 2] seed it pads along the wrong axis, so per-element seeds are padded here (_index_shuffle).
+_SEED_PAD = 498247692
+_ROUNDS = 4  # as tf.random.experimental.index_shuffle
 
 
 def _seed(seed, epoch) -> tf.Tensor:
@@ -83,3 +91,83 @@ def block_run(blocks, counts: Sequence[int] | tf.Tensor, run: int):
     file, block = file_and_record(blocks, block_counts(counts, run))
     first = block * run
     return file, first, tf.minimum(tf.gather(counts, file) - first, run)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileWindows:
+    """One epoch's windows of files (:func:`file_windows`), as tensors.
+
+    ``layout`` [F]: the files in the order their units are laid out, window by window, ascending within a
+    window; ``layout_counts`` [F]: their unit counts; ``file_starts`` [F]: where each file's units begin in
+    the unwindowed layout (files in order); ``ends`` [W]: the units up to the end of each window;
+    ``seeds`` [W, 2]: each window's index_shuffle seed.
+    """
+
+    layout: tf.Tensor
+    layout_counts: tf.Tensor
+    file_starts: tf.Tensor
+    ends: tf.Tensor
+    seeds: tf.Tensor
+
+
+def file_order(num_files: int, window_files: int, seed, epoch) -> tf.Tensor:
+    """The epoch's files [num_files] as their units are laid out: a permutation of the files keyed by
+    (``seed``, ``epoch``) cut into windows of ``window_files`` consecutive files (the last may hold fewer),
+    window by window, each window's files in ascending order (with one window: 0, 1, ...)."""
+    if num_files == 0:
+        return tf.zeros([0], tf.int64)
+    permuted = record_at(tf.range(num_files, dtype=tf.int64), num_files, seed, epoch)
+    window = tf.range(num_files, dtype=tf.int64) // window_files
+    return tf.sort(window * num_files + permuted) % num_files
+
+
+def file_windows(counts, window_files: int, keys: tuple, epoch) -> FileWindows:
+    """An epoch's windows of files, from the units per file ``counts`` (a NumPy array: its length fixes the
+    windows' number).
+
+    Args:
+        counts: units (records or windows of records) per file, zeros allowed.
+        window_files: files per window (K >= 1).
+        keys: (the files' key, the units' key): the files are permuted with the first; window 0's units with
+            the second, as :func:`record_at` permutes all units, the later windows with keys drawn from it.
+        epoch: the epoch (a scalar tensor).
+
+    Returns:
+        The FileWindows.
+    """
+    files = len(counts)
+    windows = max(1, -(-files // window_files))
+    counts = tf.constant(counts, tf.int64)
+    layout = file_order(files, window_files, keys[0], epoch)
+    layout_counts = tf.gather(counts, layout)
+    # The layout holds the files of window w at places [w K, (w + 1) K).
+    per_window = tf.math.unsorted_segment_sum(layout_counts, tf.range(files, dtype=tf.int64) // window_files,
+                                              windows)
+    units_key = tf.cast(keys[1], tf.int64)
+    later = tf.random.stateless_uniform([windows - 1], seed=tf.stack([units_key, tf.cast(epoch, tf.int64)]),
+                                        minval=None, maxval=None, dtype=tf.int64)
+    window_keys = tf.concat([[units_key], later], 0)
+    seeds = tf.stack([window_keys, tf.fill([windows], tf.cast(epoch, tf.int64))], 1)
+    return FileWindows(layout, layout_counts, tf.cumsum(counts, exclusive=True), tf.cumsum(per_window), seeds)
+
+
+def windowed_at(position, windows: FileWindows) -> tf.Tensor:
+    """The unit ids (int64; files in order, each file's units in order) at ``position`` (a vector) of an epoch
+    in windows of files: the window the position falls in, its place there permuted with the window's key,
+    the unit there in the window's layout."""
+    position = tf.cast(position, tf.int64)
+    # Windows without units end where the one before them does: no position lands in one.
+    window = tf.searchsorted(windows.ends, position, side="right", out_type=tf.int64)
+    end = tf.gather(windows.ends, window)
+    start = tf.concat([[0], windows.ends[:-1]], 0)
+    size = end - tf.gather(start, window)
+    permuted = _index_shuffle(position - (end - size), tf.gather(windows.seeds, window), size - 1)
+    slot, unit = file_and_record(end - size + permuted, windows.layout_counts)
+    return tf.gather(windows.file_starts, tf.gather(windows.layout, slot)) + unit
+
+
+def _index_shuffle(index, seeds, max_index) -> tf.Tensor:
+    """tf.random.experimental.index_shuffle with one seed [2] per element (``seeds`` [n, 2]): element i the same
+    as ``index_shuffle(index[i], seeds[i], max_index[i])``."""
+    padded = tf.concat([tf.fill([tf.shape(seeds)[0], 1], tf.constant(_SEED_PAD, seeds.dtype)), seeds], 1)
+    return tf.raw_ops.RandomIndexShuffle(index=index, seed=padded, max_index=max_index, rounds=_ROUNDS)

@@ -10,8 +10,11 @@ files when the pipeline is built.
 from __future__ import annotations
 
 import dataclasses
+import os
 
+from batchloaders.errors import ManifestError
 from batchloaders.config.datasets import url_scheme
+from batchloaders.config.index_manifest import INDEX_MANIFEST_NAME, data_name, index_manifest_path, load_index_manifest
 from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.stage_rules import flagged
@@ -19,6 +22,7 @@ from batchloaders.core.model import ShuffleOptions
 
 AT = ("args", "shuffle_scope")
 ACCESS_AT = ("args", "dataset", "args", "random_access")
+INDEX_DIR_AT = ("args", "dataset", "args", "index_dir")
 _SHOWN = 3  # files named in a message about several
 
 
@@ -54,6 +58,7 @@ def shuffle_options(ctx: SectionContext) -> ShuffleOptions:
 
 
 def check_shuffle_scope(ctx: SectionContext) -> None:
+    _check_window_files(ctx)
     if ctx.value("shuffle_scope", default="buffer") != "global":
         return
     needs = "shuffle_scope global reads every record at its byte offset"
@@ -78,6 +83,20 @@ def check_shuffle_scope(ctx: SectionContext) -> None:
         ctx.check(AT, f"found global with on_corrupt skip_file: {needs}, so there is no rest of a file to skip "
                       "past a damaged record; expected on_corrupt fail (a damaged record stops the run, naming it)")
     _check_files(ctx, needs)
+
+
+def _check_window_files(ctx: SectionContext) -> None:
+    """``shuffle_window_files`` cuts a global shuffle's permuted files into windows: with another scope there is
+    no such order to cut (``shuffle: false`` under ``global`` is check_shuffle_scope's to report)."""
+    window = ctx.value("shuffle_window_files")
+    scope = ctx.value("shuffle_scope", default="buffer")
+    if window is None or scope == "global":
+        return
+    given = "" if ctx.given("shuffle_scope") else " (the default)"
+    ctx.check(("args", "shuffle_window_files"), (
+        f"found {window} with shuffle_scope {scope}{given}: shuffle_window_files cuts a global shuffle's "
+        "permutation of the files into windows, which this scope does not draw; expected shuffle_scope global "
+        "beside it, or no shuffle_window_files"))
 
 
 def _check_windows(ctx: SectionContext) -> None:
@@ -114,12 +133,35 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
                              f"system: {needs} with os.pread, which reads local files only; expected filesystem or "
                              "auto (TensorFlow's file systems read them)")
         return
+    index_dir = ctx.dataset.access.index_dir
+    if index_dir is not None:
+        _check_index_dir(ctx, index_dir, needs)
+        return
     unindexed = [path for path in ctx.dataset.files
                  if (entry := ctx.manifest.entry(path)) is None or entry.index is None]
     if unindexed:
         ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} records no index for {_some(unindexed)}: "
                       f"{needs}, which the index gives; expected an index beside every data file: run "
                       "`batchloaders index` on the dataset's directory (or on this config)")
+
+
+def _check_index_dir(ctx: SectionContext, index_dir: str, needs: str) -> None:
+    """Every data file has an entry in the index manifest of ``index_dir`` (the entries are checked against
+    the indexes and data files when the pipeline is built)."""
+    writes = (f"expected the indexes `batchloaders index {os.path.dirname(ctx.manifest.path) or '.'} --index-dir "
+              f"{index_dir}` writes there, with {INDEX_MANIFEST_NAME}")
+    try:
+        listed = load_index_manifest(index_dir).files
+    except ManifestError as error:
+        found = (f"{index_dir}, which holds no {INDEX_MANIFEST_NAME}" if error.problems[0].message.startswith(
+            "file not found") else f"{index_dir}, whose index manifest cannot be used: " + "; ".join(
+            f"{p.path}: {p.message}" for p in error.problems))
+        ctx.check(INDEX_DIR_AT, f"found global with index_dir {found}: {needs}; {writes}")
+        return
+    unindexed = [path for path in ctx.dataset.files if data_name(path, ctx.manifest.path) not in listed]
+    if unindexed:
+        ctx.check(INDEX_DIR_AT, f"found global, but the index manifest {index_manifest_path(index_dir)} records no "
+                                f"index for {_some(unindexed)}: {needs}, which the index gives; {writes}")
 
 
 def _some(paths: list[str]) -> str:

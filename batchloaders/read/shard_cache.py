@@ -1,0 +1,370 @@
+"""Random reads of data files served from local copies in a cache directory (``args.dataset.args.cache``).
+
+:class:`CachedFiles` is a byte source over a config's data files: ``read`` takes a file's number and byte
+ranges and answers with positional reads (``os.pread``) of the file's local, uncompressed copy; ``index``
+gives the copy's record offsets. A file is copied on its first read, or ahead of it by ``prefetch`` in a
+background thread; each copy is checked against the manifest on the way (cache_copy.py) and each entry a
+process did not write itself is checked against its recorded SHA-256 on first use, and copied again (with a
+warning) when it differs.
+
+The cache's files never take more than ``max_bytes`` plus the one file being copied: a copy holds the
+directory's lock (so one copy runs at a time, among all processes sharing the directory), evicts entries
+before it when the copy's size is known beforehand and after it in any case. What goes first: the entries
+used least recently (by any process) that the prefetch plan does not name, then the entries the plan needs
+last. A prefetch never evicts an entry the plan needs before the one it fetches; it stops where the next file
+would not fit. An entry another process evicted stays readable through a descriptor open on it; the reader
+notices the copy is gone (no links left) at its next read, closes it and copies the file again.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+import warnings
+from typing import Sequence
+
+from batchloaders.errors import BatchLoaderError, ConfigError, DataError, Problem
+from batchloaders.read.cache_copy import CACHE_PATH, Source, check_entry, source_mtime, write_entry
+from batchloaders.read.cache_dir import CacheDir, Entry, entry_name
+from batchloaders.read.cache_fill import Cancelled
+from batchloaders.read.framing import count
+from batchloaders.read.record_index import RecordIndex
+from batchloaders.core.model import CacheSpec, Manifest, file_key
+
+KEPT_OPEN = 8  # copies a cache keeps open between reads
+
+
+@dataclasses.dataclass
+class _Handle:
+    """An open copy: readers using it now, and whether to close it when the last one is done."""
+
+    fd: int
+    users: int = 0
+    doomed: bool = False
+
+
+class CachedFiles:
+    """Data files read through local copies in a cache directory.
+
+    Args:
+        paths: the data files, local paths or URLs; a file's number is its place here.
+        manifest: the dataset's manifest (its compression, and each file's size, SHA-256 and record count).
+        spec: the cache's directory and the most bytes its files may take.
+        config_file: the config file errors about the cache name.
+
+    Raises:
+        ConfigError: the cache directory cannot be created or written.
+    """
+
+    def __init__(self, paths: Sequence[str], manifest: Manifest, spec: CacheSpec, config_file: str = "<config>"):
+        self.paths = tuple(paths)
+        self.spec = spec
+        self._sources = [Source(p, manifest.entry(p), manifest.compression, config_file) for p in self.paths]
+        self._names = [entry_name(p) for p in self.paths]
+        try:
+            self._dir = CacheDir(spec.dir)
+            with self._dir.locked():
+                pass
+        except OSError as error:
+            raise ConfigError(Problem(config_file, f"{CACHE_PATH}.dir", (
+                f"the cache directory {spec.dir} cannot be created or written ({error.strerror or error}): name "
+                "a directory this process may write"))) from None
+        self._mu = threading.Lock()  # guards the handles and what this instance has checked
+        self._handles: collections.OrderedDict[int, _Handle] = collections.OrderedDict()
+        self._checked: dict[int, tuple] = {}  # file -> the copy checked on first use (device, inode, SHA-256)
+        self._indexes: dict[int, RecordIndex] = {}
+        self._stop = threading.Event()
+        self._plan: list[int] = []
+        self._plan_version = 0
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------------------------ byte source
+
+    def read(self, file: int, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
+        """The bytes of data file ``file``'s local copy at each of ``offsets``, ``sizes`` long (shorter where the
+        copy ends), copying the file into the cache first when it is not there.
+
+        Args:
+            file: the data file's number.
+            offsets: where each part begins in the uncompressed copy.
+            sizes: each part's length.
+
+        Returns:
+            The parts, in the order asked.
+
+        Raises:
+            DataError: the file had to be copied, and its source cannot be read or differs from the manifest.
+            ConfigError: the file had to be copied, and it is larger than max_bytes or the cache cannot be written.
+        """
+        handle = self._acquire(file)
+        try:
+            return [_pread(handle.fd, int(size), int(offset)) for offset, size in zip(offsets, sizes)]
+        finally:
+            self._release(handle)
+
+    def size(self, file: int) -> int:
+        """The size of data file ``file``'s local copy (uncompressed), copying it first when needed.
+
+        Args:
+            file: the data file's number.
+
+        Returns:
+            The copy's size in bytes.
+
+        Raises:
+            DataError: as for :meth:`read`.
+            ConfigError: as for :meth:`read`.
+        """
+        handle = self._acquire(file)
+        try:
+            return os.fstat(handle.fd).st_size
+        finally:
+            self._release(handle)
+
+    def index(self, file: int) -> RecordIndex:
+        """The record offsets of data file ``file``'s local copy, copying it first when needed.
+
+        Args:
+            file: the data file's number.
+
+        Returns:
+            The copy's record index (found while copying, kept beside the copy).
+
+        Raises:
+            DataError: as for :meth:`read`.
+            ConfigError: as for :meth:`read`.
+        """
+        self._release(self._acquire(file))
+        return self._indexes[file]
+
+    def prefetch(self, files: Sequence[int]) -> None:
+        """Copy ``files`` into the cache ahead of their reads, in this order, in a background thread, as far as
+        max_bytes allows without evicting a file this list needs sooner; replaces the previous list. Name the
+        file being read first, so that it is not evicted for one needed later. A copy that fails here is left
+        for the read that needs the file, which raises its error.
+
+        Args:
+            files: data file numbers, in the order they will be read.
+        """
+        with self._wake:
+            self._plan = [int(f) for f in files]
+            self._plan_version += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._prefetch_loop, name="shard-cache-prefetch", daemon=True)
+                self._thread.start()
+            self._wake.notify_all()
+
+    def close(self) -> None:
+        """Stop prefetching (a copy in progress is abandoned, its temporary removed) and close the copies."""
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        with self._mu:
+            for handle in self._handles.values():
+                self._doom(handle)
+            self._handles.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------------------------------ handles
+
+    def _acquire(self, file: int) -> _Handle:
+        while True:
+            with self._mu:
+                handle = self._handles.get(file)
+                if handle is not None and os.fstat(handle.fd).st_nlink == 0:  # evicted: let its space go
+                    self._doom(self._handles.pop(file))
+                elif handle is not None:
+                    handle.users += 1
+                    self._handles.move_to_end(file)
+                    self._dir.touch(self._names[file])
+                    return handle
+            fd = self._open_checked(file)
+            with self._mu:
+                if file in self._handles:
+                    self._doom(self._handles.pop(file))
+                self._handles[file] = _Handle(fd)
+                idle = [f for f, h in self._handles.items() if h.users == 0 and f != file]
+                for f in idle[:max(0, len(self._handles) - KEPT_OPEN)]:
+                    self._doom(self._handles.pop(f))
+
+    def _release(self, handle: _Handle) -> None:
+        with self._mu:
+            handle.users -= 1
+            if handle.doomed and handle.users == 0:
+                os.close(handle.fd)
+
+    def _doom(self, handle: _Handle) -> None:
+        """Close ``handle`` now if no one reads it, else when its last reader is done (caller holds _mu)."""
+        if not handle.doomed:
+            handle.doomed = True
+            if handle.users == 0:
+                os.close(handle.fd)
+
+    def _evicted(self, names: list[str]) -> None:
+        gone = set(names)
+        with self._mu:
+            for file in [f for f in self._handles if self._names[f] in gone]:
+                self._doom(self._handles.pop(file))
+
+    # ------------------------------------------------------------------------------------------ entries
+
+    def _open_checked(self, file: int) -> int:
+        """A descriptor of ``file``'s copy, complete, current and checked; the file copied when it is not."""
+        found = self._try_open(file)
+        if isinstance(found, int):
+            return found
+        with self._dir.locked():
+            found = self._try_open(file)  # another process may have copied it, or the check met a replacement
+            if isinstance(found, int):
+                return found
+            if found:
+                warnings.warn(f"{self.paths[file]}: its copy in the cache {self.spec.dir} is damaged ({found}): "
+                              "copying it again", RuntimeWarning, stacklevel=4)
+            self._dir.remove(self._names[file])
+            self._copy(file, None)
+            found = self._try_open(file)
+        if isinstance(found, int):
+            return found
+        raise DataError(Problem(self.paths[file], "the whole file", f"its copy in the cache {self.spec.dir} "
+                                                                    f"fails its check just after copying: {found}"))
+
+    def _try_open(self, file: int) -> int | str:
+        """A descriptor of ``file``'s copy, or what is wrong with the entry ("" when it is missing or stale)."""
+        name = self._names[file]
+        meta = self._dir.meta(name)
+        if meta is None or not self._current(file, meta):
+            return ""
+        try:
+            fd = os.open(self._dir.part(name, ".data"), os.O_RDONLY)
+        except FileNotFoundError:
+            return ""
+        stat = os.fstat(fd)
+        key = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, meta.get("sha256"))
+        if self._checked.get(file) != key:
+            index, problem = check_entry(self._dir, name, fd, meta)
+            if problem is not None:
+                os.close(fd)
+                return problem
+            with self._mu:
+                self._checked[file], self._indexes[file] = key, index
+        self._dir.touch(name)
+        return fd
+
+    def _current(self, file: int, meta: dict) -> bool:
+        """Whether entry ``meta`` is a copy of this data file as it is now (the manifest's record of it, else
+        its size and modification time when the source can be looked up)."""
+        source = self._sources[file]
+        if meta.get("source") != file_key(source.path):
+            return False
+        entry = source.entry
+        if entry is not None:
+            return (meta.get("num_records") == entry.num_records
+                    and entry.size_bytes in (None, meta.get("source_size"))
+                    and entry.sha256 in (None, meta.get("source_sha256")))
+        mtime = source_mtime(source.path)
+        return mtime is None or mtime == meta.get("source_mtime")
+
+    # ------------------------------------------------------------------------------------------ copying
+
+    def _copy(self, file: int, due: int | None) -> bool:
+        """Copy ``file`` into the cache, evicting around it (the directory's lock held). ``due``: its place in
+        the prefetch plan, or None when a read needs it now. False when a prefetch finds no room for it."""
+        name, source, limit = self._names[file], self._sources[file], self.spec.max_bytes
+        known = _stored_size(source)
+        if known is not None and known > limit:
+            raise self._too_large(file, known)
+        if known is not None:
+            order = self._eviction_order(file, due)
+            if due is not None and sum(e.nbytes for e in self._dir.entries()) - sum(e.nbytes for e in order) \
+                    + known > limit:
+                return False
+            self._evicted(self._dir.evict(known, order, limit)[0])
+        written = write_entry(self._dir, name, source, self._stop)
+        self._dir.commit(name, written.temps, written.meta)
+        stat = os.stat(self._dir.part(name, ".data"))  # this process wrote and hashed it: no check on first use
+        with self._mu:
+            self._checked[file] = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, written.meta["sha256"])
+            self._indexes[file] = written.index
+        removed, total = self._dir.evict(0, self._eviction_order(file, due), limit)
+        self._evicted(removed)
+        if total > limit:  # only this copy, or only copies the plan needs sooner, are left
+            self._dir.remove(name)
+            if due is None:  # everything else was evicted: this copy alone is larger
+                raise self._too_large(file, total)
+            return False
+        return True
+
+    def _eviction_order(self, file: int, due: int | None) -> list[Entry]:
+        """The entries a copy of ``file`` may evict, first first: those the plan does not name, least recently
+        used first, then those the plan needs last; a prefetch (``due`` set) keeps those needed before it."""
+        with self._wake:
+            plan = {self._names[f]: at for at, f in reversed(list(enumerate(self._plan)))}
+        own = self._names[file]
+        unplanned = sorted((e for e in self._dir.entries() if e.name not in plan and e.name != own),
+                           key=lambda e: e.used)
+        planned = sorted((e for e in self._dir.entries() if e.name in plan and e.name != own),
+                         key=lambda e: -plan[e.name])
+        if due is not None:
+            planned = [e for e in planned if plan[e.name] > due]
+        return unplanned + planned
+
+    def _too_large(self, file: int, nbytes: int) -> ConfigError:
+        return ConfigError(Problem(self._sources[file].config_file, f"{CACHE_PATH}.max_bytes", (
+            f"data file {self.paths[file]} takes {count(nbytes, 'byte')} in the cache, more than max_bytes "
+            f"({self.spec.max_bytes:,}): raise max_bytes to at least {nbytes:,}")))
+
+    # ------------------------------------------------------------------------------------------ prefetching
+
+    def _prefetch_loop(self) -> None:
+        seen = 0
+        while not self._stop.is_set():
+            with self._wake:
+                while self._plan_version == seen and not self._stop.is_set():
+                    self._wake.wait()
+                plan, seen = list(self._plan), self._plan_version
+            for due, file in enumerate(plan):
+                if self._stop.is_set() or self._plan_version != seen or not self._prefetch_one(file, due):
+                    break
+
+    def _prefetch_one(self, file: int, due: int) -> bool:
+        """Copy ``file`` unless its entry is there; False when prefetching should stop here."""
+        name = self._names[file]
+        meta = self._dir.meta(name)
+        if meta is not None and self._current(file, meta):
+            return True
+        try:
+            with self._dir.locked(self._stop):
+                meta = self._dir.meta(name)
+                if meta is not None and self._current(file, meta):
+                    return True
+                self._dir.remove(name)
+                return self._copy(file, due)
+        except (BatchLoaderError, Cancelled, OSError):
+            return False  # the read that needs the file copies it again and raises what is wrong
+
+
+def _stored_size(source: Source) -> int | None:
+    """The copy's size when it is known before copying: an uncompressed file's size as the manifest records it."""
+    if source.compression is None and source.entry is not None:
+        return source.entry.size_bytes
+    return None
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset``, fewer where the file ends."""
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
