@@ -30,11 +30,11 @@ import json
 import math
 from typing import TextIO
 
+from batchloaders.read import positional  # no TensorFlow there
 from batchloaders.read.block_sizes import discrete_slots_fixed, sequence_records_per_block  # no TensorFlow there
 from batchloaders.transform.registry import BUILTIN, SECONDARY, STEPS
 from batchloaders.config.accounting import examples_in_run, record_counts
 from batchloaders.config.config import load_config
-from batchloaders.config.datasets import url_scheme
 from batchloaders.config.kinds import kind
 from batchloaders.core.model import LoaderConfig, Step, TensorInfo, format_shape
 from batchloaders.config.order import after_chunking, run_order
@@ -176,12 +176,13 @@ def _in_windows(config: LoaderConfig, what: str) -> str:
 
 def reading_line(config: LoaderConfig) -> str:
     if config.shuffling.shuffle and config.shuffling.scope == "global":
-        what = kind(config.type).example
+        what, files = kind(config.type).example, config.dataset.files
         records = "each record" if what == "record" else "each window's records"
         return (f"reading: {records} at their byte offsets (the files' record indexes), in one "
                 f"permutation of all {what}s per epoch drawn from the seed and the epoch"
                 f"{'' if config.seed is None else f' (seed {config.seed})'}{_in_windows(config, what)}; input "
-                "pipeline k of N reads the positions g with g % N == k")
+                "pipeline k of N reads the positions g with g % N == k; random access: "
+                f"{positional.describe(config.dataset.access, files)}")
     if config.shuffling.shuffle:
         examples = (f"; examples shuffled in a buffer of {config.shuffling.num_shuffle_buffer_elements}"
                     if not kind(config.type).sequence else "")  # the sequence loaders' windows: see parsing
@@ -486,9 +487,9 @@ def batch_shapes_line(config: LoaderConfig) -> str:
 # --- Record and batch counts from the manifest -----------------------------------------------------
 
 def per_file_records(config: LoaderConfig) -> list[int | None]:
-    """The manifest's num_records of each data file, None where it lists none (or the file is remote)."""
+    """The manifest's num_records of each data file, None where it lists none."""
     manifest = config.dataset.manifest
-    entries = [manifest.entry(f) if url_scheme(f) is None else None for f in config.dataset.files]
+    entries = [manifest.entry(f) for f in config.dataset.files]
     return [None if e is None else e.num_records for e in entries]
 
 
@@ -604,7 +605,16 @@ def _reading_json(config: LoaderConfig) -> dict:
             "interleave_out_buffer_elements": reading.num_interleave_out_buffer_elements,
             "interleave_in_buffer_elements": reading.num_interleave_in_buffer_elements,
             "read_buffer_bytes": reading.num_read_buffer_bytes, "prefetch": _auto(reading.num_prefetch),
-            "on_corrupt": reading.on_corrupt}
+            "on_corrupt": reading.on_corrupt, "random_access": _random_access_json(config)}
+
+
+def _random_access_json(config: LoaderConfig) -> dict:
+    """How records are read at their offsets (a global shuffle, read_record): the byte source and, for
+    TensorFlow's file systems, the reads in flight."""
+    access, files = config.dataset.access, config.dataset.files
+    source = positional.chosen(access, files)
+    return {"source": source, "reads_in_flight": access.reads_in_flight if source == "filesystem" else None,
+            "described": positional.describe(access, files)}
 
 
 def plan(config: LoaderConfig) -> dict:

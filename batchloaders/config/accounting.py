@@ -17,14 +17,14 @@ from batchloaders.config.datasets import DEFAULT_PATTERN, pattern_matcher, url_s
 from batchloaders.config.kinds import kind
 from batchloaders.config.manifest import is_sidecar
 from batchloaders.config.stage_rules import given
-from batchloaders.core.model import DataFile, Dataset, LoaderConfig, Manifest
+from batchloaders.core.model import DataFile, Dataset, LoaderConfig, Manifest, file_key
 
 
 def record_counts(manifest: Manifest, files) -> list[int] | None:
     """The manifest's num_records of each of ``files``, or None unless it lists every one."""
     counts = []
     for path in files:
-        entry = manifest.entry(path) if url_scheme(path) is None else None
+        entry = manifest.entry(path)
         if entry is None:
             return None
         counts.append(entry.num_records)
@@ -32,7 +32,8 @@ def record_counts(manifest: Manifest, files) -> list[int] | None:
 
 
 def size_problems(dataset: Dataset) -> list[Problem]:
-    """Listed local files whose size differs from the manifest's size_bytes."""
+    """Listed local files whose size differs from the manifest's size_bytes (a URL's size is known once
+    TensorFlow reads it: its index's check, or the reader, catches a change)."""
     manifest = dataset.manifest
     index = {path: i for i, path in enumerate(manifest.files)}
     problems = []
@@ -69,13 +70,14 @@ def missing_files(dataset: Dataset) -> list[tuple[int, str, DataFile]]:
     if dataset.type != "dir" or not dataset.manifest.files:
         return []
     root = os.path.dirname(dataset.manifest.path)
+    remote = url_scheme(root) is not None  # a URL directory was just listed: a file not listed is not there
     match = pattern_matcher(dataset.pattern or DEFAULT_PATTERN)
-    read = {os.path.normpath(os.path.abspath(path)) for path in dataset.files}
+    read = {file_key(path) for path in dataset.files}
     missing = []
     for i, (path, entry) in enumerate(dataset.manifest.files.items()):
-        relative = os.path.relpath(path, root).replace(os.sep, "/")
+        relative = path[len(root) + 1:] if remote else os.path.relpath(path, root).replace(os.sep, "/")
         if (path not in read and match(relative) and not is_sidecar(os.path.basename(path))
-                and not os.path.lexists(path)):
+                and (remote or not os.path.lexists(path))):
             missing.append((i, path, entry))
     return missing
 
@@ -194,7 +196,7 @@ def _records_at_most(dataset: Dataset, shard, sizes) -> list[int] | None:
     out = []
     for i in shard:
         path = dataset.files[i]
-        entry = dataset.manifest.entry(path) if url_scheme(path) is None else None
+        entry = dataset.manifest.entry(path)
         if entry is not None:
             out.append(entry.num_records)
         elif sizes is not None and sizes[i] != UNKNOWN_SIZE and dataset.manifest.compression is None:

@@ -1,6 +1,7 @@
 """Resolve a config's ``dataset`` specifier into its manifest and data files (no TensorFlow).
 
-``dir`` walks a local directory; ``list`` reads a list file whose entries may
+``dir`` walks a directory: a local one with ``os``, a URL (``gs://``, ``ram://``) with ``tf.io.gfile``
+(TensorFlow is imported then, and only then); ``list`` reads a list file whose entries may
 be anything ``tf.io.gfile`` opens. Remote entries (with a URL scheme) are
 checked when the pipeline is built (``sources.check_remote_files``), since
 checking them needs TensorFlow.
@@ -21,9 +22,9 @@ from collections import Counter
 from typing import Callable, Iterator
 
 from batchloaders.errors import ConfigError, ManifestError, Problem
-from batchloaders.config.document import Document
+from batchloaders.config.document import MANIFEST, Document, parse_text
 from batchloaders.core.limits import MAX_LINE_CHARS, MAX_LIST_BYTES, MAX_LIST_ENTRIES  # noqa: F401 (tests patch)
-from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest
+from batchloaders.config.manifest import MANIFEST_NAME, is_sidecar, load_manifest, manifest_from_document
 from batchloaders.core.model import CacheSpec, Dataset, RandomAccess, url_scheme  # noqa: F401 (url_scheme: imported from here)
 
 # Data files of a dir dataset unless its args give a pattern: TFRecord files by their usual names, the shards
@@ -131,6 +132,8 @@ def _local_path(args: dict, key: str, base: str, fail) -> str:
 
 
 def _resolve_dir(args: dict, base: str, fail) -> Dataset:
+    if url_scheme(args["data_dir"]) is not None:
+        return _resolve_url_dir(args, fail)
     data_dir = _local_path(args, "data_dir", base, fail)
     what, top = _kind(data_dir)
     if what == "missing":
@@ -162,6 +165,73 @@ def _resolve_dir(args: dict, base: str, fail) -> Dataset:
              + ("" if "pattern" in args else " (give args.pattern when the files are named otherwise)")
              + (f"; {there}" if there else ""))
     return Dataset("dir", load_manifest(manifest_path), tuple(files), pattern=pattern)
+
+
+def _resolve_url_dir(args: dict, fail) -> Dataset:
+    """A dir dataset whose data_dir is a URL: its manifest and the files the pattern matches, listed with
+    tf.io.gfile in the order a local directory's are (sorted by their relative path's components)."""
+    import tensorflow as tf  # (not a package module) only a URL data_dir needs TensorFlow's file systems
+
+    data_dir = args["data_dir"].rstrip("/")
+    try:
+        if not tf.io.gfile.isdir(data_dir):
+            what = "a file" if tf.io.gfile.exists(data_dir) else "missing"
+            fail("data_dir", f"found {args['data_dir']!r} ({what}): expected an existing directory")
+        manifest_path = data_dir + "/" + MANIFEST_NAME
+        if not tf.io.gfile.exists(manifest_path):
+            fail("data_dir", f"no {MANIFEST_NAME} in {data_dir}: expected the dataset manifest at the top "
+                             "level of data_dir")
+        pattern = args.get("pattern", DEFAULT_PATTERN)
+        try:
+            match = pattern_matcher(pattern)
+        except ValueError as e:
+            fail("pattern", f"found {shorten(pattern)}: {e}")
+        files = _url_walk(tf.io.gfile, data_dir, match)
+    except tf.errors.OpError as e:
+        said = (e.message or type(e).__name__).strip().splitlines()[0][:200]
+        fail("data_dir", f"found {args['data_dir']!r}, which TensorFlow cannot list ({said}): expected an existing "
+                         "directory on a file system TensorFlow reads")
+    if not files:
+        fail("pattern" if "pattern" in args else "data_dir",
+             f"the pattern {pattern!r} matches no file under {data_dir}: expected at least one data file"
+             + ("" if "pattern" in args else " (give args.pattern when the files are named otherwise)"))
+    return Dataset("dir", _url_manifest(tf.io.gfile, manifest_path), tuple(files), pattern=pattern)
+
+
+def _url_walk(gfile, data_dir: str, match: Callable[[str], bool]) -> list[str]:
+    """The files under URL ``data_dir`` whose relative path ``match`` accepts, record indexes left out, in
+    sorted order of their relative path's components (depth first, entries in name order)."""
+    out: list[str] = []
+    stack = [(data_dir, (), iter(sorted(name.rstrip("/") for name in gfile.listdir(data_dir))))]
+    while stack:
+        top, rel, names = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            continue
+        path = top + "/" + name
+        if gfile.isdir(path):
+            stack.append((path, rel + (name,), iter(sorted(entry.rstrip("/") for entry in gfile.listdir(path)))))
+        elif match("/".join(rel + (name,))) and not is_sidecar(name):
+            out.append(path)
+    return out
+
+
+def _url_manifest(gfile, path: str):
+    """The manifest at URL ``path``, read and checked as a local one is (ManifestError naming what is wrong)."""
+    size = gfile.stat(path).length
+    if size > MANIFEST.max_bytes:
+        raise ManifestError(Problem(path, "$", f"found a file of {size:,} bytes: expected a {MANIFEST.kind} of at "
+                                               f"most {MANIFEST.max_bytes // 2**20} MiB (is this a data file?)"))
+    with gfile.GFile(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ManifestError(Problem(path, "$", f"found bytes that are not UTF-8 text at byte {e.start}: expected a "
+                                               "UTF-8 text file (is this a data file?)")) from None
+    return manifest_from_document(parse_text(text, path, ManifestError, base_dir=path.rsplit("/", 1)[0],
+                                             fmt="json", bounds=MANIFEST))
 
 
 def command_option(pattern: str) -> str:

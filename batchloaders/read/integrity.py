@@ -93,7 +93,7 @@ def file_table(config: LoaderConfig) -> FileTable:
     manifest = config.dataset.manifest
     sizes, expected, counts = [], [], []
     for path in config.dataset.files:
-        entry = manifest.entry(path) if url_scheme(path) is None else None
+        entry = manifest.entry(path)
         counts.append(entry.num_records if entry is not None else UNKNOWN)
         size = UNKNOWN
         if url_scheme(path) is None:

@@ -2,8 +2,9 @@
 
 The ids are global (files in the config's order, each file's records in order). One call takes a
 vector of ids and gives their payloads in that order: a NumPy function reads each record's whole frame
-with one positional read (``os.pread``, which lets go of the interpreter lock while it waits), checks it,
-and joins the frames; TensorFlow then cuts the payloads out of the joined bytes with one vectorized
+through the dataset's byte source (read/positional.py: ``os.pread`` on local files, or TensorFlow's file
+systems with many reads in flight and neighbouring frames fetched in one read), checks it, and joins the
+frames; TensorFlow then cuts the payloads out of the joined bytes with one vectorized
 ``substr``. Per record that costs a read call in Python instead of a ``TFRecordDataset`` op per record
 (about 100 microseconds each: docs/decisions/record-index.md).
 
@@ -17,36 +18,40 @@ manifest's and catches it.
 from __future__ import annotations
 
 import errno
-import os
-import resource
-import threading
 import warnings
 
 import google_crc32c
 import numpy as np
 import tensorflow as tf
 
-from batchloaders.read import exit_gate, naming
+from batchloaders.read import exit_gate, naming, positional
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
+from batchloaders.read.records import tf_message
 from batchloaders.core.model import LoaderConfig
 
 _MASK_DELTA = 0xA282EAD8
 _U32 = np.uint64(0xFFFFFFFF)
 EXITING = "the program is exiting: the record was not read"
-KEPT_OPEN = 128  # files a reader keeps open between calls; the others are opened for each call that reads them
+KEPT_OPEN = positional.KEPT_OPEN  # local files a reader keeps open between calls (read when a reader is built)
 
 
 def kept_open() -> int:
-    """How many files a reader keeps open: KEPT_OPEN, or an eighth of this process's limit if that is less."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return KEPT_OPEN if soft == resource.RLIM_INFINITY else max(1, min(KEPT_OPEN, soft // 8))
+    """How many local files a reader keeps open: KEPT_OPEN, or an eighth of this process's limit if that is less."""
+    return positional.kept_open(KEPT_OPEN)
 
 
 def masked(crcs) -> np.ndarray:
     """TFRecord's masked form of CRC-32C values (each below 2**32), as uint64."""
     crcs = np.asarray(crcs, np.uint64)
     return (((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) + np.uint64(_MASK_DELTA)) & _U32
+
+
+def _op_error(error: tf.errors.OpError) -> str:
+    """A TensorFlow file system's error in a few words (its NotFoundError on ram:// has no message)."""
+    if isinstance(error, tf.errors.NotFoundError):
+        return "it is not there"
+    return tf_message(error)
 
 
 def _words(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -57,7 +62,8 @@ def _words(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 class OffsetReader:
     """The indexes of a config's data files, loaded and checked once (ManifestError when one is missing or
-    stale: record_index.load_index), and the files, opened on first use."""
+    stale: record_index.load_index), and the byte source that reads the files (ConfigError when the dataset's
+    ``random_access`` cannot read them)."""
 
     def __init__(self, config: LoaderConfig):
         manifest = config.dataset.manifest
@@ -72,40 +78,20 @@ class OffsetReader:
             warnings.warn("google-crc32c runs without its C extension here: the global shuffle checks each record's "
                           "checksum in pure Python, about 1 ms per 3 KB record; reinstall it with a wheel for this "
                           "platform (pip install --force-reinstall google-crc32c)", RuntimeWarning, stacklevel=2)
-        self._fds: dict[int, int] = {}  # the files kept open, by their place in ``paths``
-        self._keep = kept_open()
-        self._lock = threading.Lock()
+        self.source = positional.open_source(config.dataset.access, self.paths, config.source, kept_open())
 
     @property
     def num_records(self) -> int:
         return int(self.starts[-1])
 
-    def _open(self, file: int) -> tuple[int, bool]:
-        """(a descriptor of data file ``file``, whether the caller closes it after its call). The first files read
-        stay open; past ``kept_open()`` a file is opened for each call, so a dataset of many files never holds
-        more descriptors than that (and no descriptor is closed while another call reads it)."""
-        found = self._fds.get(file)
-        if found is not None:
-            return found, False
-        fd = os.open(self.paths[file], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        with self._lock:
-            if file not in self._fds and len(self._fds) < self._keep:
-                self._fds[file] = fd
-                return fd, False
-        return fd, True
+    @property
+    def _fds(self) -> dict[int, int]:
+        """The descriptors a local source keeps open, by file (none for another source)."""
+        return getattr(self.source, "fds", {})
 
     def close(self) -> None:
         """Close the files opened so far (a later read opens them again)."""
-        with self._lock:
-            fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            os.close(fd)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # (at exit os may be gone already)
-            pass
+        self.source.close()
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global ids -> (file, record in file)."""
@@ -123,21 +109,27 @@ class OffsetReader:
             joined, problem = self._read(ids, lengths)
         return joined, lengths, problem
 
+    def _parts(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[list[bytes], int, str]:
+        """(each frame's bytes in the order asked, -1, '') or ([], the place of the first frame of the first file
+        that could not be read, what went wrong). The source reads every file's frames at once."""
+        places = [np.flatnonzero(files == file) for file in dict.fromkeys(files.tolist())]
+        got = self.source.read_many([(int(files[at[0]]), offsets[at].tolist(), sizes[at].tolist()) for at in places])
+        parts: list[bytes] = [b""] * len(files)
+        for at, frames in zip(places, got):
+            if isinstance(frames, OSError):
+                return [], int(at[0]), self._os_error(frames)
+            if isinstance(frames, Exception):
+                return [], int(at[0]), f"the file cannot be read ({_op_error(frames)})"
+            for k, part in zip(at.tolist(), frames):
+                parts[k] = part
+        return parts, -1, ""
+
     def _read(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[bytes, bytes]:
         files, records = self.locate(ids)
         offsets, sizes = self.offsets[ids], lengths + FRAME_BYTES
-        opened: dict[int, tuple[int, bool]] = {}
-        try:
-            for file in np.unique(files).tolist():
-                opened[file] = self._open(file)
-            parts = [os.pread(opened[file][0], size, offset)
-                     for file, offset, size in zip(files.tolist(), offsets.tolist(), sizes.tolist())]
-        except OSError as error:
-            return b"", self._unreadable(files, records, error)
-        finally:
-            for fd, closing in opened.values():
-                if closing:
-                    os.close(fd)
+        parts, failed, said = self._parts(files, offsets, sizes)
+        if failed >= 0:
+            return b"", self._problem(files[failed], records[failed], said)
         short = np.flatnonzero(np.fromiter(map(len, parts), np.int64, len(parts)) != sizes)
         if short.size:  # the file ends before the record does
             k, file = int(short[0]), int(files[short[0]])
@@ -153,21 +145,13 @@ class OffsetReader:
             "record is damaged (run `batchloaders verify` to check every file against the manifest)")
         return b"", self._problem(file, records[bad], text)
 
-    def _unreadable(self, files, records, error: OSError) -> bytes:
-        """The problem of a call whose reads failed with ``error``: the first of its records whose file cannot be
-        opened or read, or, out of descriptors, what the process lacks (no data file is to blame)."""
+    def _os_error(self, error: OSError) -> str:
+        """What to say of a file that cannot be opened or read, or, out of descriptors, what the process lacks."""
         if error.errno in (errno.EMFILE, errno.ENFILE):
-            return self._problem(files[0], records[0], (
-                f"the file cannot be opened: this process has too many files open ({error.strerror}); the reader "
-                f"keeps at most {self._keep} of them open: raise the limit (ulimit -n) or close other files"))
-        for k in range(len(files)):
-            try:
-                fd, closing = self._open(int(files[k]))
-                if closing:
-                    os.close(fd)
-            except OSError as failed:
-                return self._problem(files[k], records[k], f"the file cannot be read ({failed.strerror or failed})")
-        return self._problem(files[0], records[0], f"the file cannot be read ({error.strerror or error})")
+            return (f"the file cannot be opened: this process has too many files open ({error.strerror}); the reader "
+                    f"keeps at most {getattr(self.source, 'keep', 0)} of them open: raise the limit (ulimit -n) or "
+                    "close other files")
+        return f"the file cannot be read ({error.strerror or error})"
 
     @staticmethod
     def _check(parts: list[bytes], joined: bytes, lengths: np.ndarray) -> tuple[int | None, str]:
@@ -196,8 +180,8 @@ class OffsetReader:
     def _cut(self, file: int) -> str:
         """What to say of a file now shorter than its index was written for ('' when it is not)."""
         try:
-            size = os.stat(self.paths[file]).st_size
-        except OSError:
+            size = self.source.size(file)
+        except (OSError, tf.errors.OpError):
             return ""
         if size >= self.sizes[file]:
             return ""

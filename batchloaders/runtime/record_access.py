@@ -1,7 +1,8 @@
 """One record of a dataset, decoded as the loader decodes it: ``batchloaders.read_record`` and
 ``batchloaders preview CONFIG --record FILE:N``.
 
-With a record index (``batchloaders index``) the record is read at its byte offset; without one the
+With a record index (``batchloaders index``) the record is read at its byte offset (through the dataset's
+byte source: a local file, or any file system TensorFlow reads, such as ``gs://``); without one the
 file is read from its start up to the record. The record is parsed as the config parses it (the
 primary features, renamed, cast and reshaped as the manifest says); for a loader whose example is one
 record (independent), the secondary features and processing steps run on it too. A sequence loader's
@@ -19,8 +20,8 @@ import tensorflow as tf
 from batchloaders.errors import ConfigError, DataError, Problem
 from batchloaders.config.config import load_config
 from batchloaders.config.kinds import kind
-from batchloaders.core.model import LoaderConfig
-from batchloaders.read import naming, origins
+from batchloaders.core.model import LoaderConfig, file_key, url_scheme
+from batchloaders.read import naming, origins, positional
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES, count, is_record_header, masked_crc32c
 from batchloaders.read.parsing import parse_batch
 from batchloaders.read.record_index import load_index
@@ -92,15 +93,26 @@ def data_file(config: LoaderConfig, file: str) -> str:
     """The data file ``file`` names: one of the dataset's files; ConfigError otherwise."""
     dataset = config.dataset
     base_dir = os.path.dirname(dataset.manifest.path)  # a dir dataset's manifest sits at the top of data_dir
-    path = os.path.normpath(os.path.join(base_dir, os.path.expanduser(file)))
-    files = [os.path.normpath(os.path.abspath(f)) for f in dataset.files]
-    if os.path.abspath(path) in files:
-        return dataset.files[files.index(os.path.abspath(path))]
-    shown = ", ".join(os.path.relpath(f, base_dir) for f in dataset.files[:5])
+    if url_scheme(file) is not None or url_scheme(base_dir) is not None:
+        path = file if url_scheme(file) is not None else base_dir.rstrip("/") + "/" + file
+    else:
+        path = os.path.join(base_dir, os.path.expanduser(file))
+    files = [file_key(f) for f in dataset.files]
+    if file_key(path) in files:
+        return dataset.files[files.index(file_key(path))]
+    shown = ", ".join(_relative(f, base_dir) for f in dataset.files[:5])
     more = f" and {len(files) - 5:,} more" if len(files) > 5 else ""
     raise ConfigError(Problem(config.source, "$.args.dataset", (
-        f"found {file!r} ({path}), which is not one of the dataset's {count(len(files), 'data file')}: expected a "
-        f"path relative to {base_dir}, or absolute, such as {shown}{more}")))
+        f"found {file!r} ({file_key(path)}), which is not one of the dataset's {count(len(files), 'data file')}: "
+        f"expected a path relative to {base_dir}, or absolute, such as {shown}{more}")))
+
+
+def _relative(path: str, base_dir: str) -> str:
+    """``path`` relative to ``base_dir`` (a URL's by its name), as a message shows it."""
+    if url_scheme(base_dir) is not None:
+        prefix = base_dir.rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else path
+    return path if url_scheme(path) is not None else os.path.relpath(path, base_dir)
 
 
 def global_record(config: LoaderConfig, index: int) -> tuple[str, int]:
@@ -140,7 +152,7 @@ def serialized_record(config: LoaderConfig, path: str, n: int) -> tuple[bytes, b
         raise _out_of_range(path, n, entry.num_records if entry is not None else 0)
     if entry is not None and entry.index is not None and manifest.compression is None:
         found = load_index(path, manifest)
-        return read_frame(path, n, int(found.offsets[n]), int(found.lengths[n])), True
+        return read_frame(config, path, n, int(found.offsets[n]), int(found.lengths[n])), True
     last = None
     try:
         for last, _, serialized in read_records(path, manifest.compression, limit=n + 1):
@@ -151,14 +163,19 @@ def serialized_record(config: LoaderConfig, path: str, n: int) -> tuple[bytes, b
     raise _out_of_range(path, n, 0 if last is None else last + 1)
 
 
-def read_frame(path: str, n: int, offset: int, length: int) -> bytes:
-    """The payload of the record whose frame begins at ``offset``, its framing and checksums checked."""
+def read_frame(config: LoaderConfig, path: str, n: int, offset: int, length: int) -> bytes:
+    """The payload of the record whose frame begins at ``offset``, read through the dataset's byte source
+    (read/positional.py), its framing and checksums checked."""
+    source = positional.open_source(config.dataset.access, [path], config.source)
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            frame = f.read(length + FRAME_BYTES)
+        (frame,) = source.read(0, [offset], [length + FRAME_BYTES])
     except OSError as error:
         raise DataError(Problem(path, f"record {n}", f"the file cannot be read ({error.strerror or error})")) from None
+    except tf.errors.OpError as error:
+        said = "it is not there" if isinstance(error, tf.errors.NotFoundError) else tf_message(error)
+        raise DataError(Problem(path, f"record {n}", f"the file cannot be read ({said})")) from None
+    finally:
+        source.close()
     head, payload, crc = frame[:HEADER_BYTES], frame[HEADER_BYTES:-4], frame[-4:]
     if (len(frame) != length + FRAME_BYTES or not is_record_header(head)
             or int.from_bytes(head[:8], "little") != length):

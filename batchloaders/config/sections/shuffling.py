@@ -2,7 +2,8 @@
 dataset.
 
 A global shuffle reads records at their byte offsets (read/global_order.py, read/offset_reader.py):
-it needs an index of every data file, uncompressed local files, and examples whose records the record
+it needs an index of every data file, uncompressed files (local, or read through TensorFlow's file systems:
+the dataset's ``random_access``), and examples whose records the record
 counts locate (records, or windows of one size). The indexes themselves are checked against their data
 files when the pipeline is built.
 """
@@ -20,6 +21,7 @@ from batchloaders.config.stage_rules import flagged
 from batchloaders.core.model import ShuffleOptions
 
 AT = ("args", "shuffle_scope")
+ACCESS_AT = ("args", "dataset", "args", "random_access")
 INDEX_DIR_AT = ("args", "dataset", "args", "index_dir")
 _SHOWN = 3  # files named in a message about several
 
@@ -126,10 +128,10 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
                       "(`batchloaders reshard SRC DEST --shards N` writes them, indexed), or shuffle_scope buffer")
         return
     remote = [path for path in ctx.dataset.files if url_scheme(path) is not None]
-    if remote:
-        ctx.check(AT, f"found global, but {_some(remote)} are not on a local file system: {needs} with "
-                      "positional reads of the local file system; expected local files (a copy, or a mounted file "
-                      "system), or shuffle_scope buffer")
+    if remote and ctx.dataset.access.random_access == "local":
+        ctx.check(ACCESS_AT, f"found local with shuffle_scope global, but {_some(remote)} are not on the local file "
+                             f"system: {needs} with os.pread, which reads local files only; expected filesystem or "
+                             "auto (TensorFlow's file systems read them)")
         return
     index_dir = ctx.dataset.access.index_dir
     if index_dir is not None:
