@@ -24,10 +24,13 @@ import google_crc32c
 import numpy as np
 import tensorflow as tf
 
+from batchloaders.errors import BatchLoaderError
 from batchloaders.read import exit_gate, naming, positional
+from batchloaders.read.cached_offsets import CachedOffsets, ReadAhead, manifest_counts
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
 from batchloaders.read.records import tf_message
+from batchloaders.read.shard_cache import CachedFiles
 from batchloaders.core.model import LoaderConfig
 
 _MASK_DELTA = 0xA282EAD8
@@ -66,19 +69,36 @@ class OffsetReader:
     ``random_access`` cannot read them)."""
 
     def __init__(self, config: LoaderConfig):
-        manifest = config.dataset.manifest
         self.paths = tuple(config.dataset.files)
+        self.cached = self.ahead = None
+        if config.dataset.access.cache is not None:
+            self._use_cache(config)
+        else:
+            self._use_indexes(config)
+        if google_crc32c.implementation != "c":  # (installed without its compiled part: 1,000 times slower)
+            warnings.warn("google-crc32c runs without its C extension here: the global shuffle checks each record's "
+                          "checksum in pure Python, about 1 ms per 3 KB record; reinstall it with a wheel for this "
+                          "platform (pip install --force-reinstall google-crc32c)", RuntimeWarning, stacklevel=2)
+
+    def _use_indexes(self, config: LoaderConfig) -> None:
+        """Offsets from each file's record index, loaded and checked now; the files read where they are."""
+        manifest = config.dataset.manifest
         indexes = [load_index(path, manifest, config.dataset.access.index_dir) for path in self.paths]
         self.counts = np.array([ix.num_records for ix in indexes], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         self.offsets = np.concatenate([ix.offsets for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.lengths = np.concatenate([ix.lengths for ix in indexes] or [np.zeros(0, np.int64)]).astype(np.int64)
         self.sizes = [ix.data_size for ix in indexes]
-        if google_crc32c.implementation != "c":  # (installed without its compiled part: 1,000 times slower)
-            warnings.warn("google-crc32c runs without its C extension here: the global shuffle checks each record's "
-                          "checksum in pure Python, about 1 ms per 3 KB record; reinstall it with a wheel for this "
-                          "platform (pip install --force-reinstall google-crc32c)", RuntimeWarning, stacklevel=2)
         self.source = positional.open_source(config.dataset.access, self.paths, config.source, kept_open())
+
+    def _use_cache(self, config: LoaderConfig) -> None:
+        """The files read through their local copies in the cache; counts from the manifest, each file's offsets
+        from its copy, loaded on its first read (read/cached_offsets.py)."""
+        self.source = CachedFiles(self.paths, config.dataset.manifest, config.dataset.access.cache, config.source)
+        self.cached = CachedOffsets(self.source, manifest_counts(config))
+        self.counts, self.starts = self.cached.counts, self.cached.starts
+        self.offsets, self.lengths, self.sizes = self.cached.offsets, self.cached.lengths, self.cached.sizes
+        self.ahead = ReadAhead(config, self.source, len(self.paths))
 
     @property
     def num_records(self) -> int:
@@ -101,6 +121,10 @@ class OffsetReader:
     def frames(self, ids: np.ndarray) -> tuple[bytes, np.ndarray, bytes]:
         """(the records' whole frames, joined; their payload lengths; a problem 'path: record N: text' or b'')."""
         ids = np.asarray(ids, np.int64).reshape(-1)
+        if self.cached is not None:
+            problem = self._load(ids)
+            if problem:
+                return b"", np.zeros(len(ids), np.int64), problem
         lengths = self.lengths[ids]
         with exit_gate.passing() as allowed:
             if not allowed:
@@ -108,6 +132,19 @@ class OffsetReader:
                 return b"", lengths, self._problem(files[0], records[0], EXITING) if len(ids) else EXITING.encode()
             joined, problem = self._read(ids, lengths)
         return joined, lengths, problem
+
+    def _load(self, ids: np.ndarray) -> bytes:
+        """Through a cache: the offsets of the files ``ids`` touch loaded (their copies made), the files after
+        them asked for; b'' or the problem of the first file that could not be copied."""
+        files, records = self.locate(ids)
+        touched = list(dict.fromkeys(files.tolist()))
+        self.ahead.saw(touched)
+        try:
+            self.cached.load(touched)
+        except BatchLoaderError as error:  # (a DataError or ConfigError naming the file and what to do)
+            first = error.problems[0]
+            return f"{first.file}: {first.path}: {first.message}".encode() if first.path else str(error).encode()
+        return b""
 
     def _parts(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[list[bytes], int, str]:
         """(each frame's bytes in the order asked, -1, '') or ([], the place of the first frame of the first file
@@ -118,6 +155,8 @@ class OffsetReader:
         for at, frames in zip(places, got):
             if isinstance(frames, OSError):
                 return [], int(at[0]), self._os_error(frames)
+            if isinstance(frames, BatchLoaderError):
+                return [], int(at[0]), frames.problems[0].message
             if isinstance(frames, Exception):
                 return [], int(at[0]), f"the file cannot be read ({_op_error(frames)})"
             for k, part in zip(at.tolist(), frames):

@@ -26,7 +26,7 @@ import resource
 import threading
 from typing import Protocol, Sequence
 
-from batchloaders.errors import ConfigError, Problem
+from batchloaders.errors import BatchLoaderError, ConfigError, Problem
 from batchloaders.core.model import RandomAccess, url_scheme
 
 # TensorFlow is imported where a FileSystemFiles reads: ``describe`` names the sources without loading it.
@@ -67,7 +67,7 @@ class ReadsEachFile:
         for file, offsets, sizes in requests:
             try:
                 out.append(self.read(file, offsets, sizes))
-            except OSError as error:
+            except (OSError, BatchLoaderError) as error:  # (a cache's copy that failed: DataError, ConfigError)
                 out.append(error)
         return out
 

@@ -29,6 +29,7 @@ from batchloaders.read.cache_copy import CACHE_PATH, Source, check_entry, source
 from batchloaders.read.cache_dir import CacheDir, Entry, entry_name
 from batchloaders.read.cache_fill import Cancelled
 from batchloaders.read.framing import count
+from batchloaders.read.positional import ReadsEachFile
 from batchloaders.read.record_index import RecordIndex
 from batchloaders.core.model import CacheSpec, Manifest, file_key
 
@@ -44,7 +45,7 @@ class _Handle:
     doomed: bool = False
 
 
-class CachedFiles:
+class CachedFiles(ReadsEachFile):
     """Data files read through local copies in a cache directory.
 
     Args:

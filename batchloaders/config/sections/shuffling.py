@@ -21,6 +21,7 @@ from batchloaders.config.stage_rules import flagged
 from batchloaders.core.model import ShuffleOptions
 
 AT = ("args", "shuffle_scope")
+CACHE_AT = ("args", "dataset", "args", "cache")
 ACCESS_AT = ("args", "dataset", "args", "random_access")
 INDEX_DIR_AT = ("args", "dataset", "args", "index_dir")
 _SHOWN = 3  # files named in a message about several
@@ -121,10 +122,14 @@ def _check_windows(ctx: SectionContext) -> None:
 def _check_files(ctx: SectionContext, needs: str) -> None:
     if ctx.dataset is None or ctx.manifest is None:
         return
+    if ctx.dataset.access.cache is not None:
+        _check_cached(ctx, needs)
+        return
     if ctx.manifest.compression is not None:
         ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} says the files are "
                       f"{ctx.manifest.compression.upper()}-compressed: {needs}, and an offset into a compressed "
-                      "stream means nothing without the stream before it; expected uncompressed files "
+                      "stream means nothing without the stream before it; expected a local cache that holds them "
+                      "decompressed (args.dataset.args.cache: {dir: PATH, max_bytes: N}), uncompressed files "
                       "(`batchloaders reshard SRC DEST --shards N` writes them, indexed), or shuffle_scope buffer")
         return
     remote = [path for path in ctx.dataset.files if url_scheme(path) is not None]
@@ -143,6 +148,17 @@ def _check_files(ctx: SectionContext, needs: str) -> None:
         ctx.check(AT, f"found global, but the manifest {ctx.manifest.path} records no index for {_some(unindexed)}: "
                       f"{needs}, which the index gives; expected an index beside every data file: run "
                       "`batchloaders index` on the dataset's directory (or on this config)")
+
+
+def _check_cached(ctx: SectionContext, needs: str) -> None:
+    """Through a cache, each file's offsets come from its local copy (no index needed, compressed files too),
+    and its record count from the manifest, which must list every file."""
+    unlisted = [path for path in ctx.dataset.files if ctx.manifest.entry(path) is None]
+    if unlisted:
+        ctx.check(CACHE_AT, f"found a cache with shuffle_scope global, but the manifest {ctx.manifest.path} lists no "
+                            f"entry for {_some(unlisted)}: {needs}, and places each file's records in an epoch from "
+                            "the manifest's record counts before the file is copied; expected every data file "
+                            "listed (`batchloaders manifest` on the dataset's directory writes the entries)")
 
 
 def _check_index_dir(ctx: SectionContext, index_dir: str, needs: str) -> None:
