@@ -41,7 +41,10 @@ def sequence_example(context: dict, lists: dict) -> bytes:
 def write_records(path, records, compression=None) -> str:
     import tensorflow as tf
 
-    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    if "://" in str(path):  # (os.makedirs would make a local "ram:" folder)
+        tf.io.gfile.makedirs(str(path).rsplit("/", 1)[0])
+    else:
+        os.makedirs(os.path.dirname(str(path)), exist_ok=True)
     options = tf.io.TFRecordOptions(compression_type={None: "", "zlib": "ZLIB", "gzip": "GZIP"}[compression])
     with tf.io.TFRecordWriter(str(path), options) as w:
         for r in records:

@@ -187,7 +187,7 @@ def test_settings_global_cannot_take(data, args, found):
         load_config(config(data, **args))
 
 
-def test_a_compressed_dataset_is_refused_naming_reshard(tmp_path):
+def test_a_compressed_dataset_is_refused_naming_the_cache_and_reshard(tmp_path):
     d = str(tmp_path / "gz")
     write_manifest(d, [feature("id", "int64", [], "int"), feature("note", "string", [], "string")],
                    compression="gzip")
@@ -198,8 +198,9 @@ def test_a_compressed_dataset_is_refused_naming_reshard(tmp_path):
     assert problem.path == "$.args.shuffle_scope"
     assert problem.message.startswith(f"found global, but the manifest {d}/__manifest__.json says the files are "
                                       "GZIP-compressed: ")
-    assert problem.message.endswith("expected uncompressed files (`batchloaders reshard SRC DEST --shards N` "
-                                    "writes them, indexed), or shuffle_scope buffer")
+    assert problem.message.endswith("expected a local cache that holds them decompressed (args.dataset.args.cache: "
+                                    "{dir: PATH, max_bytes: N}), uncompressed files (`batchloaders reshard SRC DEST "
+                                    "--shards N` writes them, indexed), or shuffle_scope buffer")
 
 
 def test_an_unindexed_dataset_is_refused_naming_the_command(tmp_path):

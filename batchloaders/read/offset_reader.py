@@ -135,15 +135,17 @@ class OffsetReader:
 
     def _load(self, ids: np.ndarray) -> bytes:
         """Through a cache: the offsets of the files ``ids`` touch loaded (their copies made), the files after
-        them asked for; b'' or the problem of the first file that could not be copied."""
+        them asked for; b'' or the problem of the first file that could not be copied, at its first record here."""
         files, records = self.locate(ids)
         touched = list(dict.fromkeys(files.tolist()))
         self.ahead.saw(touched)
-        try:
-            self.cached.load(touched)
-        except BatchLoaderError as error:  # (a DataError or ConfigError naming the file and what to do)
-            first = error.problems[0]
-            return f"{first.file}: {first.path}: {first.message}".encode() if first.path else str(error).encode()
+        for file in touched:
+            try:
+                self.cached.load([file])
+            except BatchLoaderError as error:  # (a DataError or ConfigError naming the file and what to do)
+                first = error.problems[0]
+                said = f"{first.path}: {first.message}" if first.path.startswith("$") else first.message
+                return self._problem(file, records[files.tolist().index(file)], said)
         return b""
 
     def _parts(self, files: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> tuple[list[bytes], int, str]:

@@ -1,0 +1,193 @@
+"""``shuffle_scope: global`` through a local shard cache (``args.dataset.args.cache``): GZIP, ZLIB and plain files
+on local disk and on ``ram://`` give exactly the batches of their uncompressed, indexed twin read where it lies;
+the cache never holds more than ``max_bytes`` plus one file while an epoch runs; a second run uses the copies;
+``shuffle_window_files`` with room for its window; resume by position; and the refusals.
+
+Record r of file f holds id = 100 * f + r and a note of r % 7 bytes (records differ in size). Files hold
+SIZES records (one empty): the twins are written from the same records.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import batchloaders
+from batchloaders.errors import ConfigError, DataError
+from conftest import example, feature, loader_config, resumed_ids, write_records
+
+SIZES = (40, 0, 33, 47, 38, 41)
+IDS = sorted(100 * f + r for f, n in enumerate(SIZES) for r in range(n))
+SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
+
+
+def records(f: int) -> list[bytes]:
+    return [example(id=("int", [100 * f + r]), note=("string", [b"n" * (r % 7)])) for r in range(SIZES[f])]
+
+
+def dataset(root: str, compression: str | None) -> str:
+    """The files under ``root`` (a local directory or a ram:// URL), with a manifest listing them."""
+    tf.io.gfile.makedirs(root)
+    with tf.io.gfile.GFile(f"{root}/__manifest__.json", "w") as f:
+        f.write(json.dumps({"compression": compression, "features": [
+            feature("id", "int64", [], "int"), feature("note", "string", [], "string")]}))
+    for f in range(len(SIZES)):
+        write_records(f"{root}/part-{f}.tfrecords{SUFFIX[compression]}", records(f), compression=compression)
+    batchloaders.write_manifest(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cache-shuffle")
+    plain = dataset(str(base / "plain"), None)
+    batchloaders.write_index(plain)
+    ram = f"ram://cache-shuffle-{uuid.uuid4().hex[:8]}"
+    return {"plain": plain, "gzip": dataset(str(base / "gzip"), "gzip"), "zlib": dataset(str(base / "zlib"), "zlib"),
+            "ram-gzip": dataset(f"{ram}/gzip", "gzip"), "ram-plain": dataset(f"{ram}/plain", None), "base": base}
+
+
+def config(root: str, cache: dict | None = None, loader: str = "independent", **args) -> dict:
+    cfg = loader_config(root, [("id", "id")], inputs=["id"], loader=loader, shuffle=True, shuffle_scope="global",
+                        seed=7, epochs=2, target_batch_size=8)
+    cfg["args"].update(args)
+    if cache is not None:
+        cfg["args"]["dataset"]["args"]["cache"] = cache
+    return cfg
+
+
+def ids_of(cfg: dict) -> list[list[int]]:
+    return [np.asarray(b["id"]).tolist() for b in batchloaders.build_input_fn(cfg)()]
+
+
+def copies(cache_dir: str) -> dict[str, int]:
+    """The complete copies in a cache directory, by name, with their sizes."""
+    names = os.listdir(cache_dir) if os.path.isdir(cache_dir) else []
+    return {n: os.path.getsize(os.path.join(cache_dir, n)) for n in names if n.endswith(".data")
+            and n[:-len(".data")] + ".meta" in names}
+
+
+def cached_bytes(cache_dir: str) -> int:
+    """Bytes of every file the cache holds now, temporaries included."""
+    total = 0
+    for name in os.listdir(cache_dir):
+        try:
+            total += os.path.getsize(os.path.join(cache_dir, name))
+        except FileNotFoundError:  # (removed between the listing and the look)
+            pass
+    return total
+
+
+@pytest.fixture(scope="module")
+def twin(data):
+    """The uncompressed twin's batches, read at the offsets of its indexes beside the files (no cache)."""
+    got = ids_of(config(data["plain"]))
+    flat = sum(got, [])  # (batches run on across the epochs' boundary)
+    assert sorted(flat[:len(IDS)]) == IDS and sorted(flat[len(IDS):]) == IDS and flat[:len(IDS)] != IDS
+    return got
+
+
+@pytest.mark.parametrize("name", ["gzip", "zlib", "plain", "ram-gzip", "ram-plain"])
+def test_cached_dataset_gives_the_batches_of_its_uncompressed_twin(name, data, twin, tmp_path):
+    cache = str(tmp_path / "cache")
+    assert ids_of(config(data[name], {"dir": cache, "max_bytes": 10**6})) == twin
+    assert len(copies(cache)) == len(SIZES)
+
+
+def test_the_cache_stays_within_max_bytes_plus_one_file_while_the_epoch_runs(data, twin, tmp_path):
+    """Room for two of the five copies that hold records: every read may copy and evict; a thread measures the
+    directory all along."""
+    cache = str(tmp_path / "cache")
+    largest = max(len(b"".join(records(f))) + 16 * SIZES[f] for f in range(len(SIZES)))
+    budget = 2 * largest
+    seen, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if os.path.isdir(cache):
+                seen.append(cached_bytes(cache))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        got = ids_of(config(data["gzip"], {"dir": cache, "max_bytes": budget}))
+    finally:
+        stop.set()
+        watcher.join()
+    assert got == twin
+    assert len(seen) > 10 and max(seen) <= budget + largest + 4096  # (+ the lock file and small sidecars)
+    assert sum(copies(cache).values()) <= budget
+
+
+def test_a_second_run_reads_the_copies_the_first_made(data, twin, tmp_path):
+    cache = str(tmp_path / "cache")
+    cfg = config(data["ram-gzip"], {"dir": cache, "max_bytes": 10**6})
+    assert ids_of(cfg) == twin
+    inodes = {n: os.stat(os.path.join(cache, n)).st_ino for n in copies(cache)}
+    assert ids_of(cfg) == twin
+    assert {n: os.stat(os.path.join(cache, n)).st_ino for n in copies(cache)} == inodes  # not copied again
+
+
+def test_window_files_with_room_for_two_windows_reads_each_record_once_per_epoch(data, tmp_path):
+    """Windows of 2 files, room for 2 windows (the window read and the one fetched ahead): each window's records
+    together in the order, every record once per epoch, the same batches as the twin's with the same window."""
+    cache = str(tmp_path / "cache")
+    largest = max(len(b"".join(records(f))) + 16 * SIZES[f] for f in range(len(SIZES)))
+    want = ids_of(config(data["plain"], shuffle_window_files=2))
+    got = ids_of(config(data["gzip"], {"dir": cache, "max_bytes": 4 * largest}, shuffle_window_files=2))
+    assert got == want
+    flat = sum(got, [])
+    assert sorted(flat[:len(IDS)]) == IDS and sorted(flat[len(IDS):]) == IDS
+    assert len(copies(cache)) <= 4
+
+
+def test_resume_by_position_through_the_cache_equals_the_whole_run(data, tmp_path):
+    cfg = config(data["ram-gzip"], {"dir": str(tmp_path / "cache"), "max_bytes": 10**6})
+    for stop in (3, 29):
+        whole, resumed = resumed_ids(cfg, tmp_path, stop)
+        assert resumed == whole and sorted(sum(whole, [])) == sorted(IDS * 2)
+
+
+def test_discrete_sequence_windows_through_the_cache(data, tmp_path):
+    """Windows of 3 records of one file, permuted globally: the same windows as the twin's."""
+    def cfg(root, cache=None):
+        c = config(root, cache, loader="discrete_sequence", min_window=3, max_window=3)
+        c["args"]["primary_features"] = [{"from_name": "id", "to_name": "id"}]
+        return c
+
+    want = [b["id"].numpy().tolist() for b in batchloaders.build_input_fn(cfg(data["plain"]))()]
+    got = [b["id"].numpy().tolist() for b in batchloaders.build_input_fn(
+        cfg(data["gzip"], {"dir": str(tmp_path / "cache"), "max_bytes": 10**6}))()]
+    assert got == want
+    windows = [w for b in got for w in b]
+    assert all(w[1] == w[0] + 1 and w[2] == w[0] + 2 and w[0] % 100 % 3 == 0 for w in windows)
+
+
+def test_compressed_without_a_cache_is_refused_naming_both_ways_out(data):
+    with pytest.raises(ConfigError) as raised:
+        batchloaders.load_config(config(data["gzip"]))
+    text = str(raised.value)
+    assert "$.args.shuffle_scope" in text and "GZIP-compressed" in text
+    assert "args.dataset.args.cache" in text and "batchloaders reshard" in text
+
+
+def test_a_file_larger_than_max_bytes_stops_the_run_naming_it(data, tmp_path):
+    fn = batchloaders.build_input_fn(config(data["gzip"], {"dir": str(tmp_path / "cache"), "max_bytes": 100}))
+    with pytest.raises(DataError) as raised:
+        list(fn())
+    text = str(raised.value)
+    assert "part-" in text and "$.args.dataset.args.cache.max_bytes" in text
+
+
+def test_a_source_that_changed_after_the_manifest_stops_the_run_naming_it(data, tmp_path):
+    root = dataset(str(tmp_path / "changed"), "gzip")
+    fn = batchloaders.build_input_fn(config(root, {"dir": str(tmp_path / "cache"), "max_bytes": 10**6}))
+    write_records(f"{root}/part-3.tfrecords.gz", records(3)[:-1], compression="gzip")  # one record fewer, now
+    with pytest.raises(DataError) as raised:
+        list(fn())
+    assert "part-3.tfrecords.gz: record " in str(raised.value) and "the manifest records" in str(raised.value)
