@@ -281,3 +281,22 @@ def test_index_config_indexes_the_dataset_of_a_global_shuffle_config_that_needs_
     assert sorted(i for b in got for i in b) == IDS
     written = sorted(os.listdir(index_dir)) if apart_dir else sorted(n for n in os.listdir(d) if n.endswith(".index"))
     assert written == sorted([n + ".index" for n in NAMES] + (["__index_manifest__.json"] if apart_dir else []))
+
+
+def test_read_record_reads_at_the_offset_the_index_dir_gives(data, apart, recwarn):
+    """read_record with index_dir: the record at its offset (no warning of a read from the file's start), and a
+    stale index there is the located ManifestError, as for a global shuffle."""
+    from batchloaders import read_record
+
+    cfg = config(data, apart)
+    assert int(read_record(cfg, NAMES[2], 7)["id"]) == 207
+    assert int(read_record(cfg, index=6 + 8)["id"]) == 208
+    assert not [w for w in recwarn if "from its start" in str(w.message) or "index" in str(w.message)]
+    path = os.path.join(apart, NAMES[2] + ".index")
+    kept = open(path, "rb").read()
+    try:
+        edited_index(data, apart)
+        with pytest.raises(ManifestError, match="the index file's SHA-256 is"):
+            read_record(cfg, NAMES[2], 7)
+    finally:
+        open(path, "wb").write(kept)  # (the module's index_dir, shared)

@@ -150,8 +150,9 @@ def serialized_record(config: LoaderConfig, path: str, n: int) -> tuple[bytes, b
     entry = manifest.entry(path)
     if n < 0 or (entry is not None and n >= entry.num_records):
         raise _out_of_range(path, n, entry.num_records if entry is not None else 0)
-    if entry is not None and entry.index is not None and manifest.compression is None:
-        found = load_index(path, manifest)
+    index_dir = config.dataset.access.index_dir
+    if entry is not None and (entry.index is not None or index_dir is not None) and manifest.compression is None:
+        found = load_index(path, manifest, index_dir)
         return read_frame(config, path, n, int(found.offsets[n]), int(found.lengths[n])), True
     last = None
     try:
