@@ -142,10 +142,10 @@ class CacheDir:
             return None
         return meta if isinstance(meta, dict) and meta.get("version") == META_VERSION else None
 
-    def touch(self, name: str) -> None:
-        """Mark entry ``name`` used now (to the nanosecond: a file system's own timestamps may be as coarse as a
-        scheduler tick, which would tie uses in a row)."""
-        now = time.time_ns()
+    def touch(self, name: str, when: int | None = None) -> None:
+        """Mark entry ``name`` used at ``when`` (time.time_ns(); default now), to the nanosecond: a file system's
+        own timestamps may be as coarse as a scheduler tick, which would tie uses in a row."""
+        now = time.time_ns() if when is None else when
         with contextlib.suppress(OSError):
             os.utime(self.part(name, ".meta"), ns=(now, now))
 

@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import os
 import threading
+import time
 import warnings
 from typing import Sequence
 
@@ -29,11 +30,12 @@ from batchloaders.read.cache_copy import CACHE_PATH, Source, check_entry, source
 from batchloaders.read.cache_dir import CacheDir, Entry, entry_name
 from batchloaders.read.cache_fill import Cancelled
 from batchloaders.read.framing import count
-from batchloaders.read.positional import ReadsEachFile
+from batchloaders.read.positional import ReadsEachFile, kept_open
 from batchloaders.read.record_index import RecordIndex
 from batchloaders.core.model import CacheSpec, Manifest, file_key
 
-KEPT_OPEN = 8  # copies a cache keeps open between reads
+KEPT_OPEN = 128  # copies a cache keeps open between reads (fewer when the process may open few files)
+TOUCH_EVERY_NS = 500_000_000  # the most often one instance writes one copy's time of use
 
 
 @dataclasses.dataclass
@@ -75,6 +77,9 @@ class CachedFiles(ReadsEachFile):
         self._handles: collections.OrderedDict[int, _Handle] = collections.OrderedDict()
         self._checked: dict[int, tuple] = {}  # file -> the copy checked on first use (device, inode, SHA-256)
         self._indexes: dict[int, RecordIndex] = {}
+        self._keep = kept_open(KEPT_OPEN)
+        self._used: dict[int, int] = {}  # file -> when this instance last used its copy (time.time_ns())
+        self._marked: dict[int, int] = {}  # file -> the use last written to the entry's time
         self._stop = threading.Event()
         self._plan: list[int] = []
         self._plan_version = 0
@@ -186,7 +191,7 @@ class CachedFiles(ReadsEachFile):
                 elif handle is not None:
                     handle.users += 1
                     self._handles.move_to_end(file)
-                    self._dir.touch(self._names[file])
+                    self._touch(file)
                     return handle
             fd = self._open_checked(file)
             with self._mu:
@@ -194,8 +199,26 @@ class CachedFiles(ReadsEachFile):
                     self._doom(self._handles.pop(file))
                 self._handles[file] = _Handle(fd)
                 idle = [f for f, h in self._handles.items() if h.users == 0 and f != file]
-                for f in idle[:max(0, len(self._handles) - KEPT_OPEN)]:
+                for f in idle[:max(0, len(self._handles) - self._keep)]:
                     self._doom(self._handles.pop(f))
+
+    def _touch(self, file: int) -> None:
+        """Note that ``file``'s copy is used now. The mark other processes see (the entry's time) is written at
+        most once per TOUCH_EVERY seconds, and before this instance evicts (:meth:`_flush_touches`): a batch's
+        read asks for each of its files, and a mark costs a system call. (Caller holds _mu.)"""
+        now = time.time_ns()
+        self._used[file] = now
+        if now - self._marked.get(file, 0) >= TOUCH_EVERY_NS:
+            self._marked[file] = now
+            self._dir.touch(self._names[file], now)
+
+    def _flush_touches(self) -> None:
+        """Write every use not marked yet, so that an eviction orders the entries by their true last use."""
+        with self._mu:
+            pending = {f: t for f, t in self._used.items() if t > self._marked.get(f, 0)}
+            self._marked.update(pending)
+        for file, when in pending.items():
+            self._dir.touch(self._names[file], when)
 
     def _release(self, handle: _Handle) -> None:
         with self._mu:
@@ -280,6 +303,7 @@ class CachedFiles(ReadsEachFile):
         """Copy ``file`` into the cache, evicting around it (the directory's lock held). ``due``: its place in
         the prefetch plan, or None when a read needs it now. False when a prefetch finds no room for it."""
         name, source, limit = self._names[file], self._sources[file], self.spec.max_bytes
+        self._flush_touches()
         known = _stored_size(source)
         if known is not None and known > limit:
             raise self._too_large(file, known)
@@ -295,6 +319,7 @@ class CachedFiles(ReadsEachFile):
         with self._mu:
             self._checked[file] = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, written.meta["sha256"])
             self._indexes[file] = written.index
+        self._flush_touches()
         removed, total = self._dir.evict(0, self._eviction_order(file, due), limit)
         self._evicted(removed)
         if total > limit:  # only this copy, or only copies the plan needs sooner, are left
