@@ -3,7 +3,10 @@ with ``os.pread`` (``random_access: local``), the same files read through Tensor
 (``random_access: filesystem``) and the same files on ``ram://`` (TensorFlow's in-memory file system, the stand-in
 for a bucket: no network latency, so this measures the per-read overhead of the path, not a bucket), with 16
 reads in flight (the default) and with 1 (``ram-1``: without latency to hide, threads only contend for the
-interpreter lock).
+interpreter lock); and ``ram://`` through a local shard cache (``args.dataset.args.cache``): ``cache-cold``
+(the cache emptied before each epoch, so every file is copied during it), ``cache-warm`` (every file already
+copied) and ``gzip-cache-cold`` (the same records GZIP-compressed on ``ram://``, decompressed into an emptied
+cache during each epoch).
 
     python benchmarks/remote_access.py                          # 50,000 records of 3 KB and of 300 B, 3 rounds
     python benchmarks/remote_access.py --records 20000 --sizes 64 --rounds 1     # a quick run
@@ -39,7 +42,10 @@ import batchloaders  # noqa: E402
 import global_shuffle as gs  # noqa: E402
 
 OUT = os.path.join(HERE, "out", "remote_access.json")
-SETTINGS = ("local", "filesystem-local", "ram", "ram-1")  # ram-1: ram with reads_in_flight 1
+# ram-1: ram with reads_in_flight 1; cache-*: ram:// through a local shard cache, emptied before each epoch (cold)
+# or filled (warm); gzip-cache-cold: the same records GZIP-compressed on ram://, decompressed into the cache.
+SETTINGS = ("local", "filesystem-local", "ram", "ram-1", "cache-cold", "cache-warm", "gzip-cache-cold")
+COLD = ("cache-cold", "gzip-cache-cold")
 
 
 def to_ram(directory: str) -> str:
@@ -52,8 +58,41 @@ def to_ram(directory: str) -> str:
     return url
 
 
-def config(directory: str, url: str, setting: str) -> dict:
-    cfg = gs.config(url if setting.startswith("ram") else directory, "global")
+def to_ram_gzip(directory: str) -> str:
+    """The records of ``directory`` GZIP-compressed in a new ram:// directory, with a manifest listing them."""
+    url = f"ram://remote-access-bench-gz-{uuid.uuid4().hex[:8]}"
+    tf.io.gfile.makedirs(url)
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".tfrecords"):
+            with tf.io.TFRecordWriter(f"{url}/{name}.gz", options) as writer:
+                for record in tf.data.TFRecordDataset(os.path.join(directory, name)).as_numpy_iterator():
+                    writer.write(record)
+    with open(os.path.join(directory, "__manifest__.json")) as f:
+        manifest = {k: v for k, v in json.load(f).items() if k != "files"}
+    with tf.io.gfile.GFile(f"{url}/__manifest__.json", "w") as f:
+        f.write(json.dumps(dict(manifest, compression="gzip")))
+    batchloaders.write_manifest(url)
+    return url
+
+
+def cache_dir(setting: str) -> str:
+    return os.path.join(HERE, "out", f"remote-access-{setting.replace('-cold', '').replace('-warm', '')}")
+
+
+def empty(directory: str) -> None:
+    """Every copy in a cache directory removed (its lock file kept: a cache in use holds it)."""
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name != "cache.lock":
+                os.unlink(os.path.join(directory, name))
+
+
+def config(directory: str, url: str, setting: str, gz: str = "") -> dict:
+    root = gz if setting.startswith("gzip") else url if setting.startswith(("ram", "cache")) else directory
+    cfg = gs.config(root, "global")
+    if setting.startswith(("cache", "gzip")):
+        cfg["args"]["dataset"]["args"]["cache"] = {"dir": cache_dir(setting), "max_bytes": 1 << 40}
     if setting == "filesystem-local":
         cfg["args"]["dataset"]["args"]["random_access"] = "filesystem"
     if setting == "ram-1":
@@ -63,10 +102,14 @@ def config(directory: str, url: str, setting: str) -> dict:
 
 def run_size(directory: str, records: int, rounds: int, problems: list) -> dict:
     """setting -> seconds of each timed round, on one record size."""
-    url = to_ram(directory)
-    fns = {s: batchloaders.build_input_fn(config(directory, url, s)) for s in SETTINGS}
+    url, gz = to_ram(directory), to_ram_gzip(directory)
+    for s in SETTINGS:
+        empty(cache_dir(s))
+    fns = {s: batchloaders.build_input_fn(config(directory, url, s, gz)) for s in SETTINGS}
     reference = None
     for s in SETTINGS:
+        if s in COLD:
+            empty(cache_dir(s))
         seconds, _, batches = gs.epoch(fns[s], keep=True)
         print(f"  {s}: untimed epoch {seconds:.2f} s", file=sys.stderr, flush=True)
         if problem := gs.check_epoch(s, batches, records):
@@ -78,11 +121,16 @@ def run_size(directory: str, records: int, rounds: int, problems: list) -> dict:
     times = {s: [] for s in SETTINGS}
     for r in range(rounds):
         for s in SETTINGS[r % len(SETTINGS):] + SETTINGS[:r % len(SETTINGS)]:
+            if s in COLD:
+                empty(cache_dir(s))
             seconds, examples, _ = gs.epoch(fns[s])
             if examples != records:
                 problems.append(f"{s}: round {r}: {examples:,} examples, expected {records:,}")
             times[s].append(seconds)
     tf.io.gfile.rmtree(url)
+    tf.io.gfile.rmtree(gz)
+    for s in SETTINGS:
+        empty(cache_dir(s))
     return times
 
 
