@@ -68,8 +68,14 @@ def ids_of(cfg: dict) -> list[list[int]]:
 def copies(cache_dir: str) -> dict[str, int]:
     """The complete copies in a cache directory, by name, with their sizes."""
     names = os.listdir(cache_dir) if os.path.isdir(cache_dir) else []
-    return {n: os.path.getsize(os.path.join(cache_dir, n)) for n in names if n.endswith(".data")
-            and n[:-len(".data")] + ".meta" in names}
+    out = {}
+    for n in names:
+        if n.endswith(".data") and n[:-len(".data")] + ".meta" in names:
+            try:
+                out[n] = os.path.getsize(os.path.join(cache_dir, n))
+            except FileNotFoundError:  # (evicted between the listing and the look)
+                pass
+    return out
 
 
 def cached_bytes(cache_dir: str) -> int:
@@ -191,3 +197,25 @@ def test_a_source_that_changed_after_the_manifest_stops_the_run_naming_it(data, 
     with pytest.raises(DataError) as raised:
         list(fn())
     assert "part-3.tfrecords.gz: record " in str(raised.value) and "the manifest records" in str(raised.value)
+
+
+def test_window_files_with_room_for_one_window_never_hold_more_than_its_files(data, tmp_path):
+    """Windows of 2 files and room for exactly 2 (files of known size: each copy evicts before it is made):
+    no more than 2 copies exist at any moment of the epoch, and every record comes once per epoch."""
+    cache = str(tmp_path / "cache")
+    largest = max(len(b"".join(records(f))) + 16 * SIZES[f] for f in range(len(SIZES)))
+    most, stop = [0], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            most[0] = max(most[0], len(copies(cache)))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        got = ids_of(config(data["ram-plain"], {"dir": cache, "max_bytes": 2 * largest}, shuffle_window_files=2))
+    finally:
+        stop.set()
+        watcher.join()
+    assert got == ids_of(config(data["plain"], shuffle_window_files=2))
+    assert most[0] == 2
