@@ -3,7 +3,8 @@ on local disk and on ``ram://`` give exactly the batches of their uncompressed, 
 the cache never holds more than ``max_bytes`` plus one file while an epoch runs; a second run uses the copies;
 ``shuffle_window_files`` with room for its window; resume by position; and the refusals.
 
-Record r of file f holds id = 100 * f + r and a note of r % 7 bytes (records differ in size). Files hold
+Record r of file f holds id = 100 * f + r and a note of 200 + r % 7 bytes (records differ in size; a copy's
+index and entry are small beside its data). Files hold
 SIZES records (one empty): the twins are written from the same records.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
+from batchloaders.core.model import CacheSpec
 from batchloaders.errors import ConfigError, DataError
 from conftest import example, feature, loader_config, resumed_ids, write_records
 
@@ -27,7 +29,7 @@ SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
 
 
 def records(f: int) -> list[bytes]:
-    return [example(id=("int", [100 * f + r]), note=("string", [b"n" * (r % 7)])) for r in range(SIZES[f])]
+    return [example(id=("int", [100 * f + r]), note=("string", [b"n" * (200 + r % 7)])) for r in range(SIZES[f])]
 
 
 def dataset(root: str, compression: str | None) -> str:
@@ -149,7 +151,7 @@ def test_window_files_with_room_for_two_windows_reads_each_record_once_per_epoch
     assert got == want
     flat = sum(got, [])
     assert sorted(flat[:len(IDS)]) == IDS and sorted(flat[len(IDS):]) == IDS
-    assert len(copies(cache)) <= 4
+    assert len([n for n, size in copies(cache).items() if size]) <= 4  # (the empty file's copy takes nothing)
 
 
 def test_resume_by_position_through_the_cache_equals_the_whole_run(data, tmp_path):
@@ -208,14 +210,91 @@ def test_window_files_with_room_for_one_window_never_hold_more_than_its_files(da
 
     def watch():
         while not stop.is_set():
-            most[0] = max(most[0], len(copies(cache)))
+            most[0] = max(most[0], len([n for n, size in copies(cache).items() if size]))  # (but the empty file)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        got = ids_of(config(data["ram-plain"], {"dir": cache, "max_bytes": 2 * largest}, shuffle_window_files=2))
+        room = 2 * CacheSpec.copy_bytes(largest, max(SIZES))  # (a copy: its data, index and entry)
+        got = ids_of(config(data["ram-plain"], {"dir": cache, "max_bytes": room}, shuffle_window_files=2))
     finally:
         stop.set()
         watcher.join()
     assert got == ids_of(config(data["plain"], shuffle_window_files=2))
     assert most[0] == 2
+
+
+def test_a_source_rewritten_under_a_manifest_without_checksums_is_copied_again(tmp_path):
+    """A manifest whose entries record counts only (no size, no SHA-256): a data file rewritten with the same
+    count between two runs is copied again (its modification time changed), so the second run reads the new
+    records, not the old copy."""
+    root = dataset(str(tmp_path / "d"), "gzip")
+    path = os.path.join(root, "__manifest__.json")
+    manifest = json.load(open(path))
+    for entry in manifest["files"]:
+        del entry["size_bytes"], entry["sha256"]
+    json.dump(manifest, open(path, "w"))
+    cfg = config(root, {"dir": str(tmp_path / "cache"), "max_bytes": 10**6}, epochs=1)
+    assert sorted(sum(ids_of(cfg), [])) == IDS
+    write_records(f"{root}/part-3.tfrecords.gz", [example(id=("int", [9000 + r]), note=("string", [b""]))
+                                                  for r in range(SIZES[3])], compression="gzip")
+    later = os.stat(f"{root}/part-3.tfrecords.gz").st_mtime_ns + 5 * 10**9
+    os.utime(f"{root}/part-3.tfrecords.gz", ns=(later, later))  # (TensorFlow's stat tells whole seconds)
+    got = sorted(sum(ids_of(cfg), []))
+    assert got == sorted([i for i in IDS if i // 100 != 3] + [9000 + r for r in range(SIZES[3])])
+
+
+def refusal(data, tmp_path, change) -> str:
+    cfg = config(data["gzip"], {"dir": str(tmp_path / "cache"), "max_bytes": 10**6})
+    change(cfg["args"])
+    with pytest.raises(ConfigError) as raised:
+        batchloaders.load_config(cfg)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("change, where, says", [
+    (lambda a: a.update(shuffle_scope="buffer", num_shuffle_buffer_elements=8, num_filenames_shuffle_buffer=2,
+                        num_mix_files=2), "$.args.dataset.args.cache:", "only shuffle_scope global"),
+    (lambda a: a["dataset"]["args"].update(random_access="filesystem"), "$.args.dataset.args.random_access:",
+     "expected no random_access (or auto) with a cache"),
+    (lambda a: a["dataset"]["args"]["cache"].update(dir="gs://bucket/cache"), "$.args.dataset.args.cache.dir:",
+     "expected a local directory"),
+], ids=["buffer", "random_access", "url-dir"])
+def test_a_cache_that_would_be_ignored_or_cannot_be_local_is_refused(change, where, says, data, tmp_path):
+    text = refusal(data, tmp_path, change)
+    assert where in text and says in text
+    assert not os.path.exists("gs:")  # (no local folder made of the URL)
+
+
+def test_max_bytes_below_an_uncompressed_copy_is_refused_before_the_run(data, tmp_path):
+    """Uncompressed files' sizes are in the manifest: a cache too small for the largest copy (data, index and
+    entry) is a ConfigError at max_bytes when the config is loaded, naming the file and the size it needs."""
+    largest = len(b"".join(records(3))) + 16 * SIZES[3]  # part-3 holds the most bytes
+    needs = CacheSpec.copy_bytes(largest, SIZES[3])
+    cfg = config(data["ram-plain"], {"dir": str(tmp_path / "cache"), "max_bytes": needs - 1})
+    with pytest.raises(ConfigError) as raised:
+        batchloaders.load_config(cfg)
+    text = str(raised.value)
+    assert "$.args.dataset.args.cache.max_bytes:" in text and f"found {needs - 1:,}" in text
+    assert "part-3.tfrecords" in text and f"expected at least {needs:,}" in text
+    cfg["args"]["dataset"]["args"]["cache"]["max_bytes"] = needs
+    assert sorted(sum(ids_of(cfg), [])) == sorted(IDS * 2)
+
+
+def test_describe_names_the_cache_as_the_random_access_path(data, tmp_path):
+    import io
+
+    from batchloaders.cli import describe
+
+    cache = str(tmp_path / "cache")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config(data["gzip"], {"dir": cache, "max_bytes": 5_000_000})))
+    text, as_json = io.StringIO(), io.StringIO()
+    describe.run(str(path), text)
+    describe.run(str(path), as_json, as_json=True)
+    line = next(line for line in text.getvalue().splitlines() if line.startswith("reading:"))
+    said = (f"positional reads of local copies in the shard cache {cache} (at most 5,000,000 bytes; GZIP and ZLIB "
+            "decompressed, each file's offsets found as it is copied), the files the epoch reads next fetched ahead")
+    assert "byte offsets (each file's copy in the cache)" in line and line.endswith("; random access: " + said)
+    assert json.loads(as_json.getvalue())["reading"]["random_access"] == {
+        "source": "cache", "reads_in_flight": None, "described": said}

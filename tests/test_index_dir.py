@@ -300,3 +300,10 @@ def test_read_record_reads_at_the_offset_the_index_dir_gives(data, apart, recwar
             read_record(cfg, NAMES[2], 7)
     finally:
         open(path, "wb").write(kept)  # (the module's index_dir, shared)
+
+
+def test_an_index_dir_on_a_file_system_tensorflow_lacks_is_a_config_error_at_index_dir(data):
+    with pytest.raises(ConfigError) as raised:
+        load_config(config(data, "nosuchfs://bucket/indexes"))
+    text = str(raised.value)
+    assert "$.args.dataset.args.index_dir:" in text and "cannot be read" in text and "nosuchfs" in text

@@ -178,7 +178,8 @@ def reading_line(config: LoaderConfig) -> str:
     if config.shuffling.shuffle and config.shuffling.scope == "global":
         what, files = kind(config.type).example, config.dataset.files
         records = "each record" if what == "record" else "each window's records"
-        return (f"reading: {records} at their byte offsets (the files' record indexes), in one "
+        where = "each file's copy in the cache" if config.dataset.access.cache else "the files' record indexes"
+        return (f"reading: {records} at their byte offsets ({where}), in one "
                 f"permutation of all {what}s per epoch drawn from the seed and the epoch"
                 f"{'' if config.seed is None else f' (seed {config.seed})'}{_in_windows(config, what)}; input "
                 "pipeline k of N reads the positions g with g % N == k; random access: "

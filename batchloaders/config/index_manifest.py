@@ -143,9 +143,12 @@ def _stamp(path: str) -> tuple | None:
         return stat.st_size, stat.st_mtime_ns
     import tensorflow as tf  # deferred: only a URL index_dir needs TensorFlow's file systems here
 
-    if not tf.io.gfile.exists(path):
-        return None
-    stat = tf.io.gfile.stat(path)
+    try:
+        if not tf.io.gfile.exists(path):
+            return None
+        stat = tf.io.gfile.stat(path)
+    except tf.errors.OpError as error:  # no such file system, a host that cannot be reached, no permission
+        raise ManifestError(Problem(path, "$", f"cannot be read ({error.message.splitlines()[0]})")) from None
     return stat.length, stat.mtime_nsec
 
 

@@ -129,6 +129,22 @@ class CacheSpec:
     dir: str
     max_bytes: int
 
+    ENTRY_BYTES = 1024  # what a copy's entry file takes, at most, besides its data and index
+
+    @staticmethod
+    def copy_bytes(data_bytes: int, records: int) -> int:
+        """What a copy of ``records`` records in ``data_bytes`` (uncompressed) takes in the cache, at most: the
+        data, its record index (24 + 8 bytes per record) and its entry file.
+
+        Args:
+            data_bytes: the uncompressed data's size.
+            records: its records.
+
+        Returns:
+            Bytes.
+        """
+        return data_bytes + 24 + 8 * records + CacheSpec.ENTRY_BYTES
+
 
 @dataclasses.dataclass(frozen=True)
 class RandomAccess:

@@ -109,14 +109,14 @@ def _global_batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int
     ids = global_order.ids(config, per_file, shard.pipeline, shard.pipelines)
     drop = config.drop_remainder or config.epochs is None
 
-    def read(window_ids):
+    def read(window_ids, epochs):
         file, window = permutation.file_and_record(window_ids, windows_per_file)
         begin = window * step
         first = begin // per_record
         # Past a file's last record the window needs nothing: its last record is read again and never used.
         record = tf.minimum(first[:, None] + tf.range(touched, dtype=tf.int64)[None, :],
                             tf.gather(counts, file)[:, None] - 1)
-        got = by_offset.read(tf.reshape(tf.gather(file_starts, file)[:, None] + record, [-1]))
+        got = by_offset.read(tf.reshape(tf.gather(file_starts, file)[:, None] + record, [-1]), epochs)
         names = reader.record_names(got["file"], got["record"])
         values, _ = parse_batch(got["serialized"], manifest, selected, names=names)
         at = (begin - first * per_record)[:, None] + tf.range(size, dtype=tf.int64)[None, :]

@@ -154,10 +154,10 @@ def _global_windows(config: LoaderConfig, shard: sharding.Shard, batch_size: int
     ids = global_order.ids(config, windows_per_file, shard.pipeline, shard.pipelines)
     drop = config.drop_remainder or config.epochs is None
 
-    def read(window_ids):
+    def read(window_ids, epochs):
         file, window = permutation.file_and_record(window_ids, per_file)
         first = tf.gather(file_starts, file) + window * k
-        records = by_offset.read(tf.reshape(first[:, None] + tf.range(k, dtype=tf.int64)[None, :], [-1]))
+        records = by_offset.read(tf.reshape(first[:, None] + tf.range(k, dtype=tf.int64)[None, :], [-1]), epochs)
         count = tf.size(window_ids)
         return {"serialized": tf.reshape(records["serialized"], [count, k]),
                 "record": tf.reshape(records["record"], [count, k]),

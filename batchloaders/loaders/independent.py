@@ -46,7 +46,7 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
         by_offset = reader.by_offset
         ids = global_order.ids(config, units_per_file(config, by_offset.counts), shard.pipeline, shard.pipelines)
         read = ids.rebatch(batch_size, drop_remainder=drop).map(
-            as_written(by_offset.read), num_parallel_calls=config.reading.num_parallel_reads or AUTOTUNE,
+            as_written(lambda units, epochs: by_offset.read(units, epochs)), num_parallel_calls=config.reading.num_parallel_reads or AUTOTUNE,
             deterministic=True)
         return read, _decoder(config, reader)
     fixed = not manifest.allow_var_len and not any(f.var_len for f in selected.values())

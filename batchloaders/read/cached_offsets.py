@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from batchloaders.errors import ConfigError, Problem
-from batchloaders.read import determinism, global_order
+from batchloaders.read import global_order
 from batchloaders.read.shard_cache import CachedFiles
 from batchloaders.core.model import LoaderConfig
 
@@ -93,6 +93,12 @@ class CachedOffsets:
 class ReadAhead:
     """Asks the cache to fetch the files the epoch reads next (see the module's text).
 
+    Each read says its epoch (global_order.ids carries it with the ids); the window is the one of the epoch's
+    order of files that holds the read's files. A read of another (epoch, window) than the one followed moves
+    the plan there, unless it is the window just before it: parallel reads finish out of order, and a read
+    of the previous window still in flight is no reason to fetch that window again. A new pass over the data
+    (another iterator) starts at its own first window and moves the plan back there.
+
     Args:
         config: the checked config (its seed and ``shuffle_window_files``).
         cache: the cache to fetch into.
@@ -102,37 +108,39 @@ class ReadAhead:
     def __init__(self, config: LoaderConfig, cache: CachedFiles, num_files: int):
         self.config, self.cache, self.num_files = config, cache, num_files
         self.window = config.shuffling.window_files or max(num_files, 1)
+        self.windows = -(-num_files // self.window)
         self.enabled = config.seed is not None and num_files > 0
-        start = determinism.started_at() or (0, 0)
-        self.epoch, self.at = int(start[0]), -1  # the epoch followed, and its window being read
-        self._orders: dict[int, list[int]] = {}
+        self.at: tuple[int, int] | None = None  # the (epoch, window) the plan was made for
+        self._orders: dict[int, tuple[list[int], dict[int, int]]] = {}
         self._lock = threading.Lock()
 
-    def _order(self, epoch: int) -> list[int]:
+    def _order(self, epoch: int) -> tuple[list[int], dict[int, int]]:
+        """The epoch's order of files and each file's place in it (the last few epochs kept)."""
         if epoch not in self._orders:
-            self._orders = {e: o for e, o in self._orders.items() if e >= epoch - 1}
-            self._orders[epoch] = global_order.epoch_file_order(self.config, self.num_files, epoch)
+            if len(self._orders) > 4:
+                self._orders.pop(min(self._orders))
+            order = global_order.epoch_file_order(self.config, self.num_files, epoch)
+            self._orders[epoch] = (order, {f: i for i, f in enumerate(order)})
         return self._orders[epoch]
 
-    def saw(self, files: Sequence[int]) -> None:
-        """Note the files a read touched; when the reads moved on to a later window (or the next epoch), ask the
-        cache for the files from that window on, and the next epoch's first window after them.
+    def _before(self, epoch: int, window: int) -> tuple[int, int]:
+        return (epoch, window - 1) if window > 0 else (epoch - 1, self.windows - 1)
+
+    def saw(self, files: Sequence[int], epoch: int) -> None:
+        """Note the files a read of epoch ``epoch`` touched (-1: not known), and move the plan when the reads
+        moved to another window.
 
         Args:
             files: the data file numbers one read touched.
+            epoch: the latest epoch of the read's units.
         """
-        if not self.enabled or not len(files):
+        if not self.enabled or not len(files) or epoch < 0:
             return
         with self._lock:
-            place = {f: i for i, f in enumerate(self._order(self.epoch))}
-            window = max(place[int(f)] for f in files) // self.window
-            if window < self.at:  # back to an early window: the next epoch began
-                self.epoch += 1
-                place = {f: i for i, f in enumerate(self._order(self.epoch))}
-                window = max(place[int(f)] for f in files) // self.window
-            elif window == self.at:
+            order, place = self._order(epoch)
+            now = (epoch, max(place[int(f)] for f in files) // self.window)
+            if self.at is not None and (now == self.at or self._before(*self.at) == now):
                 return
-            self.at = window
-            order = self._order(self.epoch)
-            plan = order[window * self.window:] + self._order(self.epoch + 1)[:self.window]
+            self.at = now
+            plan = order[now[1] * self.window:] + self._order(epoch + 1)[0][:self.window]
         self.cache.prefetch(list(dict.fromkeys(plan)))

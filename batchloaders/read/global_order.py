@@ -62,7 +62,8 @@ def start_of(n: int, position: int) -> tuple[int, int]:
 
 
 def ids(config: LoaderConfig, units, pipeline: int, pipelines: int) -> tf.data.Dataset:
-    """Vectors of global unit ids (files in order, each file's units in order), this pipeline's positions in
+    """Pairs of vectors (global unit ids, their epochs): the ids (files in order, each file's units in order) of
+    this pipeline's positions in
     order from the start the pipeline is built for (determinism.started_at: (epoch, position); else the
     beginning), over the config's epochs. ``units``: the units (records or windows) of each file, a NumPy int64
     array; with ``shuffling.window_files`` the epoch goes window of files by window (:func:`_windowed`)."""
@@ -80,10 +81,15 @@ def ids(config: LoaderConfig, units, pipeline: int, pipelines: int) -> tf.data.D
         key = _key(config, determinism.EXAMPLES, epoch)
         positions = tf.data.Dataset.range(first, count, pipelines).batch(IDS_PER_STEP)
         if window_files is None:
-            return positions.map(as_written(lambda p: permutation.record_at(p, count, key, epoch)))
+            return positions.map(as_written(lambda p: (permutation.record_at(p, count, key, epoch), _each(p, epoch))))
         windows = permutation.file_windows(units, window_files, (_key(config, determinism.FILES, epoch), key), epoch)
-        return positions.map(as_written(lambda p: permutation.windowed_at(p, windows)))
+        return positions.map(as_written(lambda p: (permutation.windowed_at(p, windows), _each(p, epoch))))
     return epochs.flat_map(as_written(one_epoch))
+
+
+def _each(positions, epoch) -> tf.Tensor:
+    """The epoch of each position (a reader fetching files ahead follows the epoch's order of files with it)."""
+    return tf.fill(tf.shape(positions), tf.cast(epoch, tf.int64))
 
 
 def _key(config: LoaderConfig, purpose: int, epoch) -> tf.Tensor:

@@ -25,12 +25,11 @@ import numpy as np
 import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError
-from batchloaders.read import exit_gate, naming, positional
+from batchloaders.read import exit_gate, naming, positional, shard_cache
 from batchloaders.read.cached_offsets import CachedOffsets, ReadAhead, manifest_counts
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
 from batchloaders.read.records import tf_message
-from batchloaders.read.shard_cache import CachedFiles
 from batchloaders.core.model import LoaderConfig
 
 _MASK_DELTA = 0xA282EAD8
@@ -94,7 +93,8 @@ class OffsetReader:
     def _use_cache(self, config: LoaderConfig) -> None:
         """The files read through their local copies in the cache; counts from the manifest, each file's offsets
         from its copy, loaded on its first read (read/cached_offsets.py)."""
-        self.source = CachedFiles(self.paths, config.dataset.manifest, config.dataset.access.cache, config.source)
+        self.source = shard_cache.shared(self.paths, config.dataset.manifest, config.dataset.access.cache,
+                                         config.source)
         self.cached = CachedOffsets(self.source, manifest_counts(config))
         self.counts, self.starts = self.cached.counts, self.cached.starts
         self.offsets, self.lengths, self.sizes = self.cached.offsets, self.cached.lengths, self.cached.sizes
@@ -118,11 +118,12 @@ class OffsetReader:
         files = np.searchsorted(self.starts, ids, side="right") - 1
         return files, ids - self.starts[files]
 
-    def frames(self, ids: np.ndarray) -> tuple[bytes, np.ndarray, bytes]:
-        """(the records' whole frames, joined; their payload lengths; a problem 'path: record N: text' or b'')."""
+    def frames(self, ids: np.ndarray, epoch: int = -1) -> tuple[bytes, np.ndarray, bytes]:
+        """(the records' whole frames, joined; their payload lengths; a problem 'path: record N: text' or b'').
+        ``epoch``: the (latest) epoch the ids are read for, -1 when not known."""
         ids = np.asarray(ids, np.int64).reshape(-1)
         if self.cached is not None:
-            problem = self._load(ids)
+            problem = self._load(ids, int(epoch))
             if problem:
                 return b"", np.zeros(len(ids), np.int64), problem
         lengths = self.lengths[ids]
@@ -133,12 +134,12 @@ class OffsetReader:
             joined, problem = self._read(ids, lengths)
         return joined, lengths, problem
 
-    def _load(self, ids: np.ndarray) -> bytes:
+    def _load(self, ids: np.ndarray, epoch: int) -> bytes:
         """Through a cache: the offsets of the files ``ids`` touch loaded (their copies made), the files after
         them asked for; b'' or the problem of the first file that could not be copied, at its first record here."""
         files, records = self.locate(ids)
         touched = list(dict.fromkeys(files.tolist()))
-        self.ahead.saw(touched)
+        self.ahead.saw(touched, epoch)
         for file in touched:
             try:
                 self.cached.load([file])
@@ -232,10 +233,17 @@ class OffsetReader:
     def _problem(self, file, record, text: str) -> bytes:
         return f"{naming.record_name(self.paths[int(file)], int(record))}: {text}".encode()
 
-    def read(self, ids: tf.Tensor) -> dict:
-        """``{"serialized", "file", "record"}`` of the records ``ids`` (an int64 vector), in that order."""
-        joined, lengths, problem = tf.numpy_function(self.frames, [ids], (tf.string, tf.int64, tf.string),
-                                                     stateful=False)
+    def read(self, ids: tf.Tensor, epochs: tf.Tensor | None = None) -> dict:
+        """``{"serialized", "file", "record"}`` of the records ``ids`` (an int64 vector), in that order.
+        ``epochs``: the epochs of the units the ids belong to (global_order.ids), which a cache's read-ahead
+        follows."""
+        if self.ahead is None or epochs is None:
+            joined, lengths, problem = tf.numpy_function(self.frames, [ids], (tf.string, tf.int64, tf.string),
+                                                         stateful=False)
+        else:
+            epoch = tf.reduce_max(tf.concat([tf.reshape(epochs, [-1]), [-1]], 0))
+            joined, lengths, problem = tf.numpy_function(self.frames, [ids, epoch], (tf.string, tf.int64, tf.string),
+                                                         stateful=False)
         lengths = tf.reshape(lengths, [-1])
         check = tf.debugging.Assert(tf.equal(problem, b""), [problem], summarize=1)
         with tf.control_dependencies([check]):

@@ -187,7 +187,6 @@ class FileSystemFiles:
         self.paths = tuple(paths)
         self.reads_in_flight = max(1, int(reads_in_flight))
         self.reads = 0
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _fetch(self, jobs: Sequence[tuple[int, Read]]) -> list[bytes | Exception]:
@@ -213,10 +212,7 @@ class FileSystemFiles:
         return out
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(self.reads_in_flight, "batchloaders-read")
-            return self._pool
+        return shared_pool(self.reads_in_flight)
 
     def read(self, file: int, offsets: Sequence[int], sizes: Sequence[int]) -> list[bytes]:
         """See :class:`ByteSource`."""
@@ -259,15 +255,35 @@ class FileSystemFiles:
         return tf.io.gfile.stat(self.paths[file]).length
 
     def close(self) -> None:
-        """See :class:`ByteSource`: the reading threads end (a later read starts them again)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
+        """See :class:`ByteSource` (the reading threads are the process's, shared: :func:`shared_pool`)."""
+
+
+_POOLS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The process's pool of ``threads`` reading threads, made on first use. Shared by every FileSystemFiles
+    with that many reads in flight: TensorFlow keeps a dataset's Python functions (and so their sources) alive
+    after the dataset is gone, so a pool per source would leave its threads behind with each pipeline built.
+
+    Args:
+        threads: reads in flight.
+
+    Returns:
+        The pool.
+    """
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = concurrent.futures.ThreadPoolExecutor(threads, f"batchloaders-read-{threads}")
+        return _POOLS[threads]
 
 
 SOURCES = {"local": "positional reads of local files (os.pread)",
-           "filesystem": "TensorFlow file system reads, {n} in flight, neighbours coalesced"}
+           "filesystem": "TensorFlow file system reads, {n} in flight, neighbours coalesced",
+           "cache": ("positional reads of local copies in the shard cache {dir} (at most {max_bytes:,} bytes; "
+                     "GZIP and ZLIB decompressed, each file's offsets found as it is copied), the files the epoch "
+                     "reads next fetched ahead")}
 
 
 def chosen(access: RandomAccess, paths: Sequence[str]) -> str:
@@ -279,8 +295,10 @@ def chosen(access: RandomAccess, paths: Sequence[str]) -> str:
         paths: the data files.
 
     Returns:
-        A key of :data:`SOURCES`.
+        A key of :data:`SOURCES` (``cache`` when the dataset has a cache: its copies are local files).
     """
+    if access.cache is not None:
+        return "cache"
     if access.random_access != "auto":
         return access.random_access
     return "local" if all(url_scheme(path) is None for path in paths) else "filesystem"
@@ -306,7 +324,9 @@ def describe(access: RandomAccess, paths: Sequence[str]) -> str:
     Returns:
         E.g. 'positional reads of local files (os.pread)'.
     """
-    return SOURCES[chosen(access, paths)].format(n=access.reads_in_flight)
+    cache = access.cache
+    return SOURCES[chosen(access, paths)].format(n=access.reads_in_flight, dir=cache.dir if cache else "",
+                                                 max_bytes=cache.max_bytes if cache else 0)
 
 
 def open_source(access: RandomAccess, paths: Sequence[str], source: str = "", keep: int | None = None) -> ByteSource:
@@ -327,6 +347,6 @@ def open_source(access: RandomAccess, paths: Sequence[str], source: str = "", ke
     problem = refused(access, paths)
     if problem is not None:
         raise ConfigError(Problem(source, AT, problem))
-    if chosen(access, paths) == "local":
+    if chosen(dataclasses.replace(access, cache=None), paths) == "local":  # (read_record reads sources, not copies)
         return LocalFiles(paths, keep)
     return FileSystemFiles(paths, access.reads_in_flight)

@@ -23,6 +23,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from typing import Sequence
 
 from batchloaders.errors import BatchLoaderError, ConfigError, DataError, Problem
@@ -35,6 +36,7 @@ from batchloaders.read.record_index import RecordIndex
 from batchloaders.core.model import CacheSpec, Manifest, file_key
 
 KEPT_OPEN = 128  # copies a cache keeps open between reads (fewer when the process may open few files)
+PREFETCH_IDLE = 2.0  # seconds without a new plan after which the prefetch thread ends
 TOUCH_EVERY_NS = 500_000_000  # the most often one instance writes one copy's time of use
 
 
@@ -67,8 +69,8 @@ class CachedFiles(ReadsEachFile):
         self._names = [entry_name(p) for p in self.paths]
         try:
             self._dir = CacheDir(spec.dir)
-            with self._dir.locked():
-                pass
+            with self._dir.locked():  # (a max_bytes lowered since the copies were made holds from now on)
+                self._dir.evict(0, sorted(self._dir.entries(), key=lambda e: e.used), spec.max_bytes)
         except OSError as error:
             raise ConfigError(Problem(config_file, f"{CACHE_PATH}.dir", (
                 f"the cache directory {spec.dir} cannot be created or written ({error.strerror or error}): name "
@@ -158,7 +160,9 @@ class CachedFiles(ReadsEachFile):
             self._plan = [int(f) for f in files]
             self._plan_version += 1
             if self._thread is None:
-                self._thread = threading.Thread(target=self._prefetch_loop, name="shard-cache-prefetch", daemon=True)
+                # The thread holds the cache weakly: a cache no one uses any more is collected, and its thread ends.
+                self._thread = threading.Thread(target=_prefetch_loop, args=(weakref.ref(self), self._stop),
+                                                name="shard-cache-prefetch", daemon=True)
                 self._thread.start()
             self._wake.notify_all()
 
@@ -167,8 +171,18 @@ class CachedFiles(ReadsEachFile):
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
-        if self._thread is not None:
-            self._thread.join()
+        with self._wake:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._mu:
+            for handle in self._handles.values():
+                self._doom(handle)
+            self._handles.clear()
+
+    def reopen(self) -> None:
+        """Close the copies this instance holds open (each closed once no read uses it), so that the next read of
+        each file checks its copy against the source again (a checked copy is not hashed again)."""
         with self._mu:
             for handle in self._handles.values():
                 self._doom(handle)
@@ -284,16 +298,20 @@ class CachedFiles(ReadsEachFile):
         return fd
 
     def _current(self, file: int, meta: dict) -> bool:
-        """Whether entry ``meta`` is a copy of this data file as it is now (the manifest's record of it, else
-        its size and modification time when the source can be looked up)."""
+        """Whether entry ``meta`` is a copy of this data file as it is now: the manifest's size and SHA-256 of it
+        when it records both; else the source's modification time (and the manifest's record count and size,
+        when given) as the copy recorded them. A source that cannot be looked up keeps its copy."""
         source = self._sources[file]
         if meta.get("source") != file_key(source.path):
             return False
         entry = source.entry
         if entry is not None:
-            return (meta.get("num_records") == entry.num_records
-                    and entry.size_bytes in (None, meta.get("source_size"))
-                    and entry.sha256 in (None, meta.get("source_sha256")))
+            if (meta.get("num_records") != entry.num_records
+                    or entry.size_bytes not in (None, meta.get("source_size"))
+                    or entry.sha256 not in (None, meta.get("source_sha256"))):
+                return False
+            if entry.size_bytes is not None and entry.sha256 is not None:
+                return True
         mtime = source_mtime(source.path)
         return mtime is None or mtime == meta.get("source_mtime")
 
@@ -350,16 +368,25 @@ class CachedFiles(ReadsEachFile):
 
     # ------------------------------------------------------------------------------------------ prefetching
 
-    def _prefetch_loop(self) -> None:
-        seen = 0
-        while not self._stop.is_set():
-            with self._wake:
-                while self._plan_version == seen and not self._stop.is_set():
-                    self._wake.wait()
-                plan, seen = list(self._plan), self._plan_version
-            for due, file in enumerate(plan):
-                if self._stop.is_set() or self._plan_version != seen or not self._prefetch_one(file, due):
-                    break
+    def _prefetch_step(self, seen: int) -> int | None:
+        """Wait for a new plan, then fetch along it; the plan's version, or None when the thread ends: the cache
+        was closed, or no new plan came for PREFETCH_IDLE seconds (the next :meth:`prefetch` starts a thread
+        again; TensorFlow keeps a dataset's Python functions, and so this cache, alive after the dataset is gone,
+        and an idle thread per pipeline built would pile up)."""
+        with self._wake:
+            if self._plan_version == seen and not self._stop.is_set():
+                self._wake.wait(timeout=PREFETCH_IDLE)
+            if self._stop.is_set() or self._plan_version == seen:
+                self._thread = None
+                return None
+            plan, seen = list(self._plan), self._plan_version
+        for due, file in enumerate(plan):
+            if self._stop.is_set() or self._plan_version != seen or not self._prefetch_one(file, due):
+                break
+        return seen
+
+    def __del__(self):
+        self._stop.set()
 
     def _prefetch_one(self, file: int, due: int) -> bool:
         """Copy ``file`` unless its entry is there; False when prefetching should stop here."""
@@ -378,10 +405,55 @@ class CachedFiles(ReadsEachFile):
             return False  # the read that needs the file copies it again and raises what is wrong
 
 
+_SHARED: dict[tuple, CachedFiles] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(paths: Sequence[str], manifest: Manifest, spec: CacheSpec, config_file: str = "<config>") -> CachedFiles:
+    """The process's CachedFiles of these files, manifest entries and cache, made on first use: every pipeline
+    built over the same data shares its open copies, checks and read-ahead. (TensorFlow keeps a dataset's
+    Python functions alive after the dataset is gone; a cache per pipeline built would keep its descriptors.)
+
+    Args:
+        paths: the data files.
+        manifest: the dataset's manifest.
+        spec: the cache.
+        config_file: the config file errors name.
+
+    Returns:
+        A CachedFiles, shared.
+
+    Raises:
+        ConfigError: the cache directory cannot be created or written.
+    """
+    entries = tuple((e.num_records, e.size_bytes, e.sha256) if (e := manifest.entry(p)) else None for p in paths)
+    key = (spec, tuple(paths), manifest.compression, entries)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            return _SHARED.setdefault(key, CachedFiles(paths, manifest, spec, config_file))
+    found.reopen()  # a new pipeline checks each copy against its source again
+    return found
+
+
+def _prefetch_loop(cache_ref: "weakref.ref[CachedFiles]", stop: threading.Event) -> None:
+    """The prefetch thread: steps of its cache while the cache is alive and not closed."""
+    seen = 0
+    while not stop.is_set():
+        cache = cache_ref()
+        if cache is None:
+            return
+        seen = cache._prefetch_step(seen)
+        del cache
+        if seen is None:
+            return
+
+
 def _stored_size(source: Source) -> int | None:
-    """The copy's size when it is known before copying: an uncompressed file's size as the manifest records it."""
-    if source.compression is None and source.entry is not None:
-        return source.entry.size_bytes
+    """What the copy takes when it is known before copying: an uncompressed file's size as the manifest records
+    it, with its index and entry."""
+    if source.compression is None and source.entry is not None and source.entry.size_bytes is not None:
+        return CacheSpec.copy_bytes(source.entry.size_bytes, source.entry.num_records)
     return None
 
 

@@ -18,7 +18,7 @@ from batchloaders.config.index_manifest import INDEX_MANIFEST_NAME, data_name, i
 from batchloaders.config.kinds import kind
 from batchloaders.config.sections.context import SectionContext
 from batchloaders.config.stage_rules import flagged
-from batchloaders.core.model import ShuffleOptions
+from batchloaders.core.model import CacheSpec, ShuffleOptions
 
 AT = ("args", "shuffle_scope")
 CACHE_AT = ("args", "dataset", "args", "cache")
@@ -60,6 +60,7 @@ def shuffle_options(ctx: SectionContext) -> ShuffleOptions:
 
 def check_shuffle_scope(ctx: SectionContext) -> None:
     _check_window_files(ctx)
+    check_cache_use(ctx)
     if ctx.value("shuffle_scope", default="buffer") != "global":
         return
     needs = "shuffle_scope global reads every record at its byte offset"
@@ -159,6 +160,37 @@ def _check_cached(ctx: SectionContext, needs: str) -> None:
                             f"entry for {_some(unlisted)}: {needs}, and places each file's records in an epoch from "
                             "the manifest's record counts before the file is copied; expected every data file "
                             "listed (`batchloaders manifest` on the dataset's directory writes the entries)")
+        return
+    cache = ctx.dataset.access.cache
+    if ctx.manifest.compression is None:  # (a compressed file's size once decompressed is known when it is copied)
+        sizes = {path: CacheSpec.copy_bytes(e.size_bytes, e.num_records) for path in ctx.dataset.files
+                 if (e := ctx.manifest.entry(path)).size_bytes is not None}
+        largest = max(sizes, key=sizes.get, default=None)
+        if largest is not None and sizes[largest] > cache.max_bytes:
+            ctx.check(CACHE_AT + ("max_bytes",), f"found {cache.max_bytes:,}, but the copy of data file {largest} "
+                                                 f"takes {sizes[largest]:,} bytes in the cache (with its index): "
+                                                 f"expected at least {sizes[largest]:,} (and room for the files "
+                                                 "read at once: with shuffle_window_files K, about 2 K files)")
+
+
+def check_cache_use(ctx: SectionContext) -> None:
+    """A cache serves a global shuffle's reads: elsewhere it would be ignored, and so would random_access beside
+    it (the copies are local files). ``cache.dir`` is a local directory."""
+    if ctx.dataset is None or ctx.dataset.access.cache is None:
+        return
+    cache = ctx.dataset.access.cache
+    if url_scheme(ctx.value("dataset", "args", "cache", "dir", default="") or "") is not None:
+        ctx.check(CACHE_AT + ("dir",), f"found {ctx.value('dataset', 'args', 'cache', 'dir')}: the cache holds "
+                                       "local copies, read with the operating system's positional reads; expected "
+                                       "a local directory")
+    if not (ctx.value("shuffle", default=False) and ctx.value("shuffle_scope", default="buffer") == "global"):
+        ctx.check(CACHE_AT, "found a cache, but only shuffle_scope global (with shuffle true) reads through it (a "
+                            "buffer shuffle reads each file from its start); expected shuffle: true with "
+                            "shuffle_scope: global, or no cache")
+    if ctx.value("dataset", "args", "random_access", default="auto") != "auto":
+        ctx.check(ACCESS_AT, f"found {ctx.value('dataset', 'args', 'random_access')} beside a cache: the cache's "
+                             f"copies in {cache.dir} are read with positional reads of the local file system; "
+                             "expected no random_access (or auto) with a cache")
 
 
 def _check_index_dir(ctx: SectionContext, index_dir: str, needs: str) -> None:
