@@ -259,7 +259,9 @@ def refusal(data, tmp_path, change) -> str:
      "expected no random_access (or auto) with a cache"),
     (lambda a: a["dataset"]["args"]["cache"].update(dir="gs://bucket/cache"), "$.args.dataset.args.cache.dir:",
      "expected a local directory"),
-], ids=["buffer", "random_access", "url-dir"])
+    (lambda a: a["dataset"]["args"].update(index_dir="ix"), "$.args.dataset.args.index_dir:",
+     "expected no index_dir with a cache"),
+], ids=["buffer", "random_access", "url-dir", "index_dir"])
 def test_a_cache_that_would_be_ignored_or_cannot_be_local_is_refused(change, where, says, data, tmp_path):
     text = refusal(data, tmp_path, change)
     assert where in text and says in text
@@ -298,3 +300,34 @@ def test_describe_names_the_cache_as_the_random_access_path(data, tmp_path):
     assert "byte offsets (each file's copy in the cache)" in line and line.endswith("; random access: " + said)
     assert json.loads(as_json.getvalue())["reading"]["random_access"] == {
         "source": "cache", "reads_in_flight": None, "described": said}
+
+
+def test_read_record_of_a_compressed_file_says_what_would_make_it_instant(data):
+    """A GZIP file cannot be indexed: read_record reads it from its start and its warning names reshard, not
+    `batchloaders index` (which refuses compressed data)."""
+    cfg = config(data["gzip"])
+    cfg["args"].update(shuffle=False)
+    del cfg["args"]["shuffle_scope"]
+    with pytest.warns(UserWarning) as warned:
+        got = batchloaders.read_record(cfg, "part-4.tfrecords.gz", 6)
+    assert int(got["id"]) == 406
+    text = str(warned[0].message)
+    assert "batchloaders reshard SRC DEST --shards N" in text and "`batchloaders index`" not in text
+
+
+def test_a_source_rewritten_to_its_manifest_size_after_it_was_copied_stops_the_run(tmp_path):
+    """The manifest records size and SHA-256; the source is rewritten (same size, other bytes) after a run
+    copied it: the next run copies it again, and the copy's check against the manifest names the file."""
+    root = dataset(str(tmp_path / "d"), None)
+    cfg = config(root, {"dir": str(tmp_path / "cache"), "max_bytes": 10**6}, epochs=1)
+    assert sorted(sum(ids_of(cfg), [])) == IDS
+    path = f"{root}/part-2.tfrecords"
+    blob = open(path, "rb").read()
+    first = records(2)[0]
+    changed = blob.replace(first, first.replace(b"n" * 8, b"m" * 8, 1), 1)  # (its checksums now fail too)
+    open(path, "wb").write(changed)
+    later = os.stat(path).st_mtime_ns + 5 * 10**9
+    os.utime(path, ns=(later, later))  # (TensorFlow's stat tells whole seconds)
+    with pytest.raises(DataError) as raised:
+        ids_of(cfg)
+    assert "part-2.tfrecords: record " in str(raised.value) and "SHA-256" in str(raised.value)

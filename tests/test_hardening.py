@@ -307,6 +307,11 @@ EXPECTED_MAXIMA = {
     "service.schema.json#/properties/num_consumers": 65536,
     "service.schema.json#/properties/consumer_index": 65535,
     "service.schema.json#/properties/max_outstanding_requests": 65536,
+    "common_args.schema.json#/definitions/shuffle_window_files": 1000000,  # a list dataset's most files
+    "dataset.schema.json#/definitions/dir_args/properties/cache/properties/max_bytes": 9223372036854775807,
+    "dataset.schema.json#/definitions/list_args/properties/cache/properties/max_bytes": 9223372036854775807,
+    "dataset.schema.json#/definitions/dir_args/properties/reads_in_flight": 1024,
+    "dataset.schema.json#/definitions/list_args/properties/reads_in_flight": 1024,
 }
 
 

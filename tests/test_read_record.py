@@ -175,7 +175,7 @@ def test_preview_record(examples, monkeypatch, capsys):
     code, out, err = cli(capsys, "preview", "c.json", "--record", "part-2.tfrecords:4")
     assert code == 0, err
     head = ["config: c.json",
-            "record 4 of d/part-2.tfrecords (read from the start of the file: `batchloaders index` makes this instant)"]
+            "record 4 of d/part-2.tfrecords (read from the start of the file: `batchloaders index` makes reading a record instant)"]
     values = ["  label: int64 []: 204", "  x: float32 [1]: [204.5]", "  img: uint8 [2, 3]: [[204, 204, 204], "
               "[204, 204, 204]]", "  k: int32 []: 7"]
     assert out == head + values

@@ -48,7 +48,7 @@ def run(path: str, target: str, out: TextIO, trust_plugins: bool = True) -> int:
     config = load_config(path, trust_plugins=trust_plugins)
     fetched = fetch(config, file, None if file is None else n, index=n if file is None else None)
     how = ("read at its offset through the record index" if fetched.by_index else
-           "read from the start of the file: `batchloaders index` makes this instant")
+           f"read from the start of the file: {fetched.hint}")
     print(f"config: {config.source}", file=out)
     print(f"record {fetched.number} of {shown(fetched.path)} ({how})", file=out)
     for name, value in fetched.values.items():

@@ -298,20 +298,19 @@ class CachedFiles(ReadsEachFile):
         return fd
 
     def _current(self, file: int, meta: dict) -> bool:
-        """Whether entry ``meta`` is a copy of this data file as it is now: the manifest's size and SHA-256 of it
-        when it records both; else the source's modification time (and the manifest's record count and size,
-        when given) as the copy recorded them. A source that cannot be looked up keeps its copy."""
+        """Whether entry ``meta`` is a copy of this data file as it is now: made from the file the manifest
+        describes (its record count, and its size and SHA-256 where the manifest records them), and from the
+        source as it is now (its modification time as the copy recorded it: a source rewritten since, even to
+        the manifest's size, is copied again, and the copy then checked against the manifest). A source that
+        cannot be looked up keeps its copy."""
         source = self._sources[file]
         if meta.get("source") != file_key(source.path):
             return False
         entry = source.entry
-        if entry is not None:
-            if (meta.get("num_records") != entry.num_records
-                    or entry.size_bytes not in (None, meta.get("source_size"))
-                    or entry.sha256 not in (None, meta.get("source_sha256"))):
-                return False
-            if entry.size_bytes is not None and entry.sha256 is not None:
-                return True
+        if entry is not None and (meta.get("num_records") != entry.num_records
+                                  or entry.size_bytes not in (None, meta.get("source_size"))
+                                  or entry.sha256 not in (None, meta.get("source_sha256"))):
+            return False
         mtime = source_mtime(source.path)
         return mtime is None or mtime == meta.get("source_mtime")
 

@@ -35,12 +35,14 @@ _told: set[str] = set()  # files read without an index that read_record has warn
 
 @dataclasses.dataclass(frozen=True)
 class Fetched:
-    """Record ``number`` of data file ``path``, decoded; ``by_index``: read at its offset through the index."""
+    """Record ``number`` of data file ``path``, decoded; ``by_index``: read at its offset through the index;
+    ``hint``: what would make such a read instant."""
 
     path: str
     number: int
     values: dict[str, np.ndarray]
     by_index: bool
+    hint: str = ""  # what would make reading it instant, when it was not read through an index
 
 
 def read_record(config, file: str | None = None, n: int | None = None, *, index: int | None = None
@@ -70,8 +72,24 @@ def read_record(config, file: str | None = None, n: int | None = None, *, index:
     if not fetched.by_index and fetched.path not in _told:
         _told.add(fetched.path)
         warnings.warn(f"{fetched.path} has no record index: read from its start up to record {fetched.number}; "
-                      "`batchloaders index` makes reading a record instant", stacklevel=2)
+                      f"{fetched.hint}", stacklevel=2)
     return fetched.values
+
+
+def without_index_hint(config: LoaderConfig) -> str:
+    """What makes reading one record instant for this config's data: an index, or for compressed files (which
+    cannot be indexed) rewriting them uncompressed.
+
+    Args:
+        config: the loaded config.
+
+    Returns:
+        A sentence's end.
+    """
+    if config.dataset.manifest.compression is not None:
+        return ("compressed files cannot be read from the middle: `batchloaders reshard SRC DEST --shards N` "
+                "rewrites them uncompressed and indexed, which makes reading a record instant")
+    return "`batchloaders index` makes reading a record instant"
 
 
 def fetch(config, file: str | None, n: int | None, *, index: int | None = None) -> Fetched:
@@ -86,7 +104,7 @@ def fetch(config, file: str | None, n: int | None, *, index: int | None = None) 
             raise ConfigError(Problem(config.source, "$", "give a file and a record number, or index"))
         path = data_file(config, file)
     serialized, by_index = serialized_record(config, path, n)
-    return Fetched(path, n, decode(config, path, n, serialized), by_index)
+    return Fetched(path, n, decode(config, path, n, serialized), by_index, without_index_hint(config))
 
 
 def data_file(config: LoaderConfig, file: str) -> str:

@@ -174,8 +174,8 @@ def _check_cached(ctx: SectionContext, needs: str) -> None:
 
 
 def check_cache_use(ctx: SectionContext) -> None:
-    """A cache serves a global shuffle's reads: elsewhere it would be ignored, and so would random_access beside
-    it (the copies are local files). ``cache.dir`` is a local directory."""
+    """A cache serves a global shuffle's reads: elsewhere it would be ignored, and so would random_access and
+    index_dir beside it (the copies are local files, indexed as they are copied). ``cache.dir`` is local."""
     if ctx.dataset is None or ctx.dataset.access.cache is None:
         return
     cache = ctx.dataset.access.cache
@@ -187,6 +187,10 @@ def check_cache_use(ctx: SectionContext) -> None:
         ctx.check(CACHE_AT, "found a cache, but only shuffle_scope global (with shuffle true) reads through it (a "
                             "buffer shuffle reads each file from its start); expected shuffle: true with "
                             "shuffle_scope: global, or no cache")
+    if ctx.value("dataset", "args", "index_dir") is not None:
+        ctx.check(INDEX_DIR_AT, f"found {ctx.value('dataset', 'args', 'index_dir')} beside a cache: the cache finds "
+                                "each file's record offsets as it copies it, and reads no index; expected no "
+                                "index_dir with a cache (or no cache, to read the files where they are)")
     if ctx.value("dataset", "args", "random_access", default="auto") != "auto":
         ctx.check(ACCESS_AT, f"found {ctx.value('dataset', 'args', 'random_access')} beside a cache: the cache's "
                              f"copies in {cache.dir} are read with positional reads of the local file system; "
