@@ -173,7 +173,7 @@ COSTLIEST = {"test_resume": 75.7, "test_trust_global_reads": 68.1, "test_corrupt
              "test_hardening": 8.7, "test_continuous_sequence": 8.7, "test_segment_keys": 8.2, "test_init": 7.7,
              "test_record_errors": 7.6, "test_global_shuffle": 7.3, "test_readme_segmenting": 6.6,
              "test_data_tools": 6.5, "test_tensorflow_log": 5.7, "test_bench_yardsticks": 5.7,
-             "test_tuning_graph": 5.6, "test_real_data_init": 5.5}
+             "test_tuning_graph": 5.6, "test_real_data_init": 5.5, "test_shard_cache": 12.6, "test_cache_shuffle": 7.2}
 
 
 _CPU_COST = pytest.StashKey()
