@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 import uuid
 
 import numpy as np
@@ -331,3 +332,23 @@ def test_a_source_rewritten_to_its_manifest_size_after_it_was_copied_stops_the_r
     with pytest.raises(DataError) as raised:
         ids_of(cfg)
     assert "part-2.tfrecords: record " in str(raised.value) and "SHA-256" in str(raised.value)
+
+
+def test_a_cache_smaller_than_what_the_epoch_reads_at_once_is_warned_of(data, tmp_path):
+    """Uncompressed files of known sizes: a cache that holds two copies warns, when the pipeline is built, that a
+    global shuffle over all six files (or windows of 2 and the next) will copy files in and out, with the size
+    that would hold them; room for two windows of one file does not warn. The batches are right either way."""
+    copy = {f: CacheSpec.copy_bytes(len(b"".join(records(f))) + 16 * SIZES[f], SIZES[f]) for f in range(len(SIZES))}
+    two = sorted(copy.values())[-1] + sorted(copy.values())[-2]
+    cache = {"dir": str(tmp_path / "cache"), "max_bytes": two}
+    with pytest.warns(RuntimeWarning) as warned:
+        fn = batchloaders.build_input_fn(config(data["ram-plain"], cache))
+    assert f"cannot hold all of the dataset's files" in str(warned[0].message)
+    assert f"up to {sum(copy.values()):,} bytes" in str(warned[0].message)
+    with pytest.warns(RuntimeWarning, match=r"cannot hold 4 files \(a window of shuffle_window_files 2"):
+        batchloaders.build_input_fn(config(data["ram-plain"], cache, shuffle_window_files=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        batchloaders.build_input_fn(config(data["ram-plain"], cache, shuffle_window_files=1))
+    got = [np.asarray(b["id"]).tolist() for b in fn()]
+    assert sorted(sum(got, [])) == sorted(IDS * 2)

@@ -51,6 +51,34 @@ def manifest_counts(config: LoaderConfig) -> np.ndarray:
     return np.array([manifest.entry(path).num_records for path in config.dataset.files], np.int64)
 
 
+def working_set_warning(config: LoaderConfig) -> str | None:
+    """What to say when the cache cannot hold the files an epoch reads at once (every file, or a window of
+    ``shuffle_window_files`` and the next one fetched ahead), from the manifest's sizes of uncompressed files:
+    such a cache copies files in and out for every batch. None when it can, or when the sizes are not known.
+
+    Args:
+        config: a config whose dataset reads through a cache.
+
+    Returns:
+        The warning's text, or None.
+    """
+    manifest, cache = config.dataset.manifest, config.dataset.access.cache
+    entries = [manifest.entry(path) for path in config.dataset.files]
+    if manifest.compression is not None or any(e is None or e.size_bytes is None for e in entries):
+        return None
+    sizes = sorted((cache.copy_bytes(e.size_bytes, e.num_records) for e in entries), reverse=True)
+    window = config.shuffling.window_files
+    at_once = len(sizes) if window is None or window >= len(sizes) else 2 * window
+    needs = sum(sizes[:at_once])
+    if needs <= cache.max_bytes:
+        return None
+    what = ("all of the dataset's files (a global shuffle reads every file all epoch long)" if at_once == len(sizes)
+            else f"{at_once} files (a window of shuffle_window_files {window} and the next, fetched ahead)")
+    return (f"{config.source}: $.args.dataset.args.cache.max_bytes: {cache.max_bytes:,} bytes cannot hold {what}: "
+            f"up to {needs:,} bytes: the cache will copy files in and out as the epoch reads them; raise max_bytes "
+            "to that, or set a smaller shuffle_window_files")
+
+
 class CachedOffsets:
     """Record offsets and payload lengths of every data file, filled in file by file from the cache's copies.
 

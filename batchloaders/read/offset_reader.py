@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError
 from batchloaders.read import exit_gate, naming, positional, shard_cache
-from batchloaders.read.cached_offsets import CachedOffsets, ReadAhead, manifest_counts
+from batchloaders.read.cached_offsets import CachedOffsets, ReadAhead, manifest_counts, working_set_warning
 from batchloaders.read.framing import FRAME_BYTES, HEADER_BYTES
 from batchloaders.read.record_index import load_index
 from batchloaders.read.records import tf_message
@@ -99,6 +99,9 @@ class OffsetReader:
         self.counts, self.starts = self.cached.counts, self.cached.starts
         self.offsets, self.lengths, self.sizes = self.cached.offsets, self.cached.lengths, self.cached.sizes
         self.ahead = ReadAhead(config, self.source, len(self.paths))
+        said = working_set_warning(config)
+        if said is not None:
+            warnings.warn(said, RuntimeWarning, stacklevel=2)
 
     @property
     def num_records(self) -> int:
