@@ -388,3 +388,21 @@ def test_a_file_larger_than_max_bytes_is_a_config_error(tmp_path, compression):
             cache.index(0)
     assert caught.value.problems[0].path == "$.args.dataset.args.cache.max_bytes"
     assert os.listdir(d) == ["cache.lock"]
+
+
+def test_a_closed_cache_still_reads_and_prefetches_again(tmp_path):
+    """close() stops prefetching and closes the copies, but the instance may be shared by several pipelines of a
+    process: a read after it copies what it needs (it is not cancelled), and a prefetch after it runs again."""
+    paths, man, recs, _ = dataset(tmp_path, "ram", "gzip", files=3, n=6)
+    d = str(tmp_path / "cache")
+    cache = CachedFiles(paths, man, CacheSpec(d, 10**7))
+    assert records_read(cache, 0) == recs[0]
+    cache.close()
+    assert records_read(cache, 1) == recs[1]  # copied after the close
+    cache.prefetch([2])
+    deadline = time.monotonic() + 20
+    while 2 not in cached_files(d, paths) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cached_files(d, paths) == {0, 1, 2}
+    assert records_read(cache, 2) == recs[2]
+    cache.close()

@@ -160,6 +160,8 @@ class CachedFiles(ReadsEachFile):
             self._plan = [int(f) for f in files]
             self._plan_version += 1
             if self._thread is None:
+                if self._stop.is_set():  # closed before: prefetching starts again (the instance may be shared)
+                    self._stop = threading.Event()
                 # The thread holds the cache weakly: a cache no one uses any more is collected, and its thread ends.
                 self._thread = threading.Thread(target=_prefetch_loop, args=(weakref.ref(self), self._stop),
                                                 name="shard-cache-prefetch", daemon=True)
@@ -167,7 +169,8 @@ class CachedFiles(ReadsEachFile):
             self._wake.notify_all()
 
     def close(self) -> None:
-        """Stop prefetching (a copy in progress is abandoned, its temporary removed) and close the copies."""
+        """Stop prefetching (a prefetch's copy in progress is abandoned, its temporary removed) and close the
+        copies; a later read opens (or copies) what it needs, and a later prefetch starts again."""
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
@@ -330,7 +333,8 @@ class CachedFiles(ReadsEachFile):
                     + known > limit:
                 return False
             self._evicted(self._dir.evict(known, order, limit)[0])
-        written = write_entry(self._dir, name, source, self._stop)
+        # Only a prefetch stops when the cache is closed: a read's copy goes on (another user may share the cache).
+        written = write_entry(self._dir, name, source, self._stop if due is not None else None)
         self._dir.commit(name, written.temps, written.meta)
         stat = os.stat(self._dir.part(name, ".data"))  # this process wrote and hashed it: no check on first use
         with self._mu:
