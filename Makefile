@@ -36,11 +36,13 @@ check: setup
 	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} \
 		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadfile --no-loadscope-reorder -m "not slow"
 
-# The fuzz tests at eight times the suite's example counts (several minutes on 2 cores): before a
+# The fuzz tests at eight times the suite's example counts, and the global shuffle's exit stress test
+# at eight times its children (several minutes on 2 cores): before a
 # release, or after a change to validation or the config model.
 fuzz: setup
 	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-3} TF_ENABLE_ONEDNN_OPTS=$${TF_ENABLE_ONEDNN_OPTS:-0} FUZZ_SCALE=8 \
-		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) tests/test_fuzz.py tests/test_damage_fuzz.py
+		$(PY) -m pytest -n $$(( $$(nproc) + 1 )) tests/test_fuzz.py tests/test_damage_fuzz.py \
+		tests/test_trust_global_reads.py::test_programs_that_took_a_batch_always_exit
 
 bench: setup
 	$(PY) benchmarks/run.py

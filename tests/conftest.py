@@ -1,6 +1,7 @@
 """Fixture writers: tiny real TFRecord datasets whose values say where they came from."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 
@@ -206,7 +207,12 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_collection_finish(session):
-    """With ``BATCHLOADERS_TEST_CPU=<dir>``: start-up and collection counted as their own line."""
+    """What importing TensorFlow, Keras and the test modules made is kept out of the garbage collector's walks
+    (``gc.freeze``): a few hundred thousand objects that live until the process ends, walked again by every
+    full collection, and tests/test_resume.py collects after each test. With ``BATCHLOADERS_TEST_CPU=<dir>``:
+    start-up and collection counted as their own line."""
+    gc.collect()
+    gc.freeze()
     cost = session.config.stash.get(_CPU_COST, None)
     if cost is not None:
         cost.add("(start-up and collection)")

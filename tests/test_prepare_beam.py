@@ -1,8 +1,9 @@
 """``manifest``, ``index`` and ``verify`` with ``--runner``: one Apache Beam element per data file runs the same
 per-file function as the one-machine command, and what is written or printed is byte-identical.
 
-Runs on the DirectRunner, in-process and with ``direct_running_mode=multi_processing`` (2 worker processes,
-each starting Python and TensorFlow: the costly part of this file, kept to one test per command).
+Runs on the DirectRunner, in-process and with ``direct_running_mode=multi_processing`` (worker processes, each
+starting Python and TensorFlow: the costly part of this file, kept to one test per command, with 2 workers for
+``manifest``, whose results are merged across them, and 1 for ``index`` and ``verify``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ pytest.importorskip("apache_beam")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_PROCESS = runner_from("DirectRunner")
 TWO_PROCESSES = runner_from("DirectRunner", ["direct_running_mode=multi_processing", "direct_num_workers=2"])
+ONE_PROCESS = runner_from("DirectRunner", ["direct_running_mode=multi_processing", "direct_num_workers=1"])
 
 
 def dataset(root: str, sizes=(5, 0, 12, 7)) -> str:
@@ -54,22 +56,24 @@ def files_of(root: str) -> dict[str, bytes]:
     return out
 
 
-def commands(root: str, runner: Runner | None) -> list[tuple[int, str]]:
-    """manifest, index and verify on ``root``: each one's exit status and stdout (paths made relative)."""
+def commands(root: str, runners: tuple[Runner | None, ...]) -> list[tuple[int, str]]:
+    """manifest, index and verify on ``root``, each with its runner: each one's exit status and stdout (paths
+    made relative)."""
     results = []
-    for call in (lambda out, err: write_manifest.run_with(root, write_manifest.Choices(runner=runner), out, err),
-                 lambda out, err: write_index.run(root, out, err, runner=runner),
-                 lambda out, err: verify.run(root, out, err, runner=runner)):
+    for call in (lambda out, err: write_manifest.run_with(root, write_manifest.Choices(runner=runners[0]), out, err),
+                 lambda out, err: write_index.run(root, out, err, runner=runners[1]),
+                 lambda out, err: verify.run(root, out, err, runner=runners[2])):
         out, err = io.StringIO(), io.StringIO()
         status = call(out, err)
         results.append((status, out.getvalue().replace(root, "ROOT")))
     return results
 
 
-@pytest.mark.parametrize("runner", [IN_PROCESS, TWO_PROCESSES], ids=["in-process", "multi-processing"])
-def test_the_commands_write_and_print_the_same_with_a_runner(tmp_path, runner):
+@pytest.mark.parametrize("runners", [(IN_PROCESS,) * 3, (TWO_PROCESSES, ONE_PROCESS, ONE_PROCESS)],
+                         ids=["in-process", "multi-processing"])
+def test_the_commands_write_and_print_the_same_with_a_runner(tmp_path, runners):
     here, there = twins(tmp_path)
-    without, with_runner = commands(here, None), commands(there, runner)
+    without, with_runner = commands(here, (None,) * 3), commands(there, runners)
     assert [status for status, _ in without] == [0, 0, 0]
     assert with_runner == without
     assert files_of(there) == files_of(here)  # the manifest and every index, byte for byte
@@ -127,7 +131,7 @@ def test_sequence_examples_verify_alike(tmp_path):
                   [sequence_example({"n": ("int", [i])}, {"v": ("float", [[1.0], [2.0]])}) for i in range(4)])
     there = str(tmp_path / "t")
     shutil.copytree(here, there)
-    assert commands(there, IN_PROCESS) == commands(here, None)
+    assert commands(there, (IN_PROCESS,) * 3) == commands(here, (None,) * 3)
 
 
 @pytest.mark.parametrize("name, options, message", [

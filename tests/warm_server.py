@@ -12,6 +12,7 @@ importing run in a fresh interpreter instead (tests/warm.py: ``needs_fresh``).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -64,6 +65,8 @@ def run_child(request: dict) -> int:
 def main() -> None:
     if context.context()._context_handle is not None or len(os.listdir("/proc/self/task")) != THREADS:
         sys.exit("warm_server: importing started TensorFlow's runtime; children would share it")
+    gc.collect()
+    gc.freeze()  # the imports' objects: never walked again by a child's collections (nor copied by them)
     replies = os.fdopen(os.dup(1), "w")  # the replies' own channel: whatever else writes to stdout goes to stderr
     os.dup2(2, 1)
     for line in sys.stdin:
