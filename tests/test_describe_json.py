@@ -18,6 +18,7 @@ import textwrap
 
 import pytest
 
+import batchloaders
 from batchloaders import build_input_fn, load_config
 from batchloaders.cli.describe import plan, signature, steps_per_epoch, total_batches
 import warm
@@ -152,14 +153,12 @@ def test_describe_does_not_import_tensorflow_for_builtin_types(demo_data):
 
 @pytest.fixture(scope="module")
 def eight_records(tmp_path_factory):
-    """8 Examples in 2 files (3 and 5 records), the manifest listing both (read only: made once, as the
-    manifest command runs in a process of its own, about 3.5 s)."""
+    """8 Examples in 2 files (3 and 5 records), the manifest listing both (read only: made once)."""
     data = tmp_path_factory.mktemp("eight") / "data"
     write_manifest(data, [feature("x", "int64", [], "int")])
     write_records(data / "a.tfrecords", [example(x=("int", [i])) for i in range(3)])
     write_records(data / "b.tfrecords", [example(x=("int", [i])) for i in range(3, 8)])
-    subprocess.run([sys.executable, "-m", "batchloaders", "manifest", str(data)], check=True, capture_output=True,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    batchloaders.write_manifest(str(data))
     return data
 
 
@@ -230,8 +229,7 @@ def test_independent_segmenting_has_no_step_count(tmp_path):
     write_manifest(data, [feature("tokens", "int64", [], "int", var_len=True)], allow_var_len=True)
     write_records(data / "a.tfrecords", [sequence_example({}, {"tokens": ("int", [[j] for j in range(n)])})
                                          for n in range(1, 9)])
-    subprocess.run([sys.executable, "-m", "batchloaders", "manifest", str(data)], check=True, capture_output=True,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    batchloaders.write_manifest(str(data))
     config = load_config({"type": "independent", "model": {"inputs": ["tokens"]}, "args": {
         "dataset": {"type": "dir", "args": {"data_dir": str(data)}}, "target_batch_size": 2, "epochs": 1,
         "drop_remainder": False, "num_prefetch": 1, "num_read_buffer_bytes": 0,
