@@ -49,10 +49,11 @@ def listed_sizes(config: LoaderConfig) -> tuple[int, ...] | None:
     return tuple(sizes)
 
 
-def _bytes_from(filename: tf.Tensor, offset: tf.Tensor) -> tf.Tensor:
-    """How many bytes the file holds from ``offset`` on, up to 2 (0 when it is shorter, or cannot be
-    opened). Reads at most 2 bytes; no function is traced (this runs as each file opens)."""
-    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, header_bytes=offset, buffer_size=1)
+def _bytes_before(filename: tf.Tensor, footer: tf.Tensor) -> tf.Tensor:
+    """How many bytes the file holds before its last ``footer`` ones, up to 2 (0 when it is shorter, or
+    cannot be opened). Reads at most its first 2 bytes (a header would be read through, not sought past); no
+    function is traced (this runs as each file opens)."""
+    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, footer_bytes=footer, buffer_size=1)
     # Numbered before ignore_errors, so that a file that cannot be opened uses up the tries.
     found = tf.data.Dataset.zip((tf.data.Dataset.range(_PROBE_TRIES), probe.take(2))).ignore_errors()
     sentinel = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), tf.constant("")))
@@ -64,8 +65,8 @@ def size_checked(filename: tf.Tensor, listed: tf.Tensor, manifest_path: str) -> 
     """``filename``, after failing when the file is not ``listed`` bytes now: the error begins with the
     path and says the size listed; ``runtime/translate.py`` puts the size found in place of :data:`SIZE_NOW`
     (no op gives a file's size: reading it whole to measure it could take more memory than there is)."""
-    expected = tf.cast(listed > 0, tf.int64)  # bytes from offset listed - 1 on: the last one, and no more
-    found = _bytes_from(filename, tf.maximum(listed - 1, 0))
+    expected = tf.cast(listed > 0, tf.int64)  # bytes before the last listed - 1: the first one, and no more
+    found = _bytes_before(filename, tf.maximum(listed - 1, 0))
     message = tf.strings.join([
         filename, f": {naming.MARKER} at byte ", tf.strings.as_string(listed), ": the manifest ", manifest_path,
         " lists ", tf.strings.as_string(listed), f" bytes for this file (size_bytes), but it is {SIZE_NOW} bytes "
