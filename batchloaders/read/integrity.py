@@ -43,6 +43,7 @@ from batchloaders.read import naming
 from batchloaders.read.naming import BlockNames
 from batchloaders.read import global_order
 from batchloaders.read.offset_reader import OffsetReader
+from batchloaders.read.proven import listed_sizes, proven_blocks
 from batchloaders.config.datasets import url_scheme
 from batchloaders.core.model import LoaderConfig
 
@@ -234,6 +235,9 @@ class Reader:
                 _check_compression(path, config.dataset.manifest)
         self.table = file_table(config)
         self.skipped = SkipCounter(self.table) if config.reading.on_corrupt == "skip_file" else None
+        # Every file's size_bytes under on_corrupt: fail: each file's size is checked as it opens, instead of
+        # accounting for its end (read/proven.py); None: the accounting.
+        self.listed = listed_sizes(config)
         # A global shuffle reads by offset: its indexes are loaded and checked here, once (ManifestError if stale).
         self.by_offset = OffsetReader(config) if global_order.enabled(config) else None
 
@@ -487,6 +491,8 @@ def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block:
     table and the skip counter (under ``on_corrupt: skip_file``).
     """
     config, table, skipped = reader.config, reader.table, reader.skipped
+    if reader.listed is not None:
+        return proven_blocks(config, reader.listed, filename, index, block, then)
     compression = table.compression
     exact = exact_path(table)
     tf_compression = config.dataset.manifest.tf_compression

@@ -80,6 +80,22 @@ class Locator:
                 continue  # a damaged or vanished file: its own checks report it
         return None
 
+    def damaged(self, seconds: float = translate.SEARCH_SECONDS) -> tuple[str, int, int] | None:
+        """(file, record, byte) where TensorFlow's reader first fails, reading the files in order; None when
+        it fails on none of them (or the search runs out of time)."""
+        deadline = time.monotonic() + seconds
+        for path in self.files:
+            if time.monotonic() > deadline:
+                return None
+            try:
+                for _ in read_records(path, self.manifest.compression):
+                    pass
+            except ReadError as error:
+                return path, error.index, error.offset
+            except (tf.errors.OpError, OSError):
+                continue  # cannot be opened: its own check reports it
+        return None
+
     def _problems(self, serialized: bytes, read_as=None) -> str | None:
         found = check_record(serialized, self.manifest, read_as or self.read_as, named=True)
         return "; ".join(found) if found else None

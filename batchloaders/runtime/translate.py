@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import re
 import time
 from typing import Iterator
@@ -20,6 +21,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.read import naming
+from batchloaders.read.proven import SIZE_NOW
 from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
 
 # What the pipeline's own checks (integrity.py, parsing.py) say, inside TensorFlow's assertion message.
@@ -50,6 +52,12 @@ _UNNAMED = re.compile(r"Feature list '(?P<feature>[^']*)' has an unexpected numb
 LOCATORS: collections.deque = collections.deque(maxlen=16)
 # assert_cardinality (independent loader, counts listed): more records than the manifest lists.
 _TOO_MANY = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) elements? but contained at least")
+# ... and fewer: a file cut while the run read it, past the check of its size when it opened (read/proven.py).
+_TOO_FEW = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) elements? but contained only "
+                      r"(?P<found>\d+)")
+# TensorFlow's reader on a damaged frame, or a file that ends inside a payload (read/proven.py reads without
+# the accounting that names the file): 'corrupted record at B', 'truncated record at B'.
+_FRAME = re.compile(r"(?:corrupted|truncated) record at \d+")
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
 _OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
 _OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
@@ -116,6 +124,17 @@ def _too_many(error, message: str, locators):
         "written (`batchloaders verify CONFIG` names it)")))
 
 
+def _too_few(error, message: str, locators):
+    """Fewer batches than the manifest's counts make (the declared cardinality)."""
+    found = _TOO_FEW.search(message)
+    if not found:
+        return _PASS
+    return DataError(Problem("<the manifest>", "$.files", (
+        f"the data gave {found.group('found')} batches, fewer than the {found.group('expected')} the record counts "
+        "the manifest's files list make: a file was cut or changed while the run read it, or a listed count is "
+        "too large (`batchloaders verify CONFIG` names the file)")))
+
+
 def _image(error, message: str, locators):
     """An op of a decode_image step failed on the bytes it was given: TensorFlow names no record."""
     if IMAGE_SCOPE not in message or type(error).__name__ != "InvalidArgumentError":
@@ -132,7 +151,7 @@ def _assertion(error, message: str, locators):
     text = found.group("text").replace("\\'", "'")
     damaged = _DAMAGED.match(text)
     if damaged:
-        return DataError(Problem(damaged.group("file"), damaged.group("where"), damaged.group("text").strip()))
+        return _damaged(damaged.group("file"), damaged.group("where"), damaged.group("text").strip())
     checked = _CHECKED.match(text)
     if checked:
         record = naming.named(checked)
@@ -143,6 +162,42 @@ def _assertion(error, message: str, locators):
     if placed.group("file2"):
         return DataError(Problem(placed.group("file2"), "$", placed.group("text2").strip()))
     return DataError(Problem(placed.group("file"), placed.group("path"), placed.group("text").strip()))
+
+
+def _damaged(path: str, where: str, text: str) -> DataError:
+    """A damaged file's DataError; a size that differs from the manifest's (read/proven.py) gets the size the
+    file has now, and the byte where the two part."""
+    if SIZE_NOW in text:
+        try:
+            now = os.stat(path).st_size
+        except OSError as error:
+            return DataError(Problem(path, "open", f"the data file cannot be opened: {error.strerror} (was it "
+                                                   "deleted, moved or made unreadable after the pipeline was built?)"))
+        listed = int(re.search(r"\d+$", where).group())
+        where, text = f"{naming.MARKER} at byte {min(now, listed)}", text.replace(SIZE_NOW, str(now))
+    return DataError(Problem(path, where, text))
+
+
+def _frame(error, message: str, locators):
+    """TensorFlow's reader failed on a record and names no file: the file and record found by reading the
+    pipelines' files again (newest first), within one time bound in all."""
+    if type(error).__name__ != "DataLossError" or not _FRAME.search(message):
+        return _PASS
+    deadline = time.monotonic() + SEARCH_SECONDS
+    for locator in locators:
+        left = deadline - time.monotonic()
+        found = locator.damaged(left) if left > 0 else None
+        if found is not None:
+            path, record, offset = found
+            after = (f", after record {record - 1} (the last good one; records count from 0)" if record
+                     else ", before the first record")
+            return DataError(Problem(path, f"{naming.MARKER} at byte {offset}{after}", (
+                "a record frame or checksum is damaged there, or the file ends inside a record (is it a TFRecord "
+                "file, and uncompressed, as the manifest says?)")))
+    said = _TF_NOISE.sub("", " ".join(message.split("\n")[0].split())).strip()
+    return DataError(Problem("<a data file>", "record", (
+        f"a data file is damaged ({said}); TensorFlow does not say which, and reading the data files again "
+        f"(for {SEARCH_SECONDS:g} s at most) did not find it: `batchloaders verify CONFIG` names it")))
 
 
 def _unopened(error, message: str, locators):
@@ -192,7 +247,7 @@ def _unnamed(error, message: str, locators):
 
 
 # In the order they are asked: the first that reads the message answers.
-_READERS = (_not_a_proto, _too_many, _image, _assertion, _unopened, _parsed_record, _parsed_block, _unnamed)
+_READERS = (_not_a_proto, _too_many, _too_few, _image, _assertion, _frame, _unopened, _parsed_record, _parsed_block, _unnamed)
 
 
 def _explained(path: str, record: int, text: str, locators) -> DataError:
