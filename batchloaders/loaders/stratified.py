@@ -28,8 +28,10 @@ from batchloaders.loaders import mixture
 from batchloaders.read import block_sizes, determinism, origins
 from batchloaders.transform.graphs import as_written
 
+FINISHED, RECORDS, DECODED = "finished", "records", "decoded"
 
-def source(loader, mix, block: int, readers) -> tuple[tf.data.Dataset, object]:
+
+def source(loader, mix, block: int, readers, finish=None) -> tuple[tf.data.Dataset, object]:
     """The batches of a stratified mix, for the plain stage (mixture.source's interface).
 
     Args:
@@ -37,9 +39,10 @@ def source(loader, mix, block: int, readers) -> tuple[tf.data.Dataset, object]:
         mix: the call's mixture.MixturePlan.
         block: examples per batch (the plain stage's batch size).
         readers: each source's integrity.Reader.
+        finish: base.finisher's function (examples made into the model's tensors on blocks of them), or None.
 
     Returns:
-        (the batches, each its sources' pieces joined; the function decoding one).
+        (the batches, each its sources' pieces joined; the function decoding one, None when they come finished).
 
     Raises:
         ConfigError: for sources that do not parse alike and give a tensor whose shape varies per example.
@@ -48,18 +51,39 @@ def source(loader, mix, block: int, readers) -> tuple[tf.data.Dataset, object]:
     table = tf.constant(schedule(tuple(s.weight for s in config.sources), block), tf.int64)
     # A source's last, short block is re-cut like the rest: only the joined batches may drop a remainder.
     mix = dataclasses.replace(mix, subs=tuple(dataclasses.replace(s, drop_remainder=False) for s in mix.subs))
-    if mixture.parses_alike(loader, config):
+    how = path(loader, config, finish)
+    if how == FINISHED:
+        streams, decode = mixture._finished_streams(loader, mix, block, readers, finish), None
+    elif how == RECORDS:
         streams, decode = _records(loader, mix, block, readers)
     else:
         streams, decode = _decoded(loader, mix, block, readers), _same
     pieces = tuple(s.rebatch(table[:, i], drop_remainder=config.drop_remainder) for i, s in enumerate(streams))
-    joined = tf.data.Dataset.zip(pieces).map(as_written(_joined))
-    return joined, decode
+    # Finished batches are the model's: whole ones get their batch axis, as one source's have it.
+    static = block if decode is None and (config.drop_remainder or config.epochs is None) else None
+    return tf.data.Dataset.zip(pieces).map(as_written(lambda *parts: _joined(parts, static))), decode
 
 
-def _joined(*pieces):
-    """One batch: its sources' pieces one after another, in source order."""
-    return tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *pieces)
+def path(loader, config, finish) -> str:
+    """How a config's batches are made (see the module's text): FINISHED where the plain stage offers to finish
+    blocks (``finish``) and every source's tensors have one shape per example, else RECORDS for sources that
+    parse alike, else DECODED."""
+    if finish is not None and all(_fixed(config.of_source(s)) for s in config.sources):
+        return FINISHED
+    return RECORDS if mixture.parses_alike(loader, config) else DECODED
+
+
+def _fixed(sub) -> bool:
+    """Whether every selected feature has one shape per example (no feature lists, no varying lengths)."""
+    return not sub.dataset.manifest.allow_var_len and not any(f.var_len for f in sub.selected.values())
+
+
+def _joined(pieces: tuple, static: int | None):
+    """One batch: its sources' pieces one after another, in source order (its batch axis ``static`` when given)."""
+    batch = tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *pieces)
+    if static is None:
+        return batch
+    return tf.nest.map_structure(lambda t: tf.ensure_shape(t, [static] + t.shape[1:]), batch)
 
 
 def _records(loader, mix, block: int, readers):
