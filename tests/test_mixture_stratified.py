@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from batchloaders import ConfigError, build_input_fn, load_config
 from batchloaders.cli.main import main
+from batchloaders.loaders import stratified
 from conftest import example, feature, loader_config, resumed_ids, sequence_example, write_manifest, write_records
 
 FILES = {"a": (6, 6), "b": (2, 2), "c": (9,)}
@@ -172,3 +173,34 @@ def test_describe_shows_each_sources_count_per_batch(root, capsys):
         main(["describe", "--json", str(path)])
     sources = json.loads(capsys.readouterr().out)["sources"]
     assert [s["per_batch"] for s in sources] == [{"fewest": 1, "most": 2, "period": 3}] * 3
+
+
+A, B = ids("a"), ids("b")
+# (weights, batch size, drop_remainder, the batches)
+PATH_CASES = {
+    "3:1 of 8, both ending together": ((3, 1), 8, False, [A[:6] + B[:2], A[6:] + B[2:]]),
+    "1:1 of 6, b's last record beside a's 3": ((1, 1), 6, False, [A[:3] + B[:3], A[3:6] + B[3:]]),
+    "1:1 of 6, drop_remainder": ((1, 1), 6, True, [A[:3] + B[:3]]),
+}
+
+
+@pytest.mark.parametrize("case", PATH_CASES, ids=list(PATH_CASES))
+def test_finished_records_and_decoded_paths_give_the_same_batches(root, monkeypatch, case):
+    """a and b store "id" alike, fixed-size: by default each source's blocks are parsed and finished where it
+    reads them (finished); parsed per joined batch (records) or each source's blocks parsed then joined
+    (decoded), the batches must be the same."""
+    weights, size, drop, expected = PATH_CASES[case]
+    cfg = config(root, ("a", "b"), weights, target_batch_size=size, drop_remainder=drop)
+    real, taken, got = stratified.path, [], {}
+    for how in (None, stratified.RECORDS, stratified.DECODED):
+        def path(loader, config, finish, how=how):
+            taken.append(real(loader, config, finish))
+            return how or taken[-1]
+        monkeypatch.setattr(stratified, "path", path)
+        got[how] = batches_of(cfg)
+    assert set(taken) == {stratified.FINISHED}  # (what the config takes unforced, on every build)
+    assert got[None] == expected
+    assert got[stratified.RECORDS] == expected and got[stratified.DECODED] == expected
+    monkeypatch.setattr(stratified, "path", real)
+    spec = tf.nest.flatten(build_input_fn(cfg)().element_spec)[0]
+    assert spec.shape[0] == (size if drop else None)  # (whole batches' axis known, as one source's)
