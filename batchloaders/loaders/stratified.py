@@ -5,11 +5,15 @@ rounding carried from batch to batch), a table of one period of batches. Each so
 alone (loaders/mixture.py: its own files, shard, shuffle, epochs and draws), and its stream is re-cut into
 the pieces the schedule gives it, batch after batch (``rebatch`` with the schedule's column, cycled): whole
 blocks are copied into pieces, no example is handed over on its own. The pieces of one batch are then joined
-in source order (the examples of a source together, in its own order):
+in source order (the examples of a source together, in its own order). What the pieces hold (:func:`path`):
 
-* sources that parse alike (mixture.parses_alike): the pieces are of serialized records, and each batch is
+* FINISHED, where the plain stage offers to finish blocks (no secondary features or steps: base.example_wise)
+  and every source's tensors have one shape per example: each source's blocks are parsed and made into the
+  model's tensors where it reads them, as one source's are; the pieces are fixed-size tensors (the cheapest:
+  docs/decisions/performance.md);
+* RECORDS, sources that parse alike (mixture.parses_alike): the pieces are of serialized records, and each batch is
   parsed once, as one source's are (padded to the batch's longest example as they are);
-* otherwise each source's blocks are decoded first; their tensors must then have one shape per example (a
+* DECODED, otherwise: each source's blocks are decoded first; their tensors must then have one shape per example (a
   measured tensor's pieces would be padded to each block's longest, which pieces of other blocks do not share).
 
 The run ends with the first source that cannot fill its share of a batch (``exhausted: stop``; under
