@@ -38,6 +38,7 @@ from batchloaders.config.config import load_config
 from batchloaders.config.kinds import kind
 from batchloaders.core.model import LoaderConfig, Step, TensorInfo, format_shape
 from batchloaders.config.order import after_chunking, run_order
+from batchloaders.config.strata import per_batch, schedule
 from batchloaders.config.schema import schema_text
 from batchloaders.core.values import default_value
 from batchloaders.regroup import stage as stages  # no TensorFlow there
@@ -234,21 +235,43 @@ _EXHAUSTED = {
 }
 
 
+_HOW = {
+    "mixed": "each example drawn from a source by weight (a batch mixes sources)",
+    "per_source": "each batch drawn whole from one source, by weight",
+    "stratified": "every batch holds each source's share of it by weight, a source's examples together (the rounding "
+                  "carried from batch to batch)",
+}
+_STRATIFIED_ENDS = {
+    "stop": "the run ends at the first batch a source cannot fill its share of",
+    "repeat": "a source that runs out starts again, until the one that lasts longest at its weight cannot fill its "
+              "share of a batch",
+}
+
+
 def sources_lines(config: LoaderConfig) -> list[str]:
     """A mixture: how it draws, then each source with its files, records, weight and expected share."""
-    how = ("each example drawn from a source by weight (a batch mixes sources)" if config.mixing.batches == "mixed"
-           else "each batch drawn whole from one source, by weight")
-    ends = "every source repeats on its own (epochs null)" if config.epochs is None else _EXHAUSTED[config.mixing.exhausted]
-    lines = [f"sources: {len(config.sources)}, {how}; {ends}"]
+    stratified = config.mixing.batches == "stratified"
+    ends = ("every source repeats on its own (epochs null)" if config.epochs is None else
+            (_STRATIFIED_ENDS if stratified else _EXHAUSTED).get(config.mixing.exhausted, ""))
+    lines = [f"sources: {len(config.sources)}, {_HOW[config.mixing.batches]}; {ends}"]
     total = sum(s.weight for s in config.sources)
-    for source in config.sources:
+    counts_per_batch = _per_batch(config)
+    for k, source in enumerate(config.sources):
         dataset = source.dataset
         counts = record_counts(dataset.manifest, dataset.files)
         records = f"{sum(counts):,} records" if counts is not None else "records unknown"
         share = source.weight / total
         unit = "batches" if config.mixing.batches == "per_source" else "examples"
+        drawn = f"{share:.1%} of the {unit} drawn"
+        if counts_per_batch is not None:
+            least, most = counts_per_batch[k]
+            each = f"{least:,}" if least == most else f"{least:,} or {most:,}"
+            drawn = f"{share:.1%} of each batch: {each} of {config.target_batch_size:,}"
         lines.append(f"  source {source.name}: {len(dataset.files)} files ({dataset.manifest.path}), {records}, weight "
-                     f"{source.weight:g}: {share:.1%} of the {unit} drawn")
+                     f"{source.weight:g}: {drawn}")
+    if stratified:
+        lines.append(f"  the per-batch counts repeat every {_period(config):,} batch(es), over which each source's "
+                     "share is its weight's")
     batches = _mixture_batches(config)
     if batches is not None:
         lines.append(f"batches: {batches:,} in {config.epochs} epoch(s) (every record of every source once per epoch), "
@@ -262,6 +285,18 @@ def sources_lines(config: LoaderConfig) -> list[str]:
     return lines
 
 
+def _per_batch(config: LoaderConfig) -> list[tuple[int, int]] | None:
+    """Each source's (fewest, most) examples in a batch of ``batches: stratified``; None otherwise."""
+    if config.mixing.batches != "stratified":
+        return None
+    return per_batch(tuple(s.weight for s in config.sources), config.target_batch_size)
+
+
+def _period(config: LoaderConfig) -> int:
+    """The batches after which a stratified mix's per-batch counts repeat (config/strata.py)."""
+    return len(schedule(tuple(s.weight for s in config.sources), config.target_batch_size))
+
+
 def _sources_json(config: LoaderConfig) -> list[dict] | None:
     """A mixture's sources (the dataset, files and records above are the first source's); None otherwise."""
     if not config.sources:
@@ -273,6 +308,10 @@ def _sources_json(config: LoaderConfig) -> list[dict] | None:
         out.append({"name": source.name, "manifest": source.dataset.manifest.path, "files": list(source.dataset.files),
                     "records": sum(counts) if counts is not None else None, "weight": source.weight,
                     "share": source.weight / total})
+    counts_per_batch = _per_batch(config)
+    if counts_per_batch is not None:  # stratified: each source's examples in a batch of target_batch_size
+        for entry, (least, most) in zip(out, counts_per_batch):
+            entry["per_batch"] = {"fewest": least, "most": most, "period": _period(config)}
     return out
 
 

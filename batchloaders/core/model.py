@@ -358,7 +358,7 @@ class Mixing:
     """``args.mixing``: what happens when a source runs out, and whether a batch mixes sources."""
 
     exhausted: str = "continue"  # or "stop", "repeat"
-    batches: str = "mixed"  # or "per_source"
+    batches: str = "mixed"  # or "per_source", "stratified" (loaders/stratified.py)
 
 
 @dataclasses.dataclass(frozen=True)

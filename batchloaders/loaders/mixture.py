@@ -46,6 +46,9 @@ DRAWS_PER_STEP = 1024  # sources drawn per vectorized call
 KEPT_SHARE = 1 / 16
 UNLIMITED = 2**62  # a source the manifests' counts do not bound
 RECORD_BITS = 40  # a drawn record is one int64: its file's place among every source's files, then its number
+# mixing.batches modes built in a module of their own: name -> source(loader, mix, block, readers, finish), as
+# :func:`source` (filled where the loaders are registered: loaders/__init__.py).
+MODES: dict = {}
 
 
 def shares(config: LoaderConfig) -> list[float]:
@@ -249,6 +252,8 @@ def source(loader, mix: MixturePlan, block: int, readers, finish=None) -> tuple[
         each source's blocks finished where they are decoded: (the mixed batches, None).
     """
     config = mix.config
+    if config.mixing.batches in MODES:
+        return MODES[config.mixing.batches](loader, mix, block, readers, finish)
     stop = config.mixing.exhausted != "continue"
     if finish is not None and config.mixing.batches == "per_source":
         return tf.data.Dataset.choose_from_datasets(_finished_streams(loader, mix, block, readers, finish),

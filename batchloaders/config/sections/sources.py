@@ -13,7 +13,7 @@ from batchloaders.config import datasets
 from batchloaders.config.accounting import examples_bounded, record_counts
 from batchloaders.config.document import Document
 from batchloaders.config.sections.context import SectionContext
-from batchloaders.config.stage_rules import flagged
+from batchloaders.config.stage_rules import blocks, flagged
 from batchloaders.config.sections.loader import fixed_window, primary_info
 from batchloaders.config.sections.primary import manifest_feature
 from batchloaders.errors import BatchLoaderError, json_path, suggest
@@ -99,6 +99,8 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
     ctx.mixing = Mixing(**{f.name: given[f.name] for f in dataclasses.fields(Mixing) if f.name in given})
     if all("weight" in e for e in entries) and len(ctx.sources) == len(entries):
         _check_unbounded_weights(ctx)
+    if ctx.mixing.batches == "stratified":
+        _check_stratified(ctx)
     if ctx.mixing.exhausted == "repeat" and ctx.value("epochs") is not None and ctx.sources:
         unknown = [s.name for s in ctx.sources if record_counts(s.dataset.manifest, s.dataset.files) is None]
         if unknown:
@@ -106,6 +108,24 @@ def check_sources(ctx: SectionContext, doc: Document) -> None:
                 f"found repeat, but the manifest(s) of {', '.join(map(repr, unknown))} list no record counts: repeat "
                 "ends the run when the source that lasts longest at its weight runs out, which the counts tell; "
                 "expected counts in every manifest (`batchloaders manifest DIR`), or exhausted continue or stop"))
+
+
+def _check_stratified(ctx: SectionContext) -> None:
+    """``batches: stratified`` forms every batch from its sources' shares: it needs plain batching, and an end
+    of the run the shares decide (a source that runs out cannot go on filling its share)."""
+    for stage in blocks():
+        if ctx.given(stage.name) and not stage.unmixable:  # (an unmixable stage is refused with any mixture)
+            ctx.check(("args", "mixing", "batches"), (
+                f"found stratified with {stage.name} ($.args.{stage.name}): stratified makes every batch of its "
+                f"sources' shares, and {stage.name} {stage.regroups} from the examples as they come, which would "
+                f"undo the shares; expected batches mixed or per_source with {stage.name}, or no {stage.name}"))
+    if ctx.mixing.exhausted == "continue" and ctx.value("epochs") is not None:
+        ctx.check(("args", "mixing", "exhausted"), (
+            "found continue (the default) with batches stratified and finite epochs: continue reads every record "
+            "of every source, so once a source has run out the batches could no longer hold its share, and "
+            "their composition would then follow the sources' sizes, not the weights; expected stop (the run "
+            "ends at the first batch a source cannot fill its share of) or repeat (the sources that run out "
+            "start again until the one that lasts longest at its weight ends), or epochs null"))
 
 
 # Under exhausted: continue, a source whose examples nothing bounds (loaders/mixture.py: budgets) is found

@@ -1,0 +1,86 @@
+"""How many examples of each source every batch of ``mixing.batches: stratified`` holds (loaders/stratified.py).
+
+Source i's quota of a batch of B examples is q_i = B * w_i / sum(w), in exact rational arithmetic (a weight is
+read as the decimal it is written as: 0.1 is 1/10). Each batch gives every source floor(q_i) examples, and the
+R = sum(q_i - floor(q_i)) examples left to the R sources whose quotas are furthest behind what they received so
+far (the earlier source on a tie): the rounding error is carried from batch to batch, a source never receives
+more than 1 example away from its quota in a batch, nor more than 1 away from its quotas summed over the
+batches so far. After P batches, P the least common denominator of the fractional quotas, every source has
+received exactly its quotas, and the schedule starts again: the table of those P batches is the schedule.
+
+A period longer than MAX_PERIOD batches (weights whose shares need a denominator larger than that, such as
+1e-300 or 9,850,112 : 1,204,511) is made of quotas rounded to 1/MAX_PERIOD of an example (largest remainder,
+every source at least one example in a period): the shares are then exact over every MAX_PERIOD batches to that
+rounding. Pure Python: ``describe`` asks it without TensorFlow.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+
+MAX_PERIOD = 4096  # batches before the schedule repeats, at most
+
+
+def _exact(weight: float) -> Fraction:
+    """A weight as the decimal it is written as (0.1 -> 1/10, not the float's binary fraction)."""
+    return Fraction(repr(float(weight)))
+
+
+def _quotas(weights: tuple[float, ...], batch_size: int) -> tuple[list[int], int]:
+    """(each source's quota of a batch in units of 1/period, the period)."""
+    exact = [_exact(w) for w in weights]
+    quotas = [batch_size * w / sum(exact) for w in exact]
+    period = math.lcm(*(q.denominator for q in quotas))
+    if period <= MAX_PERIOD:
+        return [int(q * period) for q in quotas], period
+    period = MAX_PERIOD
+    scaled = [q * period for q in quotas]
+    units = [max(1, math.floor(s)) for s in scaled]
+    left = batch_size * period - sum(units)
+    by_remainder = sorted(range(len(scaled)), key=lambda i: (-(scaled[i] - math.floor(scaled[i])), i))
+    for i in by_remainder[:max(left, 0)]:
+        units[i] += 1
+    for i in sorted(range(len(units)), key=lambda i: (-units[i], i))[:max(-left, 0)]:
+        units[i] -= 1  # (a source raised to one unit took it from the largest)
+    return units, period
+
+
+@functools.lru_cache(maxsize=64)
+def schedule(weights: tuple[float, ...], batch_size: int) -> tuple[tuple[int, ...], ...]:
+    """Each batch's examples per source, over one period of the schedule (see the module's text).
+
+    Args:
+        weights: the sources' weights, in ``args.sources`` order (every one above 0).
+        batch_size: examples per batch.
+
+    Returns:
+        One row per batch of the period, one count per source; every row sums to ``batch_size``, and each
+        column sums to the source's quotas over the period.
+    """
+    units, period = _quotas(weights, batch_size)
+    floors = [u // period for u in units]
+    fractions = [u % period for u in units]  # in units of 1/period
+    extra = sum(fractions) // period  # the examples each batch hands out beyond the floors
+    behind = [0] * len(units)  # quota received so far minus examples given, in units of 1/period
+    rows = []
+    for _ in range(period):
+        behind = [b + f for b, f in zip(behind, fractions)]
+        chosen = set(sorted(range(len(units)), key=lambda i: (-behind[i], i))[:extra])
+        rows.append(tuple(base + (i in chosen) for i, base in enumerate(floors)))
+        behind = [b - period if i in chosen else b for i, b in enumerate(behind)]
+    return tuple(rows)
+
+
+def per_batch(weights: tuple[float, ...], batch_size: int) -> list[tuple[int, int]]:
+    """(fewest, most) examples of each source in a batch.
+
+    Args:
+        weights: the sources' weights.
+        batch_size: examples per batch.
+
+    Returns:
+        One (fewest, most) per source.
+    """
+    rows = schedule(tuple(weights), batch_size)
+    return [(min(column), max(column)) for column in zip(*rows)]
