@@ -1,10 +1,11 @@
-"""benchmarks/harness.py's same-work check: a rival is admitted when its epoch holds the same examples (padding
+"""benchmarks/verdict.py's paired-round verdict (at the end), and benchmarks/harness.py's same-work check: a rival is admitted when its epoch holds the same examples (padding
 removed) in as many batches of the same sizes as ours, in any order. Real TFRecord files: 2 files of
 SequenceExamples, 7 + 6 records; record r of file f: id = 100 * f + r, 1 + r % 4 steps, step s has the frames
 [id, s] and the label id + 1 (never 0, so the non-zero labels of a padded row give its length)."""
 from __future__ import annotations
 
 import pathlib
+import statistics
 import sys
 
 import numpy as np
@@ -14,6 +15,7 @@ from conftest import sequence_example, write_records
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 import harness  # noqa: E402
+import verdict  # noqa: E402
 
 PER_FILE = (7, 6)
 
@@ -111,3 +113,72 @@ def test_fixed_shape_examples_are_compared_row_by_row(files):
     assert harness.same_work(ours, harness.epoch(lambda: ids(records(files, interleave=False)))) is None
     assert harness.same_work(ours, harness.epoch(lambda: ids(records(files)).map(lambda i: i + 1000))) == (
         "13 examples, ours 13; 13 of ours' not among theirs, 13 of theirs not among ours'")
+
+
+# --- benchmarks/verdict.py: paired rounds, median, spread, MET / MISS ------------------------------------
+
+
+# Seven paired rounds of steady rates (ours, expert): the ratios are 1.2, 0.9, 1.1, 1.0, 0.8, 1.05, 0.95.
+OURS_RATES = [120.0, 90.0, 110.0, 100.0, 80.0, 105.0, 95.0]
+EXPERT_RATES = [100.0] * 7
+
+
+def test_paired_ratios_give_the_median_the_extremes_and_the_quartiles():
+    spread = verdict.paired(OURS_RATES, EXPERT_RATES)
+    assert spread.per_round == (1.2, 0.9, 1.1, 1.0, 0.8, 1.05, 0.95)
+    # sorted: 0.8 0.9 0.95 1.0 1.05 1.1 1.2; inclusive quartiles at positions 1.5 and 4.5
+    assert (spread.median, spread.low, spread.high) == (1.0, 0.8, 1.2)
+    assert spread.q1 == pytest.approx(0.925) and spread.q3 == pytest.approx(1.075)
+    assert verdict.describe(spread) == "1.00x (0.80-1.20, IQR 0.93-1.08)"
+
+
+def test_the_median_of_per_round_ratios_is_not_the_ratio_of_medians():
+    # One slow round of the rival's (a busy machine) moves the ratio of medians, not the paired median.
+    ours, theirs = [100.0, 100.0, 50.0], [100.0, 50.0, 50.0]
+    spread = verdict.paired(ours, theirs)
+    assert spread.per_round == (1.0, 2.0, 1.0) and spread.median == 1.0
+    assert statistics.median(ours) / statistics.median(theirs) == 2.0
+
+
+@pytest.mark.parametrize("name, ours, theirs, how, expected", [
+    # steady >= 1.0x the expert: the median decides, at the bound it is MET
+    ("steady vs expert", OURS_RATES, EXPERT_RATES, "ratio", "MET"),
+    ("steady vs expert", [99.0] * 7, [100.0] * 7, "ratio", "MISS"),
+    # CPU s/epoch <= 1.0x the idiomatic's
+    ("CPU s/epoch vs idiomatic", [2.0, 2.0, 2.0, 5.0, 5.0, 5.0, 5.0], [4.0] * 7, "ratio", "MISS"),
+    ("CPU s/epoch vs idiomatic", [2.0, 2.0, 2.0, 2.0, 5.0, 5.0, 5.0], [4.0] * 7, "ratio", "MET"),
+    # start-up <= idiomatic + 50 ms (differences 50, 51, ...)
+    ("start-up vs idiomatic", [100.0, 101.0, 90.0, 150.0, 99.0, 100.0, 140.0], [50.0] * 7, "difference", "MET"),
+    ("start-up vs idiomatic", [101.0] * 7, [50.0] * 7, "difference", "MISS"),
+    # six rounds: figures, no verdict
+    ("steady vs expert", OURS_RATES[:6], EXPERT_RATES[:6], "ratio", "no verdict (6 < 7 rounds)"),
+])
+def test_verdicts_on_the_median(name, ours, theirs, how, expected):
+    assert verdict.verdict(verdict.paired(ours, theirs, how), verdict.TARGETS[name]) == expected
+
+
+def test_rounds_pair_by_position_and_a_pipeline_that_stopped_pairs_only_its_rounds():
+    spread = verdict.paired([10.0, 20.0, 30.0], [5.0, 10.0])
+    assert spread.per_round == (2.0, 2.0)
+    assert verdict.paired([], [1.0]) is None and verdict.paired([None], [1.0]) is None
+    assert verdict.verdict(None, verdict.TARGETS["steady vs expert"]) == "no verdict (no paired rounds)"
+
+
+def test_a_first_call_is_one_value_judged_by_the_runs_rounds():
+    spread = verdict.paired([612.0], [99.0], "difference")
+    assert (spread.median, spread.low, spread.high, spread.q1, spread.q3) == (513.0, 513.0, 513.0, 513.0, 513.0)
+    assert verdict.judged(spread, "first call vs idiomatic", rounds=7) == {
+        "target": "<= +100 ms", "verdict": "MISS", "text": "+513 ms (one value)",
+        "spread": {"per_round": (513.0,), "median": 513.0, "low": 513.0, "high": 513.0, "q1": 513.0, "q3": 513.0}}
+    assert verdict.judged(verdict.paired([150.0], [60.0], "difference"), "first call vs idiomatic",
+                          rounds=7)["verdict"] == "MET"
+    assert verdict.judged(spread, "first call vs idiomatic", rounds=2)["verdict"] == "no verdict (2 < 7 rounds)"
+
+
+def test_differences_are_shown_signed_in_ms():
+    spread = verdict.paired([60.0, 40.0, 75.0, 52.0], [50.0, 50.0, 50.0, 50.0], "difference")
+    assert spread.per_round == (10.0, -10.0, 25.0, 2.0)
+    # sorted -10 2 10 25: median 6, inclusive quartiles at 0.75 and 2.25 -> -1, 13.75
+    assert verdict.describe(spread, "difference", "ms") == "+6 ms (-10..+25, IQR -1..+14)"
+    assert [verdict.bound_text(verdict.TARGETS[n]) for n in verdict.TARGETS] == [
+        ">= 1.00x", "<= 1.00x", "<= +50 ms", "<= +100 ms"]
