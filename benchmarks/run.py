@@ -1,7 +1,7 @@
 """Our compiled configs against three fixed yardsticks: the idiomatic rival, the expert reference, the limit.
 
     python benchmarks/run.py                              # every case (make bench)
-    python benchmarks/run.py --cases floats64 continuous75 --rounds 3
+    python benchmarks/run.py --cases floats64 continuous75 --rounds 2   # a quick look: no verdict
 
 For each case (``cases()``): our pipeline (``build_input_fn`` on a dict
 config, one ``input_fn`` called once per epoch), the expert reference
@@ -17,7 +17,10 @@ identical variants whose check epoch was within KEEP of the fastest variant's
 run whole epochs alternately (rotating order), ``--rounds`` times, fresh
 dataset and iterator each round. The others are shown with the figures of
 their check epoch, measured while hashing. The fastest identical variant
-(median steady examples/s) is the expert reference.
+(median steady examples/s) is the expert reference. Ours is compared with each
+yardstick over paired rounds (benchmarks/verdict.py): per round ours / the
+rival (or ours - the rival, in ms), then the median of those with its spread;
+the targets are judged on that median, from 7 rounds (the default) on.
 
 Prints the table of every pipeline, then ours against the yardsticks with
 MET / MISS per target (``summary``); writes benchmarks/out/results.json
@@ -476,6 +479,9 @@ def summary_table(results: list[dict]) -> list[str]:
             rows.append(("", name, c["text"], c["target"] or "", c["verdict"] or "", _medians(s, name)))
         notes = [f"expert: {s['expert']}" if s["expert"] else "no expert reference",
                  f"idiomatic: {s['idiomatic']}" if s["idiomatic"] else "no idiomatic rival"]
+        if "first call vs idiomatic" in s["compared"]:
+            notes.append("first call: the process's first input_fn()" if s.get("first_call_of_process") else
+                         "first call: this case's first input_fn(), not the process's")
         if s["idiomatic_same_work"] not in (None, "yes"):
             notes.append(f"idiomatic same work: NO ({s['idiomatic_same_work']})")
         elif s["idiomatic_same_work"] == "yes":
@@ -546,7 +552,7 @@ def main(argv=None) -> int:
     all_cases = cases()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=verdict.MIN_ROUNDS,
-                        help=f"alternating whole-epoch rounds (default {verdict.MIN_ROUNDS}; fewer: figures, no verdict)")
+                        help=f"alternating whole-epoch rounds (default {verdict.MIN_ROUNDS}; fewer: no verdict)")
     parser.add_argument("--cases", nargs="*", choices=[c.name for c in all_cases], metavar="CASE",
                         help="run only these cases: " + ", ".join(c.name for c in all_cases))
     parser.add_argument("--output", default=OUT, help="JSON results (default benchmarks/out/results.json)")
@@ -565,6 +571,8 @@ def main(argv=None) -> int:
         load = os.getloadavg()
         results.append(result(case, run_case(case, directories[case.data], args.rounds)))
         results[-1]["load_average"] = {"start": load, "end": os.getloadavg()}
+        if results[-1]["summary"]:  # what one-off work per process its first call paid (summary_table)
+            results[-1]["summary"]["first_call_of_process"] = len(results) == 1
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print()
     report(results, args.rounds)

@@ -1,4 +1,5 @@
-"""benchmarks/verdict.py's paired-round verdict (at the end), and benchmarks/harness.py's same-work check: a rival is admitted when its epoch holds the same examples (padding
+"""benchmarks/verdict.py's paired-round verdict (at the end, pure computation with exact values), and
+benchmarks/harness.py's same-work check: a rival is admitted when its epoch holds the same examples (padding
 removed) in as many batches of the same sizes as ours, in any order. Real TFRecord files: 2 files of
 SequenceExamples, 7 + 6 records; record r of file f: id = 100 * f + r, 1 + r % 4 steps, step s has the frames
 [id, s] and the label id + 1 (never 0, so the non-zero labels of a padded row give its length)."""
