@@ -1,29 +1,37 @@
-"""A peer outside tf.data: the benchmark records as ArrayRecord read with grain, against ours (informational).
+"""Peers outside tf.data: the benchmark records read with grain, against ours (informational).
 
     python benchmarks/grain_peer.py                                   # floats64, images, speech_padded
-    python benchmarks/grain_peer.py --cases speech_padded --rounds 1 --data benchmarks/data
+    python benchmarks/grain_peer.py --peers tfrecord --cases speech_padded --rounds 1 --data benchmarks/data
     GRAIN_SITE=/path/to/site-packages python benchmarks/grain_peer.py # grain installed with pip --target
 
-grain and array-record are not dependencies of batchloaders (``pip install grain array-record``); without
-them this script says so and exits 0. The TFRecord files of benchmarks/data (bench_data.py) are converted
-once, record for record, into ``<data>/arrayrecord/<dataset>/`` (``group_size:1``, uncompressed, as grain
-asks for random access) and the conversion is timed.
+grain (>= 0.2.18, for ``grain.experimental.TFRecordIterDataset``) and array-record are not dependencies of
+batchloaders (``pip install grain array-record``); without them this script says so and exits 0. Two
+grain peers (``--peers``, both by default):
 
-Both sides yield NumPy batches of the same structure, ``({input: array}, {target: array})``:
+* ``arrayrecord``: the TFRecord files of benchmarks/data (bench_data.py) converted once, record for
+  record, into ``<data>/arrayrecord/<dataset>/`` (``group_size:1``, uncompressed, as grain asks for random
+  access; the conversion is timed), read with ``MapDataset.source(ArrayRecordDataSource(files))
+  .map(parse).batch(n)``, then either threads (``to_iter_dataset(ReadOptions(2 threads, 4 batches))``, as
+  ours reads 4 files with 2 parses and 4 batches prefetched) or processes (``mp_prefetch`` with 2 workers:
+  the parse holds the GIL);
+* ``tfrecord``: the TFRecord files as they are, one ``grain.experimental.TFRecordIterDataset`` per file,
+  4 files interleaved (``InterleaveIterDataset(cycle_length=4)``), ``.map(parse).batch(n)``, then
+  either 2 threads (``grain.experimental.multithread_prefetch``) or 2 processes (``mp_prefetch``), each
+  thread or process given its slice of the files (8 of the 16).
 
-* ours: ``build_input_fn(config)()`` with the config of benchmarks/run.py's case, ``.as_numpy_iterator()``;
-* grain: ``MapDataset.source(ArrayRecordDataSource(files)).map(parse).batch(n)`` then either threads
-  (``to_iter_dataset(ReadOptions(2 threads, 4 batches))``, as ours reads 4 files with 2 parses and 4
-  batches prefetched) or processes (``mp_prefetch`` with 2 workers: the parse holds the GIL). Records stay
-  ``tf.train.Example`` / ``SequenceExample`` protos, parsed one by one with the protobuf runtime (the
-  message classes are built from TensorFlow's own descriptors, so grain's workers never import
-  TensorFlow) into NumPy, as a JAX user with existing tf.Example data writes; speech batches are padded to
-  their longest example with zeros by the batch function.
+Both peers use the same ``parse`` (``Parser``): records stay ``tf.train.Example`` / ``SequenceExample``
+protos, parsed one by one with the protobuf runtime (the message classes are built from TensorFlow's own
+descriptors, so grain's workers never import TensorFlow) into NumPy, as a JAX user with existing
+tf.Example data writes; speech batches are padded to their longest example with zeros by the batch
+function. Ours: ``build_input_fn(config)()`` with the config of benchmarks/run.py's case,
+``.as_numpy_iterator()``. Every side yields NumPy batches of the same structure,
+``({input: array}, {target: array})``.
 
-Both grain settings run the first quarter of an epoch and the faster is kept. Ours and it then run a check
-epoch: every example is hashed (padding removed) and the multisets of digests and the batch sizes must be
-equal (the order differs: ours alternates 4 files, grain reads them in turn). Then they run
-``--rounds`` whole epochs alternately, fresh iterator each; the table shows medians. Steady rates skip the
+Per peer both grain settings run the first quarter of an epoch and the faster is kept. Ours and the peers
+then run a check epoch: every example is hashed (padding removed) and the multisets of digests and the
+batch sizes must be equal (the order differs). Then they run ``--rounds`` rounds of one whole epoch each,
+the order rotating, fresh iterator each; the table shows medians and, per peer, the median of the
+per-round ratios of batches/s to ours with its spread (benchmarks/verdict.py). Steady rates skip the
 first 10% of the batches; CPU seconds are getrusage of this process plus grain's worker processes from the
 iterator's creation to the end of the epoch; memory is this process's peak resident set growth (as
 harness.py) plus the peak resident set of each worker process. Writes benchmarks/out/grain_peer.json.

@@ -478,7 +478,7 @@ def summary_table(results: list[dict]) -> list[str]:
         for name, c in s["compared"].items():
             rows.append(("", name, c["text"], c["target"] or "", c["verdict"] or "", _medians(s, name)))
         notes = [f"expert: {s['expert']}" if s["expert"] else "no expert reference",
-                 f"idiomatic: {s['idiomatic']}" if s["idiomatic"] else "no idiomatic rival"]
+                 s["idiomatic"] or "no idiomatic rival"]  # its name starts "idiomatic:"
         if "first call vs idiomatic" in s["compared"]:
             notes.append("first call: the process's first input_fn()" if s.get("first_call_of_process") else
                          "first call: this case's first input_fn(), not the process's")
