@@ -183,3 +183,50 @@ def test_differences_are_shown_signed_in_ms():
     assert verdict.describe(spread, "difference", "ms") == "+6 ms (-10..+25, IQR -1..+14)"
     assert [verdict.bound_text(verdict.TARGETS[n]) for n in verdict.TARGETS] == [
         ">= 1.00x", "<= 1.00x", "<= +50 ms", "<= +100 ms"]
+
+
+def test_run_pairs_each_yardstick_round_by_round():
+    """run.py's summary over hand-made rounds (no pipeline is built): which rounds pair, which figure is
+    judged against which bound, the read-only limit converted to frames/s."""
+    import run
+
+    def rounds(rates, cpu, first_ms, frames_per_record=None):
+        return [harness.Round(build_ms=1.0, first_ms=f, examples_per_s=r, cpu_s=c, memory_mb=0.0, epoch_s=1.0,
+                              frames_per_s=None if frames_per_record is None else r * frames_per_record,
+                              hashed=False) for r, c, f in zip(rates, cpu, first_ms)]
+
+    def checked(build_ms, first_ms, frames=None):
+        return harness.Check("", [10], [frames], harness.Round(build_ms, first_ms, 1.0, None, 1.0, 0.0, 1.0, True))
+
+    seven = range(7)
+    ours = run.Pipeline("ours", "ours", None, checked=checked(150.0, 50.0),
+                        rounds=rounds([100.0 + i for i in seven], [1.0] * 7, [60.0] * 7, 10))
+    slow = run.Pipeline("slow variant", "variant", None, identical=True,
+                        rounds=rounds([50.0] * 7, [1.0] * 7, [0.0] * 7, 10))
+    fast = run.Pipeline("fast variant", "variant", None, identical=True,
+                        rounds=rounds([100.0] * 6 + [200.0], [1.0] * 7, [0.0] * 7, 10))
+    idiom = run.Pipeline("idiomatic: x", "idiomatic", None, checked=checked(40.0, 20.0),
+                         rounds=rounds([50.0] * 7, [2.0] * 7, [0.0, 5.0, 10.0, 11.0, 12.0, 20.0, 30.0], 10))
+    parsed = run.Pipeline("limit", "limit", None, checked=checked(0.0, 0.0, frames=40),
+                          rounds=rounds([200.0] * 7, [1.0] * 7, [0.0] * 7, 10))
+    read = run.Pipeline("read", "read", None, rounds=rounds([50.0] * 7, [1.0] * 7, [0.0] * 7))
+    case = run.Case("c", "d", {"args": {"target_batch_size": 10}}, {}, rate="frames_per_s")
+    s = run.summary(case, [ours, slow, fast, idiom, parsed, read])
+    assert s["expert"] == "fast variant"  # the higher median of the identical variants
+    c = s["compared"]
+    # ours 1000..1060 frames/s against the expert's 1000 x6 and 2000: median of ratios 1.02, not 1030 / 1000
+    assert c["steady vs expert"]["spread"]["per_round"] == (1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 0.53)
+    assert (c["steady vs expert"]["text"], c["steady vs expert"]["verdict"]) == (
+        "1.02x (0.53-1.05, IQR 1.00-1.04)", "MET")
+    assert c["steady vs idiomatic"]["spread"]["median"] == 2.06 and c["steady vs idiomatic"]["verdict"] is None
+    # the read-only limit's 50 records/s at 4 frames per record (the read+parse check: 40 frames, 10 records)
+    assert c["steady of read-only limit"]["spread"]["per_round"][0] == 5.0
+    assert (c["CPU s/epoch vs idiomatic"]["spread"]["median"], c["CPU s/epoch vs idiomatic"]["verdict"]) == (0.5, "MET")
+    # start-up: 60 ms each round against 0..30: differences 60, 55, 50, 49, 48, 40, 30 -> median 49
+    assert (c["start-up vs idiomatic"]["text"], c["start-up vs idiomatic"]["verdict"]) == (
+        "+49 ms (+30..+60, IQR +44..+52)", "MET")
+    # first call: ours 150 + 50, idiomatic 40 + 20: +140 ms
+    assert (c["first call vs idiomatic"]["text"], c["first call vs idiomatic"]["verdict"]) == (
+        "+140 ms (one value)", "MISS")
+    assert s["met"] == {"steady vs expert": "MET", "CPU s/epoch vs idiomatic": "MET", "start-up vs idiomatic": "MET",
+                        "first call vs idiomatic": "MISS"}
