@@ -13,9 +13,10 @@ the forms below, which read the same 16 files of benchmarks/data once each:
   rest), no weights (proportional to their record counts), ``mixing: {batches: mixed}``: examples drawn
   one by one from the sources, then batched;
 * per_source: the same two sources, ``mixing: {batches: per_source}``: each batch drawn whole from one;
-* stratified: the same two sources, ``mixing: {batches: stratified}``: every batch holds a fixed number
-  of examples of each source. Where the package refuses the key (a version without the mode), the form
-  is left out and the run says the mode is not available;
+* stratified: the same two sources, ``mixing: {batches: stratified, exhausted: stop}``: every batch holds
+  a fixed number of examples of each source (half of it here); the halves hold as many records, so both
+  run out with the same batch and every record is read once. Where the package refuses the key (a version
+  without the mode), the form is left out and the run says the mode is not available;
 * sample_from_datasets (the rival, not ours): each half's idiomatic pipeline (benchmarks/idiomatic.py's
   form: files interleaved 4 at a time, a 1 MiB read buffer) down to single examples (64 floats: batch,
   one vectorized parse, ``unbatch``; speech: each record parsed, as a parse of a batch would pad the
@@ -23,8 +24,8 @@ the forms below, which read the same 16 files of benchmarks/data once each:
   proportional to their record counts as ours; seeded) before batching, then ``batch`` (``padded_batch``
   for speech) and ``prefetch(AUTOTUNE)``: what a user writes who mixes with tf.data.
 
-``exhausted`` is the default ``continue`` (the rival's ``stop_on_empty_dataset=False``), so every record
-of every source is read once per epoch.
+``exhausted`` is otherwise the default ``continue`` (the rival's ``stop_on_empty_dataset=False``), so every
+record of every source is read once per epoch.
 
 Cases: ``speech_padded`` (batches of 32, padded per batch; frames/s from the non-zero labels) and
 ``floats64`` (batches of 256 of small examples: the worst case for a per-example draw).
@@ -95,7 +96,9 @@ def configs(case: run.Case, directory: str) -> dict[str, dict]:
         args["sources"] = [{"name": f"half{i}",
                             "dataset": {"type": dataset["type"], "args": {**dataset["args"], "pattern": pattern}},
                             "primary_features": primary} for i, pattern in enumerate(HALVES)]
-        args["mixing"] = {"exhausted": "continue", "batches": batches}
+        # stratified refuses continue (a source run out could no longer fill its share); the halves are
+        # of one size at equal shares, so stop ends the epoch with both spent: every record read once.
+        args["mixing"] = {"exhausted": "stop" if batches == "stratified" else "continue", "batches": batches}
         out[batches] = cfg
     return out
 
@@ -196,7 +199,7 @@ def run_case(case: run.Case, directory: str, rounds: int) -> dict:
     return {"case": case.name, "batch_size": case.batch_size, "rate": case.rate,
             "forms": {form: form_result(form, checks.get(form), timed[form], cfgs.get(form),
                                         errors.get(form) or left.get(form), same.get(form)) for form in FORMS},
-            "compared": compared(case, timed, rounds)}
+            "compared": compared(case, timed)}
 
 
 def form_result(form: str, c, timed: list, cfg, error, same) -> dict:
@@ -213,7 +216,7 @@ def form_result(form: str, c, timed: list, cfg, error, same) -> dict:
             "rounds": [x.__dict__ for x in timed]}
 
 
-def compared(case: run.Case, timed: dict, rounds: int) -> list[dict]:
+def compared(case: run.Case, timed: dict) -> list[dict]:
     """The paired comparisons (COMPARED) in the case's rate: median of per-round ratios, spread, verdict
     (the stratified target is the issue's on 64-float examples only)."""
     out = []

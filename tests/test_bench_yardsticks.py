@@ -230,3 +230,29 @@ def test_run_pairs_each_yardstick_round_by_round():
         "+140 ms (one value)", "MISS")
     assert s["met"] == {"steady vs expert": "MET", "CPU s/epoch vs idiomatic": "MET", "start-up vs idiomatic": "MET",
                         "first call vs idiomatic": "MISS"}
+
+
+@pytest.mark.parametrize("case_name, stratified, expected", [
+    # mixed 100 against the rival's 50..110: ratios 2, 2, 2, 2, 1, 1, 0.91 -> 2.00x MET; stratified 90 of 100: MET
+    ("floats64", [90.0] * 7, {("mixed", "sample_from_datasets"): ("2.00x (0.91-2.00, IQR 1.00-2.00)", "MET"),
+                              ("stratified", "one source"): ("0.90x (0.90-0.90, IQR 0.90-0.90)", "MET")}),
+    ("floats64", [89.0] * 7, {("stratified", "one source"): ("0.89x (0.89-0.89, IQR 0.89-0.89)", "MISS")}),
+    # the stratified target is the on 64-float examples only
+    ("speech_padded", [50.0] * 7, {("stratified", "one source"): ("0.50x (0.50-0.50, IQR 0.50-0.50)", None)}),
+    # a package without the mode: no rounds of it
+    ("floats64", [], {("stratified", "one source"): ("-", "no verdict (stratified did not run)")}),
+])
+def test_mixture_pairs_each_form_with_its_rival(case_name, stratified, expected):
+    import mixture
+
+    def rounds(rates):
+        return [harness.Round(1.0, 1.0, r, None, 1.0, 0.0, 1.0, False) for r in rates]
+
+    timed = {"one source": rounds([100.0] * 7), "mixed": rounds([100.0] * 7), "per_source": rounds([100.0] * 7),
+             "stratified": rounds(stratified), "sample_from_datasets": rounds([50.0] * 4 + [100.0, 100.0, 110.0])}
+    case = next(c for c in mixture.run.cases() if c.name == case_name)
+    case.rate = "examples_per_s"
+    got = {(c["form"], c["against"]): (c["text"], c["verdict"]) for c in mixture.compared(case, timed)}
+    assert len(got) == 5
+    for key, value in expected.items():
+        assert got[key] == value
