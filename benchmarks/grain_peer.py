@@ -436,7 +436,7 @@ def table(results: list[dict], imports: dict) -> list[str]:
                          "" if m["frames_per_s"] is None else f"{m['frames_per_s']:,.0f}", f"{m['cpu_s']:.1f}",
                          memory, versus))
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    return ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
             for row in [head, tuple("-" * w for w in widths)] + rows]
 
 
