@@ -140,7 +140,7 @@ def makes_of(case: run.Case, directory: str) -> tuple[dict, dict, dict]:
         except BatchLoaderError as error:
             if form != "stratified":
                 raise
-            left[form] = f"not available in this version of batchloaders ({str(error).splitlines()[0]})"
+            left[form] = f"not available: this batchloaders refused the config ({str(error).splitlines()[0]})"
             print(f"  {case.name} / {form}: {left[form]}", flush=True)
     makes[RIVAL] = rival(case, directory)
     return makes, cfgs, left
