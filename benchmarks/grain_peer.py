@@ -1,29 +1,37 @@
-"""A peer outside tf.data: the benchmark records as ArrayRecord read with grain, against ours (informational).
+"""Peers outside tf.data: the benchmark records read with grain, against ours (informational).
 
     python benchmarks/grain_peer.py                                   # floats64, images, speech_padded
-    python benchmarks/grain_peer.py --cases speech_padded --rounds 1 --data benchmarks/data
+    python benchmarks/grain_peer.py --peers tfrecord --cases speech_padded --rounds 1 --data benchmarks/data
     GRAIN_SITE=/path/to/site-packages python benchmarks/grain_peer.py # grain installed with pip --target
 
-grain and array-record are not dependencies of batchloaders (``pip install grain array-record``); without
-them this script says so and exits 0. The TFRecord files of benchmarks/data (bench_data.py) are converted
-once, record for record, into ``<data>/arrayrecord/<dataset>/`` (``group_size:1``, uncompressed, as grain
-asks for random access) and the conversion is timed.
+grain (>= 0.2.18, for ``grain.experimental.TFRecordIterDataset``) and array-record are not dependencies of
+batchloaders (``pip install grain array-record``); without them this script says so and exits 0. Two
+grain peers (``--peers``, both by default):
 
-Both sides yield NumPy batches of the same structure, ``({input: array}, {target: array})``:
+* ``arrayrecord``: the TFRecord files of benchmarks/data (bench_data.py) converted once, record for
+  record, into ``<data>/arrayrecord/<dataset>/`` (``group_size:1``, uncompressed, as grain asks for random
+  access; the conversion is timed), read with ``MapDataset.source(ArrayRecordDataSource(files))
+  .map(parse).batch(n)``, then either threads (``to_iter_dataset(ReadOptions(2 threads, 4 batches))``, as
+  ours reads 4 files with 2 parses and 4 batches prefetched) or processes (``mp_prefetch`` with 2 workers:
+  the parse holds the GIL);
+* ``tfrecord``: the TFRecord files as they are, one ``grain.experimental.TFRecordIterDataset`` per file,
+  4 files interleaved (``InterleaveIterDataset(cycle_length=4)``), ``.map(parse).batch(n)``, then
+  either 2 threads (``grain.experimental.multithread_prefetch``) or 2 processes (``mp_prefetch``), each
+  thread or process given its slice of the files (8 of the 16).
 
-* ours: ``build_input_fn(config)()`` with the config of benchmarks/run.py's case, ``.as_numpy_iterator()``;
-* grain: ``MapDataset.source(ArrayRecordDataSource(files)).map(parse).batch(n)`` then either threads
-  (``to_iter_dataset(ReadOptions(2 threads, 4 batches))``, as ours reads 4 files with 2 parses and 4
-  batches prefetched) or processes (``mp_prefetch`` with 2 workers: the parse holds the GIL). Records stay
-  ``tf.train.Example`` / ``SequenceExample`` protos, parsed one by one with the protobuf runtime (the
-  message classes are built from TensorFlow's own descriptors, so grain's workers never import
-  TensorFlow) into NumPy, as a JAX user with existing tf.Example data writes; speech batches are padded to
-  their longest example with zeros by the batch function.
+Both peers use the same ``parse`` (``Parser``): records stay ``tf.train.Example`` / ``SequenceExample``
+protos, parsed one by one with the protobuf runtime (the message classes are built from TensorFlow's own
+descriptors, so grain's workers never import TensorFlow) into NumPy, as a JAX user with existing
+tf.Example data writes; speech batches are padded to their longest example with zeros by the batch
+function. Ours: ``build_input_fn(config)()`` with the config of benchmarks/run.py's case,
+``.as_numpy_iterator()``. Every side yields NumPy batches of the same structure,
+``({input: array}, {target: array})``.
 
-Both grain settings run the first quarter of an epoch and the faster is kept. Ours and it then run a check
-epoch: every example is hashed (padding removed) and the multisets of digests and the batch sizes must be
-equal (the order differs: ours alternates 4 files, grain reads them in turn). Then they run
-``--rounds`` whole epochs alternately, fresh iterator each; the table shows medians. Steady rates skip the
+Per peer both grain settings run the first quarter of an epoch and the faster is kept. Ours and the peers
+then run a check epoch: every example is hashed (padding removed) and the multisets of digests and the
+batch sizes must be equal (the order differs). Then they run ``--rounds`` rounds of one whole epoch each,
+the order rotating, fresh iterator each; the table shows medians and, per peer, the median of the
+per-round ratios of batches/s to ours with its spread (benchmarks/verdict.py). Steady rates skip the
 first 10% of the batches; CPU seconds are getrusage of this process plus grain's worker processes from the
 iterator's creation to the end of the epoch; memory is this process's peak resident set growth (as
 harness.py) plus the peak resident set of each worker process. Writes benchmarks/out/grain_peer.json.
@@ -45,8 +53,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out", "grain_peer.json")
 CASES = ("floats64", "images", "speech_padded")
-THREADS, PREFETCH, WORKERS = 2, 4, 2  # grain's settings: 2 cores, as ours (2 parses, 4 batches ahead)
+THREADS, PREFETCH, WORKERS, CYCLE = 2, 4, 2, 4  # grain's settings: 2 cores, as ours (2 parses, 4 batches ahead)
 WARMUP_FRACTION = 0.1  # as harness.py
+PEERS = ("arrayrecord", "tfrecord")
 WRITER_OPTIONS = "group_size:1,uncompressed"  # grain warns about any other group size
 if os.environ.get("GRAIN_SITE"):
     sys.path.append(os.environ["GRAIN_SITE"])  # spawned grain workers inherit sys.path
@@ -272,6 +281,7 @@ def ours(case) -> tuple:
 
 
 def grain_side(case, setting: str) -> tuple:
+    """The ArrayRecord peer: a MapDataset over the converted files, records in turn."""
     import grain
     from grain.sources import ArrayRecordDataSource
 
@@ -288,15 +298,44 @@ def grain_side(case, setting: str) -> tuple:
     return make, iter
 
 
-def settings_label(setting: str) -> str:
+def tfrecord_side(case, setting: str) -> tuple:
+    """The TFRecord peer: grain's ``TFRecordIterDataset`` per file (the files as they are), CYCLE files
+    interleaved (``InterleaveIterDataset``), the same ``Parser``, batched; then 2 threads
+    (``multithread_prefetch``) or 2 processes (``mp_prefetch``), each given its slice of the files."""
+    import grain
+
+    parse = Parser(case["kind"], case["descriptors"])
+    batch_fn = pad_batch if case["kind"] == "speech" else None
+
+    def make():
+        files = [grain.experimental.TFRecordIterDataset(path) for path in case["tfrecord"]]
+        dataset = grain.experimental.InterleaveIterDataset(files, cycle_length=CYCLE).map(parse)
+        dataset = dataset.batch(case["batch_size"], batch_fn=batch_fn)
+        if setting == "threads":
+            return grain.experimental.multithread_prefetch(dataset, num_threads=THREADS, buffer_size=PREFETCH)
+        return dataset.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=WORKERS, per_worker_buffer_size=PREFETCH // WORKERS))
+    return make, iter
+
+
+SIDES = {"arrayrecord": grain_side, "tfrecord": tfrecord_side}
+
+
+def settings_label(peer: str, setting: str) -> str:
+    if peer == "tfrecord":
+        head = f"grain TFRecordIterDataset, {CYCLE} files interleaved"
+        if setting == "threads":
+            return f"{head}, multithread_prefetch {THREADS} threads, {PREFETCH} batches ahead"
+        return f"{head}, mp_prefetch {WORKERS} worker processes"
     if setting == "threads":
-        return f"grain, {THREADS} threads (ReadOptions), {PREFETCH} batches ahead"
-    return f"grain, mp_prefetch {WORKERS} worker processes, 1 thread each"
+        return f"grain ArrayRecord, {THREADS} threads (ReadOptions), {PREFETCH} batches ahead"
+    return f"grain ArrayRecord, mp_prefetch {WORKERS} worker processes, 1 thread each"
 
 
 # --- cases, rounds, table -----------------------------------------------------------------------------
 
-def load_cases(names, directory: str) -> list[dict]:
+def load_cases(names, directory: str, peers) -> list[dict]:
+    import bench_data
     import run  # deferred: imports TensorFlow (see epoch)
 
     descriptors = proto_descriptors()
@@ -304,44 +343,58 @@ def load_cases(names, directory: str) -> list[dict]:
     for case in run.cases():
         if case.name not in names:
             continue
-        files, conversion = converted(directory, case.data)
-        cost = read_cost(files)
-        out.append({"name": case.name, "data": case.data, "batch_size": case.batch_size,
-                    "config": run.with_data(case.config, os.path.join(directory, case.data)),
-                    "kind": case.data,  # floats, images or speech: what Parser parses
-                    "arrayrecord": files, "records_per_file": cost["records_per_file"], "read_cost": cost,
-                    "conversion": conversion, "descriptors": descriptors})
+        source = os.path.join(directory, case.data)
+        with open(os.path.join(source, "__manifest__.json")) as f:
+            records = sum(entry["num_records"] for entry in json.load(f)["files"])
+        item = {"name": case.name, "data": case.data, "batch_size": case.batch_size,
+                "config": run.with_data(case.config, source), "records": records,
+                "kind": case.data,  # floats, images or speech: what Parser parses
+                "tfrecord": bench_data.files(source), "descriptors": descriptors,
+                "arrayrecord": None, "read_cost": None, "conversion": None}
+        if "arrayrecord" in peers:
+            files, conversion = converted(directory, case.data)
+            item.update(arrayrecord=files, read_cost=read_cost(files), conversion=conversion)
+        out.append(item)
     return out
 
 
 def check_same_work(name: str, reference: dict, other: dict) -> None:
-    if other["digest"] != reference["digest"] or other["sizes"] != reference["sizes"]:
+    if other["digest"] != reference["digest"] or sorted(other["sizes"]) != sorted(reference["sizes"]):
         raise SystemExit(f"{name}: grain's examples or batch sizes differ from ours "
                          f"({len(other['sizes'])} batches, {sum(other['sizes'])} examples against "
                          f"{len(reference['sizes'])} and {sum(reference['sizes'])})")
 
 
-def run_case(case: dict, rounds: int, log) -> dict:
-    """Both grain settings on the first quarter of an epoch, keep the faster; check ours and it; time
-    ``rounds`` alternating epochs of each."""
-    speech = case["kind"] == "speech"
-    sides = {"ours": ours(case), "threads": grain_side(case, "threads"), "processes": grain_side(case, "processes")}
-    quarter = -(-len(case["arrayrecord"]) * case["records_per_file"] // case["batch_size"]) // 4
-    trial = {name: drop_sizes(epoch(*sides[name], speech, limit=quarter)) for name in ("threads", "processes")}
-    kept = max(trial, key=lambda name: trial[name]["batches_per_s"])
-    log(f"  grain on {quarter} batches: threads {trial['threads']['batches_per_s']:.1f} batches/s, processes "
+def keep_setting(case: dict, peer: str, speech: bool, log) -> tuple[str, dict]:
+    """Both settings of a peer on the first quarter of an epoch; the faster one and the trial's figures."""
+    quarter = case["records"] // case["batch_size"] // 4
+    trial = {s: drop_sizes(epoch(*SIDES[peer](case, s), speech, limit=quarter)) for s in ("threads", "processes")}
+    kept = max(trial, key=lambda s: trial[s]["batches_per_s"])
+    log(f"  {peer} on {quarter} batches: threads {trial['threads']['batches_per_s']:.1f} batches/s, processes "
         f"{trial['processes']['batches_per_s']:.1f}; keeping {kept}")
-    checks = {name: epoch(*sides[name], speech, check=True) for name in ("ours", kept)}
-    check_same_work(f"{case['name']}, {settings_label(kept)}", checks["ours"], checks[kept])
+    return kept, trial
+
+
+def run_case(case: dict, rounds: int, peers, log) -> dict:
+    """Per peer both grain settings on the first quarter of an epoch, keep the faster; check ours and
+    them; time ``rounds`` rounds of one epoch of each, the order rotating."""
+    speech = case["kind"] == "speech"
+    sides, kept, trials = {"ours": ours(case)}, {}, {}
+    for peer in peers:
+        kept[peer], trials[peer] = keep_setting(case, peer, speech, log)
+        sides[peer] = SIDES[peer](case, kept[peer])
+    checks = {name: epoch(*side, speech, check=True) for name, side in sides.items()}
+    for peer in peers:
+        check_same_work(f"{case['name']}, {settings_label(peer, kept[peer])}", checks["ours"], checks[peer])
     log(f"  same work: {len(checks['ours']['sizes'])} batches, {sum(checks['ours']['sizes'])} examples, "
         f"digest {checks['ours']['digest'][:16]}")
-    timed = {"ours": [], kept: []}
+    names, timed = list(sides), {name: [] for name in sides}
     for r in range(rounds):
-        for name in (["ours", kept] if r % 2 == 0 else [kept, "ours"]):
+        for name in names[r % len(names):] + names[:r % len(names)]:
             timed[name].append(drop_sizes(epoch(*sides[name], speech)))
             log(f"  round {r + 1} {name}: {timed[name][-1]['batches_per_s']:.1f} batches/s")
     return {"case": case["name"], "batch_size": case["batch_size"], "conversion": case["conversion"],
-            "read_cost": case["read_cost"], "kept": kept, "trial": trial,
+            "read_cost": case["read_cost"], "kept": kept, "trial": trials,
             "checks": {name: drop_sizes(c) for name, c in checks.items()}, "rounds": timed,
             "batches": len(checks["ours"]["sizes"]), "examples": sum(checks["ours"]["sizes"])}
 
@@ -359,43 +412,58 @@ def medians(rounds: list[dict]) -> dict:
 
 
 def table(results: list[dict], imports: dict) -> list[str]:
+    """Medians per side; ``vs ours``: the median of the per-round ratios of batches/s (verdict.paired)."""
+    import verdict
+
     head = ("case", "pipeline", "set-up (once) s", "build+first ms", "batches/s", "examples/s", "frames/s",
-            "CPU s/epoch", "RSS growth MB", "vs ours")
+            "CPU s/epoch", "RSS growth MB", "vs ours (lowest-highest, IQR)")
     rows = []
     for res in results:
-        mine = medians(res["rounds"]["ours"])
-        theirs = medians(res["rounds"][res["kept"]])
-        conv = res["conversion"]
-        for label, m, once in (("ours (as_numpy_iterator)", mine, f"import {imports['ours']:.1f}"),
-                               (settings_label(res["kept"]), theirs,
-                                f"import {imports['grain']:.1f} + convert {conv['seconds']:.0f}")):
+        mine = [r["batches_per_s"] for r in res["rounds"]["ours"]]
+        for name, rounds in res["rounds"].items():
+            m = medians(rounds)
+            if name == "ours":
+                label, once, versus = "ours (as_numpy_iterator)", f"import {imports['ours']:.1f}", ""
+            else:
+                label = settings_label(name, res["kept"][name])
+                once = f"import {imports['grain']:.1f}" + (
+                    f" + convert {res['conversion']['seconds']:.0f}" if name == "arrayrecord" else "")
+                versus = verdict.describe(verdict.paired([r["batches_per_s"] for r in rounds], mine))
             memory = f"{m['memory_mb']:.0f}" + (f" + {m['workers_memory_mb']:.0f} workers"
                                                   if m["workers_memory_mb"] else "")
             rows.append((res["case"], label, once, f"{m['build_ms']:.0f} + {m['first_ms']:.0f}",
                          f"{m['batches_per_s']:.1f}", f"{m['examples_per_s']:,.0f}",
                          "" if m["frames_per_s"] is None else f"{m['frames_per_s']:,.0f}", f"{m['cpu_s']:.1f}",
-                         memory, f"{m['batches_per_s'] / mine['batches_per_s']:.2f}x"))
+                         memory, versus))
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    return ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    return ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
             for row in [head, tuple("-" * w for w in widths)] + rows]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS),
+                        help="arrayrecord (converted copy; needs array-record), tfrecord (the files as they are)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timed epochs per side (default 3)")
     parser.add_argument("--data", help="the benchmark data directory (default: benchmarks/data, written if missing)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        import grain  # noqa: F401
-        import array_record.python.array_record_module  # noqa: F401
+        import grain
+        if "arrayrecord" in args.peers:
+            import array_record.python.array_record_module  # noqa: F401
+        if "tfrecord" in args.peers and not hasattr(getattr(grain, "experimental", None), "TFRecordIterDataset"):
+            raise ImportError("grain.experimental.TFRecordIterDataset (grain >= 0.2.18)")
     except ImportError as error:
-        print(f"grain_peer: grain and array-record are not installed ({error}); this comparison is "
+        print(f"grain_peer: grain (>= 0.2.18) and array-record are not installed ({error}); this comparison is "
               "informational and is skipped. `pip install grain array-record` (or with --target DIR and "
               "GRAIN_SITE=DIR) to run it.")
         return 0
     imports = {"grain": time.perf_counter() - start}
+    from absl import flags
+    if not flags.FLAGS.is_parsed():  # grain reads its absl flags (their defaults here) when it starts workers
+        flags.FLAGS([sys.argv[0]])
     start = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, HERE)
@@ -407,21 +475,23 @@ def main(argv=None) -> int:
     directory = os.path.abspath(args.data) if args.data else os.path.dirname(bench_data.generate()["floats"])
     loads = [os.getloadavg()]
     results = []
-    for case in load_cases(args.cases, directory):
+    for case in load_cases(args.cases, directory, args.peers):
         cost = case["read_cost"]
-        print(f"{case['name']}: {case['conversion']['records']:,} records converted in "
-              f"{case['conversion']['seconds']:.1f} s; array_record reads {cost['single_us']:.0f} us per record "
-              f"one at a time, {cost['bulk_us']:.1f} us in one call ({cost['records_per_file']:,} per file); "
-              f"load average {os.getloadavg()[0]:.2f}", flush=True)
-        results.append(run_case(case, args.rounds, lambda line: print(line, flush=True)))
+        if cost:
+            print(f"{case['name']}: {case['conversion']['records']:,} records converted in "
+                  f"{case['conversion']['seconds']:.1f} s; array_record reads {cost['single_us']:.0f} us per "
+                  f"record one at a time, {cost['bulk_us']:.1f} us in one call ({cost['records_per_file']:,} per "
+                  "file)", flush=True)
+        print(f"{case['name']}: load average {os.getloadavg()[0]:.2f}", flush=True)
+        results.append(run_case(case, args.rounds, args.peers, lambda line: print(line, flush=True)))
         loads.append(os.getloadavg())
     print("\n".join(table(results, imports)))
     print("load average (1 min) at the start and after each case: " + ", ".join(f"{l[0]:.2f}" for l in loads))
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         json.dump({"imports_s": imports, "load_average": loads, "cpus": os.cpu_count(),
-                   "settings": {"threads": settings_label("threads"), "processes": settings_label("processes")},
-                   "results": results}, f, indent=1)
+                   "settings": {peer: {s: settings_label(peer, s) for s in ("threads", "processes")}
+                                for peer in args.peers}, "results": results}, f, indent=1)
     return 0
 
 

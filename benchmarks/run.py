@@ -1,7 +1,7 @@
 """Our compiled configs against three fixed yardsticks: the idiomatic rival, the expert reference, the limit.
 
     python benchmarks/run.py                              # every case (make bench)
-    python benchmarks/run.py --cases floats64 continuous75 --rounds 3
+    python benchmarks/run.py --cases floats64 continuous75 --rounds 2   # a quick look: no verdict
 
 For each case (``cases()``): our pipeline (``build_input_fn`` on a dict
 config, one ``input_fn`` called once per epoch), the expert reference
@@ -17,7 +17,10 @@ identical variants whose check epoch was within KEEP of the fastest variant's
 run whole epochs alternately (rotating order), ``--rounds`` times, fresh
 dataset and iterator each round. The others are shown with the figures of
 their check epoch, measured while hashing. The fastest identical variant
-(median steady examples/s) is the expert reference.
+(median steady examples/s) is the expert reference. Ours is compared with each
+yardstick over paired rounds (benchmarks/verdict.py): per round ours / the
+rival (or ours - the rival, in ms), then the median of those with its spread;
+the targets are judged on that median, from 7 rounds (the default) on.
 
 Prints the table of every pipeline, then ours against the yardsticks with
 MET / MISS per target (``summary``); writes benchmarks/out/results.json
@@ -50,6 +53,7 @@ import handwritten as hw  # noqa: E402
 import harness  # noqa: E402
 import idiomatic as idm  # noqa: E402
 import limit  # noqa: E402
+import verdict  # noqa: E402
 
 from batchloaders import build_input_fn  # noqa: E402
 
@@ -334,47 +338,73 @@ def _role(pipelines: list[Pipeline], role: str) -> Pipeline | None:
     return next((p for p in pipelines if p.role == role and p.error is None and p.rounds), None)
 
 
-def read_rate(case: Case, read: Pipeline, parsed: Pipeline | None) -> float | None:
-    """The read-only limit in the case's rate: records/s, or frames/s at the data's frames per record
-    (counted by the read+parse limit's check epoch)."""
+def _series(p: Pipeline, field: str) -> list:
+    return [getattr(r, field) for r in p.rounds]
+
+
+def read_rates(case: Case, read: Pipeline, parsed: Pipeline | None) -> list | None:
+    """The read-only limit's rounds in the case's rate: records/s, or frames/s at the data's frames per
+    record (counted by the read+parse limit's check epoch)."""
     if case.rate == "examples_per_s":
-        return read.median("examples_per_s")
+        return _series(read, "examples_per_s")
     if parsed is None or parsed.checked.frames[0] is None:
         return None
-    return read.median("examples_per_s") * sum(parsed.checked.frames) / sum(parsed.checked.examples)
+    per_record = sum(parsed.checked.frames) / sum(parsed.checked.examples)
+    return [v * per_record for v in _series(read, "examples_per_s")]
+
+
+def informational(spread: verdict.Spread | None) -> dict:
+    """A comparison shown with its spread, without a target."""
+    return {"target": None, "verdict": None, "text": verdict.describe(spread),
+            "spread": None if spread is None else dataclasses.asdict(spread)}
+
+
+def compared(case: Case, pipelines: list[Pipeline]) -> dict:
+    """Ours against each yardstick over paired rounds (verdict.paired): steady rate against the expert
+    reference (target), the idiomatic rival and the limits; CPU s/epoch, start-up (iterator + first
+    batch) and the first call against the idiomatic rival (targets)."""
+    ours, best, idiom = pipelines[0], strongest(pipelines), _role(pipelines, "idiomatic")
+    parsed, read = _role(pipelines, "limit"), _role(pipelines, "read")
+    rate, out = _series(ours, case.rate), {}
+    if best:
+        out["steady vs expert"] = verdict.judged(verdict.paired(rate, _series(best, case.rate)), "steady vs expert")
+    if idiom:
+        out["steady vs idiomatic"] = informational(verdict.paired(rate, _series(idiom, case.rate)))
+    if parsed:
+        out["steady of read+parse limit"] = informational(verdict.paired(rate, _series(parsed, case.rate)))
+    read_limit = read_rates(case, read, parsed) if read else None
+    if read_limit:
+        out["steady of read-only limit"] = informational(verdict.paired(rate, read_limit))
+    if idiom:
+        out["CPU s/epoch vs idiomatic"] = verdict.judged(
+            verdict.paired(_series(ours, "cpu_s"), _series(idiom, "cpu_s")), "CPU s/epoch vs idiomatic")
+        out["start-up vs idiomatic"] = verdict.judged(
+            verdict.paired(_series(ours, "first_ms"), _series(idiom, "first_ms"), "difference"),
+            "start-up vs idiomatic")
+        # One first call per pipeline: judged once the run has enough rounds for the others.
+        out["first call vs idiomatic"] = verdict.judged(
+            verdict.paired([ours.first_call_ms()], [idiom.first_call_ms()], "difference"),
+            "first call vs idiomatic", rounds=min(len(ours.rounds), len(idiom.rounds)))
+    return out
 
 
 def summary(case: Case, pipelines: list[Pipeline]) -> dict:
-    """Ours against the three yardsticks (medians of the timed rounds), and the issue's targets:
-    steady >= 1.0x expert and >= min(1.3x idiomatic, 0.9x the read+parse limit); CPU s/epoch <= the
-    idiomatic's; start-up <= max(2x idiomatic, idiomatic + 100 ms)."""
+    """Ours against the three yardsticks: medians of the timed rounds, and per comparison the median of
+    the per-round ratios or differences with its spread and, for the issue's targets, MET / MISS
+    (``compared``)."""
     ours, best, idiom = pipelines[0], strongest(pipelines), _role(pipelines, "idiomatic")
-    parsed, read = _role(pipelines, "limit"), _role(pipelines, "read")
     if not ours.rounds:
         return {}
-    rate = ours.median(case.rate)
-    out = {"rate": case.rate, "ours_rate": rate, "expert": best.name if best else None,
-           "idiomatic": idiom.name if idiom else None,
+    out = {"rate": case.rate, "ours_rate": ours.median(case.rate), "rounds": len(ours.rounds),
+           "expert": best.name if best else None, "idiomatic": idiom.name if idiom else None,
            "idiomatic_same_work": None if idiom is None else ("yes" if idiom.other_work is None else idiom.other_work),
-           "startup_ms": ours.startup_ms(), "first_call_ms": ours.first_call_ms(), "cpu_s": ours.median("cpu_s")}
-    out["vs_expert"] = rate / best.median(case.rate) if best else None
-    out["vs_idiomatic"] = rate / idiom.median(case.rate) if idiom else None
-    out["of_limit"] = rate / parsed.median(case.rate) if parsed else None
-    read_limit = read_rate(case, read, parsed) if read else None
-    out["of_read_limit"] = rate / read_limit if read_limit else None
-    met = out["met"] = {}
-    if best:
-        met["steady vs expert"] = out["vs_expert"] >= 1.0
-    if idiom and parsed:
-        bar = min(1.3 * idiom.median(case.rate), 0.9 * parsed.median(case.rate))
-        out["steady_bar"] = "1.3x idiomatic" if bar < 0.9 * parsed.median(case.rate) else "0.9x limit"
-        met["steady vs min(1.3x idiomatic, 0.9x limit)"] = rate >= bar
+           "cpu_s": ours.median("cpu_s"), "startup_ms": ours.median("first_ms"),
+           "first_call_ms": ours.first_call_ms()}
     if idiom:
-        out.update(idiomatic_cpu_s=idiom.median("cpu_s"), idiomatic_startup_ms=idiom.startup_ms(),
+        out.update(idiomatic_cpu_s=idiom.median("cpu_s"), idiomatic_startup_ms=idiom.median("first_ms"),
                    idiomatic_first_call_ms=idiom.first_call_ms())
-        out["startup_bound_ms"] = max(2 * idiom.startup_ms(), idiom.startup_ms() + 100)
-        met["CPU s/epoch"] = out["cpu_s"] <= out["idiomatic_cpu_s"]
-        met["start-up"] = out["startup_ms"] <= out["startup_bound_ms"]
+    out["compared"] = compared(case, pipelines)
+    out["met"] = {name: c["verdict"] for name, c in out["compared"].items() if c["verdict"]}
     return out
 
 
@@ -389,7 +419,7 @@ def _aligned(head: tuple, rows: list, lines: list, left: int = 3) -> list[str]:
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
 
     def fmt(row):
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     out = [fmt(head), fmt(tuple("-" * w for w in widths))]
     for i, row in enumerate(rows, start=1):
@@ -422,35 +452,42 @@ def table(results: list[dict]) -> list[str]:
     return _aligned(head, rows, lines)
 
 
-def _met(s: dict, target: str) -> str:
-    return "" if target not in s["met"] else (" MET" if s["met"][target] else " MISS")
+def _medians(s: dict, name: str) -> str:
+    """The plain medians beside a comparison against the idiomatic rival."""
+    if name == "CPU s/epoch vs idiomatic":
+        return f"ours {s['cpu_s']:.2f} s, idiomatic {s['idiomatic_cpu_s']:.2f} s"
+    if name == "start-up vs idiomatic":
+        return f"ours {s['startup_ms']:.0f} ms, idiomatic {s['idiomatic_startup_ms']:.0f} ms"
+    if name == "first call vs idiomatic":
+        return f"ours {s['first_call_ms']:.0f} ms, idiomatic {s['idiomatic_first_call_ms']:.0f} ms"
+    return ""
 
 
 def summary_table(results: list[dict]) -> list[str]:
-    """Ours against the three yardsticks with MET / MISS per target (the issue's table)."""
-    head = ("case", "rate", "ours", "vs idiomatic", "vs expert", "of limit", "of read-only",
-            "steady >= min(1.3x idiomatic, 0.9x limit)", "CPU s/epoch ours / idiomatic",
-            "start-up ms ours / idiomatic (bound)", "first call ms", "idiomatic same work")
+    """Ours against the yardsticks, one row per comparison: the median of the paired rounds with its
+    spread, the target and MET / MISS (or no verdict)."""
+    head = ("case", "ours against", "median (lowest-highest, IQR)", "target", "verdict", "medians")
     rows, lines = [], []
     for res in results:
         s = res["summary"]
         if not s:
             continue
-        ratio = (lambda v, unit="x": "-" if v is None else f"{v:.2f}{unit}")
-        bar = _met(s, "steady vs min(1.3x idiomatic, 0.9x limit)")
-        rows.append((
-            res["case"], s["rate"].replace("_per_s", "/s"), _num(s["ours_rate"]), ratio(s["vs_idiomatic"]),
-            ratio(s["vs_expert"]) + _met(s, "steady vs expert"), ratio(s["of_limit"], ""),
-            ratio(s["of_read_limit"], ""), f"{bar.strip()} (bar: {s['steady_bar']})" if bar else "-",
-            f"{s['cpu_s']:.2f} / {s['idiomatic_cpu_s']:.2f}{_met(s, 'CPU s/epoch')}" if s["idiomatic"] else "-",
-            f"{s['startup_ms']:.0f} / {s['idiomatic_startup_ms']:.0f} (<= {s['startup_bound_ms']:.0f})"
-            f"{_met(s, 'start-up')}" if s["idiomatic"] else f"{s['startup_ms']:.0f}",
-            f"{s['first_call_ms']:.0f} / {s['idiomatic_first_call_ms']:.0f}" if s["idiomatic"]
-            else f"{s['first_call_ms']:.0f}",
-            "-" if s["idiomatic_same_work"] is None else ("yes" if s["idiomatic_same_work"] == "yes" else "NO")))
+        first = (f"{res['case']}", f"ours {_num(s['ours_rate'])} {s['rate'].replace('_per_s', '/s')}, "
+                 f"{s['rounds']} rounds", "", "", "", "")
+        rows.append(first)
+        for name, c in s["compared"].items():
+            rows.append(("", name, c["text"], c["target"] or "", c["verdict"] or "", _medians(s, name)))
+        notes = [f"expert: {s['expert']}" if s["expert"] else "no expert reference",
+                 s["idiomatic"] or "no idiomatic rival"]  # its name starts "idiomatic:"
+        if "first call vs idiomatic" in s["compared"]:
+            notes.append("first call: the process's first input_fn()" if s.get("first_call_of_process") else
+                         "first call: this case's first input_fn(), not the process's")
         if s["idiomatic_same_work"] not in (None, "yes"):
-            lines.append((len(rows), f"idiomatic same work: NO ({s['idiomatic_same_work']})"))
-    return _aligned(head, rows, lines, left=2)
+            notes.append(f"idiomatic same work: NO ({s['idiomatic_same_work']})")
+        elif s["idiomatic_same_work"] == "yes":
+            notes.append("idiomatic same work: yes")
+        lines.append((len(rows), "; ".join(notes)))
+    return _aligned(head, rows, lines, left=6)
 
 
 def machine() -> dict:
@@ -500,10 +537,13 @@ def report(results: list[dict], rounds: int) -> None:
     for line in table(results):
         print(line)
     print()
-    print("Ours against the yardsticks (medians of the timed rounds, in the rate column's unit). Targets: steady "
-          ">= 1.0x expert and >= min(1.3x idiomatic, 0.9x the read+parse limit); CPU s/epoch <= idiomatic; "
-          "start-up (build + iterator + first batch, second and later calls) <= max(2x idiomatic, idiomatic + "
-          "100 ms). first call: the check epoch's start-up, the first call of the case (not a target).")
+    print(f"Ours against the yardsticks over paired rounds: per round (both pipelines timed in the same round) "
+          f"ours / the rival's steady rate or CPU s, ours - the rival's ms; the median of those per-round values, "
+          f"with the lowest-highest and the interquartile range. Targets, on the median: steady >= 1.00x the expert "
+          f"reference; CPU s/epoch <= 1.00x the idiomatic rival's; start-up (iterator + first batch of a later "
+          f"call) <= idiomatic + 50 ms; first call (the case's first input_fn() call, with its tracing, + iterator "
+          f"+ first batch; the process's first for the first case) <= the idiomatic's first build + first batch "
+          f"+ 100 ms. A verdict needs >= {verdict.MIN_ROUNDS} paired rounds.")
     for line in summary_table(results):
         print(line)
 
@@ -511,7 +551,8 @@ def report(results: list[dict], rounds: int) -> None:
 def main(argv=None) -> int:
     all_cases = cases()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="alternating whole-epoch rounds (default 5)")
+    parser.add_argument("--rounds", type=int, default=verdict.MIN_ROUNDS,
+                        help=f"alternating whole-epoch rounds (default {verdict.MIN_ROUNDS}; fewer: no verdict)")
     parser.add_argument("--cases", nargs="*", choices=[c.name for c in all_cases], metavar="CASE",
                         help="run only these cases: " + ", ".join(c.name for c in all_cases))
     parser.add_argument("--output", default=OUT, help="JSON results (default benchmarks/out/results.json)")
@@ -530,6 +571,8 @@ def main(argv=None) -> int:
         load = os.getloadavg()
         results.append(result(case, run_case(case, directories[case.data], args.rounds)))
         results[-1]["load_average"] = {"start": load, "end": os.getloadavg()}
+        if results[-1]["summary"]:  # what one-off work per process its first call paid (summary_table)
+            results[-1]["summary"]["first_call_of_process"] = len(results) == 1
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print()
     report(results, args.rounds)
