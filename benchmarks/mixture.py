@@ -41,7 +41,7 @@ the ratio of the two forms' steady rates in the case's rate, their median and sp
 rival (target >= 1.0x), stratified against one source (target >= 0.9x on floats64), and every form
 against one source; a verdict needs 7 rounds. Prints a markdown table of medians, the paired ratios,
 the load average at the start and the end; writes benchmarks/out/mixture.json (gitignored). The data
-directory is read only (``--data``, default ``DATA``: /work/main/benchmarks/data); nothing is written
+directory is read only (``--data``, default ``DATA``: benchmarks/data, as bench_data writes it); nothing is written
 there. Exits 1 when a form fails or its examples differ from one source's.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ import tensorflow as tf  # noqa: E402
 from batchloaders import build_input_fn  # noqa: E402
 from batchloaders.errors import BatchLoaderError  # noqa: E402
 
-DATA = os.environ.get("BATCHLOADERS_BENCH_DATA", "/work/main/benchmarks/data")
+DATA = os.environ.get("BATCHLOADERS_BENCH_DATA", bench_data.ROOT)
 OUT = os.path.join(HERE, "out", "mixture.json")
 CASES = ("speech_padded", "floats64")
 HALVES = ("part-0[0-7].tfrecords", "part-{08,09,1?}.tfrecords")  # 16 files: part-00 .. part-15
