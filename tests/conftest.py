@@ -155,26 +155,27 @@ def warm_python():
 # CPU seconds of the costliest test files, their processes included (a whole run with
 # BATCHLOADERS_TEST_CPU=<dir>, summed by tools/test_cpu.py; CPU, unlike wall time, does not grow with the
 # load of the machine), costliest first. They are marked ``slow``: `make check` leaves them out and runs the
-# rest, about a tenth of the suite's CPU. pytest-xdist hands out whole files (`--dist loadfile`) in the order
+# rest, about a tenth of the suite's CPU (105 of 1,128 CPU seconds, start-up aside). pytest-xdist hands out whole files (`--dist loadfile`) in the order
 # collected (`--no-loadscope-reorder`, Makefile): these go first, so that no worker runs a long file alone at
 # the end. A file missing here runs after them, in the usual order, and in `make check`.
-COSTLIEST = {"test_resume": 75.7, "test_trust_global_reads": 68.1, "test_corruption": 57.0,
-             "test_mixture_records": 43.5, "test_sharding": 43.2, "test_readme_blocks": 39.2,
-             "test_describe_json": 37.5, "test_fuzz": 37.5, "test_service": 31.5, "test_resume_trust": 31.3,
-             "test_prepare_beam": 29.6, "test_short_files": 28.9, "test_segmenting": 28.4, "test_preview": 25.1,
-             "test_bucketing": 23.2,
-             "test_trust_keras": 22.7, "test_same_batches": 22.0, "test_describe_bench": 21.9,
-             "test_plugins": 21.7, "test_as_written": 21.1, "test_mixture": 20.2, "test_plugin_trust": 17.9,
-             "test_trust_config_values": 17.8, "test_steps_sequence": 17.0, "test_examples": 15.6,
-             "test_independent": 14.8, "test_quiet_and_messages": 14.5, "test_no_python_callbacks": 13.8,
-             "test_chunking": 13.3, "test_backends": 12.0, "test_slice_step": 10.9, "test_damage_fuzz": 10.4,
-             "test_numpy_iterator": 10.2, "test_editor_ci": 10.0, "test_global_shuffle_windows": 9.9,
-             "test_decode_image": 9.9, "test_trust_resume_defaults": 9.6, "test_packing": 9.3,
-             "test_steps_values": 9.2, "test_bench_stages": 8.8, "test_packing_groups": 8.8,
-             "test_hardening": 8.7, "test_continuous_sequence": 8.7, "test_segment_keys": 8.2, "test_init": 7.7,
-             "test_record_errors": 7.6, "test_global_shuffle": 7.3, "test_readme_segmenting": 6.6,
-             "test_data_tools": 6.5, "test_tensorflow_log": 5.7, "test_bench_yardsticks": 5.7,
-             "test_tuning_graph": 5.6, "test_real_data_init": 5.5, "test_shard_cache": 12.6, "test_cache_shuffle": 7.2}
+COSTLIEST = {"test_resume": 70.7, "test_readme_blocks": 64.6, "test_corruption": 62.8, "test_sharding": 48.5,
+             "test_trust_global_reads": 36.3, "test_fuzz": 36.1, "test_service": 31.3,
+             "test_describe_json": 30.6, "test_mixture_records": 30.1, "test_prepare_beam": 27.8,
+             "test_segmenting": 26.4, "test_short_files": 25.7, "test_preview": 21.7, "test_plugins": 21.1,
+             "test_bucketing": 20.9, "test_same_batches": 19.7, "test_trust_keras": 19.5,
+             "test_describe_bench": 18.2, "test_examples": 16.6, "test_steps_sequence": 16.0,
+             "test_plugin_trust": 15.8, "test_as_written": 15.3, "test_chunking": 14.2,
+             "test_reshard_trust": 14.2, "test_shard_cache": 13.2, "test_independent": 12.7,
+             "test_quiet_and_messages": 12.4, "test_backends": 12.2, "test_mixture": 11.3,
+             "test_trust_config_values": 11.1, "test_decode_image": 11.1, "test_no_python_callbacks": 10.9,
+             "test_editor_ci": 10.2, "test_resume_trust": 9.8, "test_damage_fuzz": 9.6,
+             "test_steps_values": 9.5, "test_slice_step": 9.5, "test_mixture_stratified": 9.3,
+             "test_continuous_sequence": 9.0, "test_numpy_iterator": 8.8, "test_bench_stages": 8.8,
+             "test_cache_shuffle": 8.6, "test_packing_groups": 8.4, "test_record_errors": 8.1,
+             "test_global_shuffle_windows": 7.7, "test_hardening": 7.6, "test_packing": 7.4,
+             "test_data_tools": 7.3, "test_reshard": 7.1, "test_segment_keys": 7.1,
+             "test_trust_resume_defaults": 6.9, "test_readme_plugins": 6.6, "test_tuning_graph": 6.0,
+             "test_batching_policies": 6.0, "test_tensorflow_log": 5.5}
 
 
 _CPU_COST = pytest.StashKey()
