@@ -480,8 +480,8 @@ def summary_table(results: list[dict]) -> list[str]:
         notes = [f"expert: {s['expert']}" if s["expert"] else "no expert reference",
                  s["idiomatic"] or "no idiomatic rival"]  # its name starts "idiomatic:"
         if "first call vs idiomatic" in s["compared"]:
-            notes.append("first call: the process's first input_fn()" if s.get("first_call_of_process") else
-                         "first call: this case's first input_fn(), not the process's")
+            notes.append("first call: one measurement (the process's first input_fn())" if s.get("first_call_of_process")
+                         else "first call: one measurement (this case's first input_fn(), not the process's)")
         if s["idiomatic_same_work"] not in (None, "yes"):
             notes.append(f"idiomatic same work: NO ({s['idiomatic_same_work']})")
         elif s["idiomatic_same_work"] == "yes":
