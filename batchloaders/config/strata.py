@@ -12,6 +12,14 @@ A period longer than MAX_PERIOD batches (weights whose shares need a denominator
 1e-300 or 9,850,112 : 1,204,511) is made of quotas rounded to 1/MAX_PERIOD of an example (largest remainder,
 every source at least one example in a period): the shares are then exact over every MAX_PERIOD batches to that
 rounding. Pure Python: ``describe`` asks it without TensorFlow.
+
+With n input pipelines (:func:`for_pipeline`), a training step takes one batch from each: the step's batch
+of n x B examples follows the schedule of that batch (its row G), and each pipeline's batch is G's row split
+n ways. The split deals the step's examples, laid out source after source, to the n pipelines in turn, so
+every pipeline gets floor or ceil of G_i / n of source i and exactly B examples; which pipeline takes which
+hand rotates from step to step (by one a step, and by one more every period of G), so that over n periods
+of G every pipeline has taken every hand of every row once: exactly 1/n of each source's examples, the rate
+its own share of the source (sharding) supplies. Summed over the pipelines, every step's counts are G's row.
 """
 from __future__ import annotations
 
@@ -70,6 +78,43 @@ def schedule(weights: tuple[float, ...], batch_size: int) -> tuple[tuple[int, ..
         rows.append(tuple(base + (i in chosen) for i, base in enumerate(floors)))
         behind = [b - period if i in chosen else b for i, b in enumerate(behind)]
     return tuple(rows)
+
+
+@functools.lru_cache(maxsize=64)
+def for_pipeline(weights: tuple[float, ...], batch_size: int, pipelines: int, pipeline: int
+                 ) -> tuple[tuple[int, ...], ...]:
+    """One input pipeline's examples per source in each of its batches, over one period (see the module's text).
+
+    Args:
+        weights: the sources' weights, in ``args.sources`` order (every one above 0).
+        batch_size: examples per batch of one pipeline.
+        pipelines: input pipelines, each giving one batch of every step.
+        pipeline: this pipeline's index, from 0.
+
+    Returns:
+        One row per batch, one count per source; every row sums to ``batch_size``. Row t of every pipeline,
+        summed over the pipelines, is row t of ``schedule(weights, batch_size * pipelines)`` (cycled);
+        each column sums to 1/pipelines of that schedule's column over ``pipelines`` of its periods.
+        With one pipeline, :func:`schedule`.
+    """
+    steps = schedule(weights, batch_size * pipelines)
+    if pipelines == 1:
+        return steps
+    period = len(steps)
+    rows = []
+    for t in range(period * pipelines):
+        hand = (pipeline + t // period + t % period) % pipelines
+        rows.append(_dealt(steps[t % period], pipelines, hand))
+    return tuple(rows)
+
+
+def _dealt(row: tuple[int, ...], hands: int, hand: int) -> tuple[int, ...]:
+    """Hand ``hand`` of the ``sum(row)`` examples of a step dealt one at a time to ``hands`` hands in turn, source
+    after source: position x goes to hand x % hands; source i holds positions [sum(row[:i]), sum(row[:i+1]))."""
+    def dealt_before(end: int) -> int:  # positions x < end with x % hands == hand
+        return max(0, (end - hand + hands - 1) // hands)
+    starts = [sum(row[:i]) for i in range(len(row) + 1)]
+    return tuple(dealt_before(starts[i + 1]) - dealt_before(starts[i]) for i in range(len(row)))
 
 
 def per_batch(weights: tuple[float, ...], batch_size: int) -> list[tuple[int, int]]:
