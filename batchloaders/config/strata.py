@@ -14,12 +14,12 @@ every source at least one example in a period): the shares are then exact over e
 rounding. Pure Python: ``describe`` asks it without TensorFlow.
 
 With n input pipelines (:func:`for_pipeline`), a training step takes one batch from each: the step's batch
-of n x B examples follows the schedule of that batch (its row G), and each pipeline's batch is G's row split
-n ways. The split deals the step's examples, laid out source after source, to the n pipelines in turn, so
-every pipeline gets floor or ceil of G_i / n of source i and exactly B examples; which pipeline takes which
-hand rotates from step to step (by one a step, and by one more every period of G), so that over n periods
-of G every pipeline has taken every hand of every row once: exactly 1/n of each source's examples, the rate
-its own share of the source (sharding) supplies. Summed over the pipelines, every step's counts are G's row.
+of n x B examples follows the schedule G of a batch of that size, and each pipeline's batch is the step's row
+of G split n ways. The split deals the step's examples, laid out source after source, to the n pipelines in turn, so
+every pipeline gets the row's count of source i divided by n, rounded down or up, and exactly B examples. The hands rotate: at step s
+of the a-th period of G, pipeline p takes hand (p + a + s) mod n, so that over n periods of G every pipeline
+has taken every hand of every row once: exactly 1/n of each source's examples, the rate its own share of the
+source (sharding) supplies. Summed over the pipelines, every step's counts are G's row.
 """
 from __future__ import annotations
 
