@@ -134,7 +134,7 @@ def test_two_input_pipelines_read_each_sources_records_once(root):
 
 
 def test_four_input_pipelines_make_every_step_the_step_batchs_counts(root):
-    """Weights 1:2, a step of 4 pipelines' batches of 2 holds what a batch of 8 holds: (3, 5), (2, 6), (3, 5) in
+    """Weights 1:2, a step of 4 pipelines' batches of 2 holds what a batch of 8 holds: (3, 5), (3, 5), (2, 6) in
     turn (8/3 and 16/3, carried), each pipeline's batch a hand of that row (docs/mixtures.md). Each pipeline
     reads one file of each source (sharded by file) and over the 12 steps takes exactly 8 x and 16 y: all of it."""
     fn = build_input_fn(config(root, ("x", "y"), (1, 2)))
@@ -147,8 +147,8 @@ def test_four_input_pipelines_make_every_step_the_step_batchs_counts(root):
         per_pipeline.append([composition(b)[:2] for b in batches])
     steps = [tuple(map(sum, zip(*step))) for step in zip(*per_pipeline)]
     assert [len(c) for c in per_pipeline] == [12] * 4
-    assert steps == [(3, 5), (2, 6), (3, 5)] * 4
-    assert per_pipeline[0] == [(1, 1), (1, 1), (1, 1), (1, 1), (0, 2), (0, 2), (1, 1), (0, 2), (1, 1), (0, 2), (1, 1),
+    assert steps == [(3, 5), (3, 5), (2, 6)] * 4
+    assert per_pipeline[0] == [(1, 1), (1, 1), (0, 2), (1, 1), (1, 1), (0, 2), (1, 1), (0, 2), (1, 1), (0, 2), (1, 1),
                                (1, 1)]
 
 
