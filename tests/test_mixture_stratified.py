@@ -2,7 +2,8 @@
 
 Source s, file f, record r holds id = 1000 * s + 100 * f + r. a (s = 0): files of 6 and 6 records; b (s = 1): 2
 and 2; both store "id" alike (their records are drawn and parsed together). c (s = 2): one file of 9 records
-storing it as "ident" (a mix with c decodes each source's blocks apart).
+storing it as "ident" (a mix with c cannot parse its sources' records together). x (s = 0) and y (s = 1): 4 files
+of 8 and of 16 records, one file of each for each of 4 input pipelines.
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from batchloaders.cli.main import main
 from batchloaders.loaders import stratified
 from conftest import example, feature, loader_config, resumed_ids, sequence_example, write_manifest, write_records
 
-FILES = {"a": (6, 6), "b": (2, 2), "c": (9,)}
-FEATURE = {"a": "id", "b": "id", "c": "ident"}
-INDEX = {"a": 0, "b": 1, "c": 2}
+FILES = {"a": (6, 6), "b": (2, 2), "c": (9,), "x": (8,) * 4, "y": (16,) * 4}
+FEATURE = {"a": "id", "b": "id", "c": "ident", "x": "id", "y": "id"}
+INDEX = {"a": 0, "b": 1, "c": 2, "x": 0, "y": 1}
 
 
 def ids(name: str) -> list[int]:
@@ -71,8 +72,14 @@ CASES = {
                                             {"a": ids("a")[:6], "b": ids("b")}),
     "1:1 batch 6, stop, drop_remainder": (("a", "b"), (1, 1), 6, "stop", True, [(3, 3, 0)],
                                           {"a": ids("a")[:3], "b": ids("b")[:3]}),
+    # 7:1 of 4: b's share is half an example, 0 in every other batch; a runs out in the fourth batch, its last
+    # record beside b's.
+    "7:1 batch 4, stop, 0 of b in every other batch": (("a", "b"), (7, 1), 4, "stop", False,
+                                                       [(4, 0, 0), (3, 1, 0), (4, 0, 0), (1, 1, 0)],
+                                                       {"a": ids("a"), "b": ids("b")[:2]}),
     # 1:1:1 of 4: the one example left over goes to each source in turn; a (12, the longest at its weight) ends
-    # the run after 9 batches, b and c repeating; every source then has exactly 12 (c stored apart: decoded).
+    # the run after 9 batches, b and c repeating; every source then has exactly 12 (c stored apart: each
+    # source's blocks finished apart, as every source's are here).
     "1:1:1 batch 4, repeat": (("a", "b", "c"), (1, 1, 1), 4, "repeat", False, [(2, 1, 1), (1, 2, 1), (1, 1, 2)] * 3,
                               {"a": ids("a"), "b": ids("b") * 3, "c": (ids("c") * 2)[:12]}),
 }
@@ -124,6 +131,25 @@ def test_two_input_pipelines_read_each_sources_records_once(root):
         assert [composition(b) for b in batches] == [(3, 1, 0)] * 2
         got += [i for b in batches for i in b]
     assert sorted(got) == sorted(ids("a") + ids("b"))
+
+
+def test_four_input_pipelines_make_every_step_the_step_batchs_counts(root):
+    """Weights 1:2, a step of 4 pipelines' batches of 2 holds what a batch of 8 holds: (3, 5), (3, 5), (2, 6) in
+    turn (8/3 and 16/3, carried), each pipeline's batch a hand of that row (docs/mixtures.md). Each pipeline
+    reads one file of each source (sharded by file) and over the 12 steps takes exactly 8 x and 16 y: all of it."""
+    fn = build_input_fn(config(root, ("x", "y"), (1, 2)))
+    per_pipeline = []
+    for p in range(4):
+        context = tf.distribute.InputContext(num_input_pipelines=4, input_pipeline_id=p, num_replicas_in_sync=4)
+        batches = [b["id"].numpy().tolist() for b in fn(context, params={"batch_size": 8})]
+        assert [i for b in batches for i in b if i < 1000] == [100 * p + r for r in range(8)]
+        assert [i for b in batches for i in b if i >= 1000] == [1000 + 100 * p + r for r in range(16)]
+        per_pipeline.append([composition(b)[:2] for b in batches])
+    steps = [tuple(map(sum, zip(*step))) for step in zip(*per_pipeline)]
+    assert [len(c) for c in per_pipeline] == [12] * 4
+    assert steps == [(3, 5), (3, 5), (2, 6)] * 4
+    assert per_pipeline[0] == [(1, 1), (1, 1), (0, 2), (1, 1), (1, 1), (0, 2), (1, 1), (0, 2), (1, 1), (0, 2), (1, 1),
+                               (1, 1)]
 
 
 def test_endless_epochs_keep_the_shares_in_every_batch(root):

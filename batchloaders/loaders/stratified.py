@@ -1,7 +1,9 @@
 """``mixing.batches: stratified``: every batch holds a fixed number of examples of each source.
 
 How many of each source a batch holds is config/strata.py's schedule (the weights' shares of the batch, the
-rounding carried from batch to batch), a table of one period of batches. Each source is read as it would be
+rounding carried from batch to batch), a table of one period of batches; with several input pipelines, this
+pipeline's part of the schedule of a step's batch over all of them (strata.for_pipeline: summed over the
+pipelines, each step's counts are that schedule's row). Each source is read as it would be
 alone (loaders/mixture.py: its own files, shard, shuffle, epochs and draws), and its stream is re-cut into
 the pieces the schedule gives it, batch after batch (``rebatch`` with the schedule's column, cycled): whole
 blocks are copied into pieces, no example is handed over on its own. The pieces of one batch are then joined
@@ -26,7 +28,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from batchloaders.config.strata import schedule
+from batchloaders.config.strata import for_pipeline
 from batchloaders.errors import ConfigError, Problem
 from batchloaders.loaders import mixture
 from batchloaders.read import block_sizes, determinism, origins
@@ -52,7 +54,9 @@ def source(loader, mix, block: int, readers, finish=None) -> tuple[tf.data.Datas
         ConfigError: for sources that do not parse alike and give a tensor whose shape varies per example.
     """
     config = mix.config
-    table = tf.constant(schedule(tuple(s.weight for s in config.sources), block), tf.int64)
+    shard = mix.shards[0]  # (every source's share is of the same input pipeline)
+    table = tf.constant(for_pipeline(tuple(s.weight for s in config.sources), block, shard.pipelines,
+                                     shard.pipeline), tf.int64)
     # A source's last, short block is re-cut like the rest: only the joined batches may drop a remainder.
     mix = dataclasses.replace(mix, subs=tuple(dataclasses.replace(s, drop_remainder=False) for s in mix.subs))
     how = path(loader, config, finish)
@@ -69,9 +73,17 @@ def source(loader, mix, block: int, readers, finish=None) -> tuple[tf.data.Datas
 
 
 def path(loader, config, finish) -> str:
-    """How a config's batches are made (see the module's text): FINISHED where the plain stage offers to finish
-    blocks (``finish``) and every source's tensors have one shape per example, else RECORDS for sources that
-    parse alike, else DECODED."""
+    """How a config's batches are made (see the module's text).
+
+    Args:
+        loader: the config's registered Loader, which reads every source.
+        config: the mixed config.
+        finish: the function the plain stage offers to finish blocks with, or None.
+
+    Returns:
+        FINISHED where ``finish`` is offered and every source's tensors have one shape per example, else
+        RECORDS for sources that parse alike, else DECODED.
+    """
     if finish is not None and all(_fixed(config.of_source(s)) for s in config.sources):
         return FINISHED
     return RECORDS if mixture.parses_alike(loader, config) else DECODED
