@@ -36,6 +36,7 @@ from batchloaders.config.datasets import url_scheme
 from batchloaders.core.model import LoaderConfig
 from batchloaders.read import global_order, naming
 from batchloaders.transform.graphs import as_written
+from batchloaders.transform.inline_map import inline_map
 
 # Tries of the size probe's reader before it gives up (a file that cannot be opened is retried).
 _PROBE_TRIES = 3
@@ -127,12 +128,15 @@ def size_checked(filename: tf.Tensor, listed: tf.Tensor, manifest_path: str, whe
 def _end_checked(filename: tf.Tensor, listed: tf.Tensor, manifest_path: str) -> tf.data.Dataset:
     """No block: asked for after the file's last block, it checks the file's size again (a file cut at a record
     boundary or inside a header while the run read it ends early without an error from TensorFlow's reader)."""
-    empty = {"serialized": tf.zeros([0], tf.string), "first": tf.constant(0, tf.int64)}
+    empty = tf.data.Dataset.from_tensors({"serialized": tf.zeros([0], tf.string), "first": tf.constant(0, tf.int64)})
 
-    def checked_never(_):
-        return tf.equal(tf.strings.length(size_checked(filename, listed, manifest_path, ENDED)), -1)
+    def checked(block):
+        with tf.control_dependencies([size_checked(filename, listed, manifest_path, ENDED)]):
+            return tf.nest.map_structure(tf.identity, block)
 
-    return tf.data.Dataset.from_tensors(empty).filter(as_written(checked_never))
+    # Run in the thread that reaches the file's end: run through a plain map's executor, which hands the
+    # probe's ops to the inter-op pool the pipeline's own threads use, the check stalled whole epochs.
+    return (inline_map(empty, checked) or empty.map(as_written(checked))).filter(as_written(lambda _: False))
 
 
 def proven_blocks(config: LoaderConfig, listed: tuple[int, ...], filename: tf.Tensor, index: tf.Tensor,
