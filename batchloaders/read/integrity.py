@@ -25,6 +25,12 @@ A damaged file then fails the pipeline with an error that begins with the
 file's path, the byte offset and the last good record (``on_corrupt: fail``),
 or is logged and counted and reading goes on with the next file
 (``on_corrupt: skip_file``, see :class:`SkipCounter`).
+
+Under ``on_corrupt: fail``, when the manifest lists every file's
+``size_bytes`` (local, uncompressed files), none of the above runs: each
+file's size is checked when it opens and when its last record has been read,
+and its records are read in plain blocks (read/proven.py, which says what
+that path sees and what it leaves to TensorFlow's reader).
 """
 from __future__ import annotations
 
@@ -489,6 +495,11 @@ def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block:
     Built for few graph nodes: each is paid again at every ``input_fn()``
     (tracing, then instantiating the function when the iterator starts). ``reader``: the config, the files'
     table and the skip counter (under ``on_corrupt: skip_file``).
+
+    When the reader's manifest lists every file's size under ``on_corrupt: fail`` (``reader.listed``), the
+    blocks are read/proven.py's instead: the same blocks, the file's size checked when it opens and when its
+    records end, no accounting; a damaged frame there fails the block it is in, so the records of that block
+    before the damage are not delivered.
     """
     config, table, skipped = reader.config, reader.table, reader.skipped
     if reader.listed is not None:

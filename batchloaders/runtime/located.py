@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import time
+from typing import NamedTuple
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
@@ -29,9 +31,25 @@ from tensorflow.python.data.ops import dataset_ops, iterator_ops
 from batchloaders import errors
 from batchloaders.runtime import translate
 from batchloaders.core.model import LoaderConfig
+from batchloaders.read.proven import reads_proven
 from batchloaders.read.records import ReadError, check_record, read_records
 from batchloaders.runtime.resume import mismatch
 from batchloaders.transform.steps import decode_image
+
+
+# TensorFlow's reader on damaged data, as read_records words it: "corrupted record at B", "truncated record at B",
+# or (a record cut short) "the data ends inside the record that starts at byte B".
+_LOST = re.compile(r"(?:corrupted record at|truncated record at|the record that starts at byte) (?P<at>\d+)")
+
+
+class Damage(NamedTuple):
+    """Where TensorFlow's reader fails in a file: ``record`` begins at byte ``offset``; ``exact``: at the byte the
+    error being placed names."""
+
+    path: str
+    record: int
+    offset: int
+    exact: bool
 
 
 class Locator:
@@ -45,6 +63,9 @@ class Locator:
         for primary in config.primary_features:
             self.read_as[primary.from_name] = self.read_as.get(primary.from_name, ()) + (primary.to_name,)
         self.images = decode_image.decoded_features(config)  # stored name -> its decode_image steps
+        # Its pipelines read without the accounting that names a damaged file (read/proven.py): TensorFlow's
+        # reader errors, which name none, are theirs to place (translate._frame).
+        self.proven = reads_proven(config)
 
     def knows(self, path: str) -> bool:
         return path in self.files
@@ -80,21 +101,38 @@ class Locator:
                 continue  # a damaged or vanished file: its own checks report it
         return None
 
-    def damaged(self, seconds: float = translate.SEARCH_SECONDS) -> tuple[str, int, int] | None:
-        """(file, record, byte) where TensorFlow's reader first fails, reading the files in order; None when
-        it fails on none of them (or the search runs out of time)."""
+    def damaged(self, at: int | None = None, seconds: float = translate.SEARCH_SECONDS) -> Damage | None:
+        """Where TensorFlow's reader fails on a damaged frame or checksum, or a record cut short, reading the
+        files in order.
+
+        Args:
+            at: the byte TensorFlow's error names ("corrupted record at B"): a file failing there is the one
+                (another file may be damaged too, or belong to another input pipeline's share).
+            seconds: how long the search may read, in all (checked at every record).
+
+        Returns:
+            The file failing at ``at``; else the first file found failing elsewhere (``exact`` False); None
+            when no file fails so (a file that cannot be opened or read is its own checks' to report) or the
+            search runs out of time first.
+        """
         deadline = time.monotonic() + seconds
+        first = None
         for path in self.files:
-            if time.monotonic() > deadline:
-                return None
             try:
                 for _ in read_records(path, self.manifest.compression):
-                    pass
+                    if time.monotonic() > deadline:
+                        return first
             except ReadError as error:
-                return path, error.index, error.offset
+                said = _LOST.search(error.message)
+                if said is None:
+                    continue  # not the data's damage (it cannot be opened, or read): not this error
+                found = Damage(path, error.index, error.offset, int(said.group("at")) == at)
+                if found.exact:
+                    return found
+                first = first or found
             except (tf.errors.OpError, OSError):
-                continue  # cannot be opened: its own check reports it
-        return None
+                continue
+        return first
 
     def _problems(self, serialized: bytes, read_as=None) -> str | None:
         found = check_record(serialized, self.manifest, read_as or self.read_as, named=True)

@@ -28,6 +28,7 @@ from batchloaders.config import stage_rules
 from batchloaders.read import determinism, global_order
 from batchloaders.core.model import UNLESS_EMPTY
 from batchloaders.read import sharding
+from batchloaders.read.proven import reads_proven
 from batchloaders.errors import ConfigError, Problem, ResumeError
 
 MODES = ("state", "replay")
@@ -190,6 +191,8 @@ def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now:
         if saved is None:
             out.append(f"{name}: differs (the checkpoint keeps no values of its settings: an earlier version "
                        "of batchloaders saved it)")
+        elif name == READ:
+            out.append(_read_differs(saved, now))
         elif name in saved and name in now:
             out += _DESCRIBE_DIFFERENCE.get(name, _value_differs)(name, saved[name], now[name])
         else:
@@ -197,11 +200,38 @@ def describe_differences(names: list[str], saved: Mapping[str, Any] | None, now:
     return out
 
 
+# The part of a tf.data iterator state's identity that says how the data files are read: present only when
+# some source's files are read on the proven path (read/proven.py), so that checkpoints of the accounting path
+# (and those saved before the proven path existed) keep matching; its graph holds other stages, which a
+# saved state of the other path does not fit.
+READ = "read"
+
+
+def read_path(config) -> dict[str, str]:
+    """``{READ: how each source's files are read}`` when some are read on the proven path, else nothing: a
+    part of the identity of a tf.data iterator's state (not of a replay's, which keeps no state)."""
+    ways = ["proven" if reads_proven(one) else "accounted" for one in
+            [config.of_source(s) for s in config.sources] or [config]]
+    return {READ: ", ".join(ways)} if "proven" in ways else {}
+
+
+def _read_differs(saved: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str:
+    saved_way, now_way = (saved or {}).get(READ, "accounted"), now.get(READ, "accounted")
+    return (f"{READ}: saved {saved_way}, now {now_way}: the pipeline reads the data files another way than the one "
+            "that saved the checkpoint (proven: each file's size checked against the manifest's size_bytes, under "
+            "on_corrupt fail with every size listed, in this version; accounted: the per-block end-of-file "
+            "accounting, also every earlier version's), and a tf.data iterator's saved state fits only the "
+            "pipeline it was saved from; expected a checkpoint saved by this version with this manifest and "
+            "on_corrupt, or resume: replay (which keeps no iterator state and fits either way)")
+
+
 def identity(config, batch_size: int, input_context=None, *, with_seed: bool = False) -> dict[str, Any]:
-    """What a checkpoint keeps to tell whether it fits a pipeline: the fingerprint, and the settings a
-    ResumeError shows (never compared). ``with_seed``: the seed too, for a checkpoint of the dataset's own
-    iterator (ResumableIterator keeps the seed apart and rebuilds the pipeline from it)."""
-    out = {**fingerprint(config, batch_size, input_context), _SETTINGS: settings(config, batch_size, input_context)}
+    """What a checkpoint keeps to tell whether it fits a pipeline: the fingerprint (with :func:`read_path`: a
+    tf.data iterator's state), and the settings a ResumeError shows (never compared). ``with_seed``: the seed
+    too, for a checkpoint of the dataset's own iterator (ResumableIterator keeps the seed apart and rebuilds
+    the pipeline from it)."""
+    out = {**fingerprint(config, batch_size, input_context), **read_path(config),
+           _SETTINGS: {**settings(config, batch_size, input_context), **read_path(config)}}
     if with_seed:
         out["seed"] = json.dumps(config.seed)
         out[_SETTINGS]["seed"] = config.seed
@@ -289,9 +319,12 @@ class ResumableIterator(tf.Module):
         # iterator's state (state mode) is that of the pipeline's batches.
         self._by_position = positional and mode == "replay"
         expected = fingerprint(config, batch_size, input_context, by_position=self._by_position)
+        # A state checkpoint holds the tf.data iterator's state, which fits only a pipeline that reads the same way.
+        read = read_path(config) if mode == "state" else {}
+        expected.update(read)
         self._config_hash = _short_hash(expected)  # (before tf.Module wraps the dict)
         self._expected = expected
-        shown = settings(config, batch_size, input_context, by_position=self._by_position)
+        shown = {**settings(config, batch_size, input_context, by_position=self._by_position), **read}
         self._settings = json.dumps(shown, sort_keys=True)  # (a string: tf.Module would wrap a dict to track it)
         # Small variables (a few hundred bytes and a few a data file): what the checkpoint compares, replays
         # from and shows in a ResumeError (_SETTINGS, never compared: older checkpoints lack it).

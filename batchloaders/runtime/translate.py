@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.read import naming
-from batchloaders.read.proven import SIZE_NOW
+from batchloaders.read.proven import ENDED, OPENED, SIZE_NOW
 from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
 
 # What the pipeline's own checks (integrity.py, parsing.py) say, inside TensorFlow's assertion message.
@@ -57,7 +57,7 @@ _TOO_FEW = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) 
                       r"(?P<found>\d+)")
 # TensorFlow's reader on a damaged frame, or a file that ends inside a payload (read/proven.py reads without
 # the accounting that names the file): 'corrupted record at B', 'truncated record at B'.
-_FRAME = re.compile(r"(?:corrupted|truncated) record at \d+")
+_FRAME = re.compile(r"(?:corrupted|truncated) record at (?P<at>\d+)")
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
 _OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
 _OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
@@ -118,10 +118,16 @@ def _too_many(error, message: str, locators):
     found = _TOO_MANY.search(message)
     if not found:
         return _PASS
-    return DataError(Problem("<the manifest>", "$.files", (
+    return DataError(Problem(_manifests(locators), "$.files", (
         f"the data gave more batches than the record counts the manifest's files list allow "
         f"({found.group('expected')}): a listed count is too small, or a file changed after the manifest was "
         "written (`batchloaders verify CONFIG` names it)")))
+
+
+def _manifests(locators) -> str:
+    """The manifests of the pipelines ``locators`` know, newest first (one of them declared the count)."""
+    paths = list(dict.fromkeys(locator.manifest.path for locator in locators if locator.manifest.path))
+    return ", ".join(paths) or "<the manifest>"
 
 
 def _too_few(error, message: str, locators):
@@ -129,7 +135,7 @@ def _too_few(error, message: str, locators):
     found = _TOO_FEW.search(message)
     if not found:
         return _PASS
-    return DataError(Problem("<the manifest>", "$.files", (
+    return DataError(Problem(_manifests(locators), "$.files", (
         f"the data gave {found.group('found')} batches, fewer than the {found.group('expected')} the record counts "
         "the manifest's files list make: a file was cut or changed while the run read it, or a listed count is "
         "too large (`batchloaders verify CONFIG` names the file)")))
@@ -167,33 +173,48 @@ def _assertion(error, message: str, locators):
 def _damaged(path: str, where: str, text: str) -> DataError:
     """A damaged file's DataError; a size that differs from the manifest's (read/proven.py) gets the size the
     file has now, and the byte where the two part."""
-    if SIZE_NOW in text:
-        try:
-            now = os.stat(path).st_size
-        except OSError as error:
-            return DataError(Problem(path, "open", f"the data file cannot be opened: {error.strerror} (was it "
-                                                   "deleted, moved or made unreadable after the pipeline was built?)"))
-        listed = int(re.search(r"\d+$", where).group())
-        where, text = f"{naming.MARKER} at byte {min(now, listed)}", text.replace(SIZE_NOW, str(now))
+    if SIZE_NOW not in text:
+        return DataError(Problem(path, where, text))
+    when = ENDED if ENDED in text else OPENED
+    try:
+        now = os.stat(path).st_size
+    except OSError as error:
+        return DataError(Problem(path, "open", f"the data file cannot be opened: {error.strerror} (was it "
+                                               "deleted, moved or made unreadable after the pipeline was built?)"))
+    listed = int(re.search(r"\d+$", where).group())
+    if now == listed:  # the probe read nothing of a file of the right size: it could not be read
+        return DataError(Problem(path, "open", (
+            f"the data file could not be read {when} (it is the {listed} bytes the manifest lists; tried "
+            "again, it failed each time): is it readable by this process, on a disk that answers, with file "
+            "handles left to open?")))
+    where, text = f"{naming.MARKER} at byte {min(now, listed)}", text.replace(SIZE_NOW, str(now))
     return DataError(Problem(path, where, text))
 
 
 def _frame(error, message: str, locators):
-    """TensorFlow's reader failed on a record and names no file: the file and record found by reading the
-    pipelines' files again (newest first), within one time bound in all."""
-    if type(error).__name__ != "DataLossError" or not _FRAME.search(message):
+    """TensorFlow's reader failed on a record and names no file, in a pipeline reading without the accounting
+    (read/proven.py): the file and record found by reading those pipelines' files again (newest first), the
+    one failing at the byte the error names first, within one time bound in all. Another pipeline's error
+    (the user's own tf.data reading, say) is not ours."""
+    found = _FRAME.search(message) if type(error).__name__ == "DataLossError" else None
+    proven = [locator for locator in locators if getattr(locator, "proven", False)]
+    if found is None or not proven:
         return _PASS
-    deadline = time.monotonic() + SEARCH_SECONDS
-    for locator in locators:
+    at, deadline, exact, first = int(found.group("at")), time.monotonic() + SEARCH_SECONDS, None, None
+    for locator in proven:
         left = deadline - time.monotonic()
-        found = locator.damaged(left) if left > 0 else None
-        if found is not None:
-            path, record, offset = found
-            after = (f", after record {record - 1} (the last good one; records count from 0)" if record
-                     else ", before the first record")
-            return DataError(Problem(path, f"{naming.MARKER} at byte {offset}{after}", (
-                "a record frame or checksum is damaged there, or the file ends inside a record (is it a TFRecord "
-                "file, and uncompressed, as the manifest says?)")))
+        damage = locator.damaged(at, left) if left > 0 else None
+        if damage is not None and damage.exact:
+            exact = damage
+            break
+        first = first or damage
+    damage = exact or first
+    if damage is not None:
+        after = (f", after record {damage.record - 1} (the last good one; records count from 0)" if damage.record
+                 else ", before the first record")
+        return DataError(Problem(damage.path, f"{naming.MARKER} at byte {damage.offset}{after}", (
+            "a record frame or checksum is damaged there, or the file ends inside a record (is it a TFRecord "
+            "file, and uncompressed, as the manifest says?)")))
     said = _TF_NOISE.sub("", " ".join(message.split("\n")[0].split())).strip()
     return DataError(Problem("<a data file>", "record", (
         f"a data file is damaged ({said}); TensorFlow does not say which, and reading the data files again "
