@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
-from batchloaders.read.proven import size_checked
+from batchloaders.read.proven import OPENED, size_probe
 from batchloaders.runtime.translate import data_error_from
 from conftest import frame_offsets, write_records
 from test_corruption import A, AT, B, B_CODES, BAD, GOOD, RECORDS, a_codes, config, flip, framed, make_dataset, record, run
@@ -291,20 +291,18 @@ def test_a_reader_error_is_placed_only_for_pipelines_read_without_the_accounting
 
 
 def test_a_file_of_its_listed_size_that_cannot_be_read_is_an_open_error(tmp_path):
-    """The probe reads nothing of a path of the listed size it cannot read (a directory here, which root
-    cannot read either): not "lists N bytes, but it is N bytes"."""
+    """The probe cannot read a path of the listed size (a directory here, which root cannot read either):
+    the reader's own error, naming it, not "lists N bytes, but it is N bytes"."""
     unreadable = tmp_path / "a.tfrecords"
     unreadable.mkdir()
     listed = os.stat(unreadable).st_size
     assert listed > 0
-    checked = tf.data.Dataset.from_tensors(str(unreadable)).map(
-        lambda path: size_checked(path, tf.constant(listed, tf.int64), "m.json"))
-    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
-        list(checked)
+    probe = size_probe(tf.constant(str(unreadable)), tf.constant(listed, tf.int64), OPENED)
+    with pytest.raises(tf.errors.FailedPreconditionError) as raised:
+        list(probe)
     problem, = data_error_from(raised.value, []).problems
     assert (problem.file, problem.path) == (str(unreadable), "open")
-    assert problem.message.startswith(f"the data file could not be read when it is opened (it is the {listed} "
-                                      "bytes the manifest lists")
+    assert problem.message.startswith("the data file cannot be opened: Is a directory")
 
 
 def test_a_state_checkpoint_of_the_accounting_path_names_the_read_path(tmp_path, monkeypatch):

@@ -34,6 +34,9 @@ WRITTEN = [
      [(PATH, 10, 11), (PATH, 10, 11)]),
     (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).at(1)),
      [(PATH, 11, 11)]),
+    (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2),
+                                     tf.constant(naming.token(PATH))).vector()),
+     [(PATH, 10, 11), (PATH, 10, 11)]),
 ]
 
 
@@ -41,6 +44,19 @@ WRITTEN = [
 def test_every_written_name_reads_back_as_its_records(write, expected):
     read = [naming.parse(name) for name in write()]
     assert [(n.path, n.first, n.last) for n in read] == expected
+
+
+def test_a_token_stands_for_one_path_and_is_short():
+    """The parse ops copy a block's name once per record: with the token it is short enough for TensorFlow's
+    strings to hold in place (22 bytes), whatever the path's length."""
+    long_path = "/data/" + "d" * 200 + "/train-00001-of-01024.tfrecords"
+    written = _text(naming.BlockNames(tf.constant(long_path), tf.constant(1_047_552, tf.int64), tf.constant(1024),
+                                      tf.constant(naming.token(long_path))).vector())
+    assert set(written) == {f"{naming.token(long_path)}:1047552..1048575"} and len(written[0]) <= 22
+    assert naming.token(long_path) == naming.token(long_path) != naming.token(PATH)
+    assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 1_047_552)
+    # A token no graph of this process wrote (another process's): no path is made up for it.
+    assert naming.parse("@99999:0..9").path == naming.UNKNOWN
 
 
 def test_a_string_that_is_no_record_name_reads_as_none():
@@ -65,6 +81,9 @@ MESSAGES = [
      f"{PATH}: record 9: the record disagrees with the manifest: Key: x, Index: 0. Number of float values != "
      "expected."),
     (f"Name: {PATH}: records 20..29, Key: x, Index: 4.  Number of float values != expected. [Op:ParseExample]",
+     f"{PATH}: record 24: the record disagrees with the manifest: Key: x, Index: 4. Number of float values != "
+     "expected."),
+    (f"Name: {naming.token(PATH)}:20..29, Key: x, Index: 4.  Number of float values != expected. [Op:ParseExample]",
      f"{PATH}: record 24: the record disagrees with the manifest: Key: x, Index: 4. Number of float values != "
      "expected."),
 ]

@@ -11,6 +11,10 @@ error that says neither (a missing feature) is located by ``runtime/translate.py
 again. Feature lists, whose parse errors do not say the record's place in the batch, get
 ``'path: record F+j'`` (:func:`names_in_block`): the j-th record of a block whose first is F.
 
+The parse ops get a block's name once per record: a long path copied 1,024 times is still a cost
+(a string that long is allocated each time), so they get ``'@N:F..L'`` instead, ``@N`` a token that stands
+for the path in this process (:func:`token`, short enough for TensorFlow's strings to hold in place).
+
 Reading a name back: :data:`RECORD` and :data:`BLOCK` match the names inside a message (the groups
 ``file``, ``record``, ``plus``; ``file``, ``first``, ``last``), :func:`named` says which records a match
 names, and :func:`parse` reads a whole name.
@@ -19,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 
 import tensorflow as tf
 
 # A record name inside a message: 'path: record N' or 'path: record F+j' (record F + j).
 RECORD = r"(?P<file>.*?): record (?P<record>\d+)(?:\+(?P<plus>\d+))?"
-# A block named as a whole: 'path: records F..L'.
-BLOCK = r"(?P<file>.*?): records (?P<first>\d+)\.\.(?P<last>\d+)"
+# A block named as a whole: 'path: records F..L', or by its file's token (:func:`token`): '@N:F..L'.
+BLOCK = r"(?:@(?P<token>\d+):|(?P<file>.*?): records )(?P<first>\d+)\.\.(?P<last>\d+)"
 # Begins what follows the path in the message of every damaged-file error the reader raises
 # (read/integrity.py): 'path: batchloaders data error at byte B, ...: what is wrong'.
 MARKER = "batchloaders data error"
@@ -56,18 +61,48 @@ class Named:
         return self.first if self.first == self.last else None
 
 
+# The paths :func:`token` has given tokens for in this process, in order: token N stands for _PATHS[N].
+_PATHS: list[str] = []
+_TOKENS: dict[str, str] = {}
+_LOCK = threading.Lock()
+# What a token this process never gave stands for (a name made by another process's graph).
+UNKNOWN = "<a data file>"
+
+
+def token(path: str) -> str:
+    """``'@N'``: the short stand-in for data file ``path`` in this process's block names (always the same one).
+
+    Args:
+        path: a data file's path.
+
+    Returns:
+        ``'@N'``, read back as ``path`` by :func:`named` in the same process.
+    """
+    with _LOCK:
+        if path not in _TOKENS:
+            _TOKENS[path] = f"@{len(_PATHS)}"
+            _PATHS.append(path)
+        return _TOKENS[path]
+
+
+def _path_of(number: str) -> str:
+    index = int(number)
+    return _PATHS[index] if index < len(_PATHS) else UNKNOWN
+
+
 def named(found: re.Match) -> Named:
     """The records a match of :data:`RECORD` or :data:`BLOCK` names ('record F+j' is record F + j)."""
     groups = found.groupdict()
     if groups.get("record") is not None:
         record = int(groups["record"]) + int(groups.get("plus") or 0)
         return Named(groups["file"], record, record)
-    return Named(groups["file"], int(groups["first"]), int(groups["last"]))
+    path = groups["file"] if groups.get("token") is None else _path_of(groups["token"])
+    return Named(path, int(groups["first"]), int(groups["last"]))
 
 
 def parse(name: str) -> Named | None:
     """The records a whole name names (any of the forms above); None for a string that is no record name."""
-    found = re.fullmatch(RECORD, name, re.S) or re.fullmatch(BLOCK, name, re.S)
+    found = re.fullmatch(BLOCK, name, re.S) or re.fullmatch(RECORD, name, re.S)
     return named(found) if found else None
 
 
@@ -78,12 +113,14 @@ class BlockNames:
     path: tf.Tensor  # scalar string
     first: tf.Tensor  # scalar int64
     count: tf.Tensor  # scalar int32
+    token: tf.Tensor | None = None  # scalar string: the path's token (:func:`token`), which the parse ops get
 
     def vector(self) -> tf.Tensor:
-        """[count] copies of 'path: records F..L': what the parse ops get (a fill, no string per record)."""
+        """[count] copies of 'path: records F..L' (or '@N:F..L' given the token): what the parse ops get (a
+        fill, no string formatted per record)."""
         last = self.first + tf.cast(self.count, tf.int64) - 1
-        span = tf.strings.join([self.path, ": records ", tf.strings.as_string(self.first), "..",
-                                tf.strings.as_string(last)])
+        head = [self.path, ": records "] if self.token is None else [self.token, ":"]
+        span = tf.strings.join(head + [tf.strings.as_string(self.first), "..", tf.strings.as_string(last)])
         return tf.fill([self.count], span)
 
     def at(self, j: tf.Tensor) -> tf.Tensor:

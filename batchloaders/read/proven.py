@@ -34,19 +34,17 @@ import tensorflow as tf
 
 from batchloaders.config.datasets import url_scheme
 from batchloaders.core.model import LoaderConfig
-from batchloaders.read import global_order, naming
+from batchloaders.read import global_order
 from batchloaders.transform.graphs import as_written
-from batchloaders.transform.inline_map import inline_map
 
-# Tries of the size probe's reader before it gives up (a file that cannot be opened is retried).
-_PROBE_TRIES = 3
-# Stands for the file's size in the message of a size that differs from the manifest's (see size_checked).
-SIZE_NOW = "<size now>"
-# When each check runs, as its message says it.
+# When each check runs, as its message says it, and what may have happened to the file before.
 OPENED = "when it is opened"
 ENDED = "when its last record has been read"
-_WHY = {OPENED: "it was cut, appended to or replaced after the manifest was written",
-        ENDED: "it was cut, appended to or replaced while the run read it"}
+WHY = {OPENED: "it was cut, appended to or replaced after the manifest was written",
+       ENDED: "it was cut, appended to or replaced while the run read it"}
+# Bytes each probe reads at the file's start (at most the listed size): its count tells the two checks apart in
+# TensorFlow's message, "expected to contain N elements" (runtime/translate.py).
+PROBE_BYTES = {OPENED: 1, ENDED: 2}
 
 
 def listed_sizes(config: LoaderConfig) -> tuple[int, ...] | None:
@@ -83,60 +81,34 @@ def reads_proven(config: LoaderConfig) -> bool:
     return listed_sizes(config) is not None and not global_order.enabled(config)
 
 
-def _bytes_before(filename: tf.Tensor, footer: tf.Tensor) -> tf.Tensor:
-    """How many bytes the file holds before its last ``footer`` ones, up to 2 (0 when it is shorter, or
-    cannot be opened). Reads at most its first 2 bytes (a header would be read through, not sought past); no
-    function is traced (this runs as each file opens)."""
-    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, footer_bytes=footer, buffer_size=1)
-    # Numbered before ignore_errors, so that a file that cannot be opened uses up the tries.
-    found = tf.data.Dataset.zip((tf.data.Dataset.range(_PROBE_TRIES), probe.take(2))).ignore_errors()
-    sentinel = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), tf.constant("")))
-    numbers, _ = found.concatenate(sentinel).batch(_PROBE_TRIES + 1).get_single_element()
-    return tf.size(numbers, out_type=tf.int64) - 1
+def size_probe(filename: tf.Tensor, listed: tf.Tensor, when: str = OPENED) -> tf.data.Dataset:
+    """No block: asked for its first element, it fails unless the file is now ``listed`` bytes.
 
-
-def size_checked(filename: tf.Tensor, listed: tf.Tensor, manifest_path: str, when: str = OPENED) -> tf.Tensor:
-    """``filename``, after failing when the file is not ``listed`` bytes now.
-
-    No op gives a file's size (reading it whole to measure it could take more memory than there is): the
-    probe reads the file's first bytes with all but the listed size's last byte as its footer, so it finds
-    exactly one byte when the file is the listed size.
+    No op gives a file's size (reading it whole to measure it could take more memory than there is), and a
+    check traced as a function costs its instantiation at every file. So the probe is built of datasets
+    only: ``FixedLengthRecordDataset`` reads the file's first bytes one at a time, all but the listed size's
+    first :data:`PROBE_BYTES` being its footer, and finds exactly that many bytes when the file is the listed
+    size (fewer when shorter, more when longer); ``assert_cardinality`` fails on any other count. A file
+    that cannot be opened is the reader's own error, naming it.
 
     Args:
         filename: the data file's path (a scalar string tensor).
         listed: the size the manifest lists for it (a scalar int64 tensor).
-        manifest_path: the manifest's path, for the message.
-        when: :data:`OPENED` or :data:`ENDED`, for the message.
+        when: :data:`OPENED` or :data:`ENDED`: how many bytes the probe reads, so that the message tells the
+            two checks apart.
 
     Returns:
-        ``filename``, once the check has passed. When it fails, the assertion's message begins with the
-        path and says the size listed; ``runtime/translate.py`` puts the size found in place of
-        :data:`SIZE_NOW`.
+        An empty dataset of blocks (``{"serialized": [0], "first"}``), to concatenate before or after the
+        file's own. Its error, "Input dataset was expected to contain N elements but contained only M" (or
+        "at least M"), names no file: ``runtime/translate.py`` finds the file whose size differs.
     """
-    expected = tf.cast(listed > 0, tf.int64)  # bytes before the last listed - 1: the first one, and no more
-    found = _bytes_before(filename, tf.maximum(listed - 1, 0))
-    message = tf.strings.join([
-        filename, f": {naming.MARKER} at byte ", tf.strings.as_string(listed), ": the manifest ", manifest_path,
-        " lists ", tf.strings.as_string(listed), f" bytes for this file (size_bytes), but it is {SIZE_NOW} bytes "
-        f"{when}: {_WHY[when]} (`batchloaders verify` says what changed, `batchloaders manifest DIR` records "
-        "it anew)"])
-    checked = tf.debugging.Assert(tf.equal(found, expected), [message], summarize=1)
-    with tf.control_dependencies([checked]):
-        return tf.identity(filename)
-
-
-def _end_checked(filename: tf.Tensor, listed: tf.Tensor, manifest_path: str) -> tf.data.Dataset:
-    """No block: asked for after the file's last block, it checks the file's size again (a file cut at a record
-    boundary or inside a header while the run read it ends early without an error from TensorFlow's reader)."""
-    empty = tf.data.Dataset.from_tensors({"serialized": tf.zeros([0], tf.string), "first": tf.constant(0, tf.int64)})
-
-    def checked(block):
-        with tf.control_dependencies([size_checked(filename, listed, manifest_path, ENDED)]):
-            return tf.nest.map_structure(tf.identity, block)
-
-    # Run in the thread that reaches the file's end: run through a plain map's executor, which hands the
-    # probe's ops to the inter-op pool the pipeline's own threads use, the check stalled whole epochs.
-    return (inline_map(empty, checked) or empty.map(as_written(checked))).filter(as_written(lambda _: False))
+    expected = tf.minimum(listed, PROBE_BYTES[when])
+    found = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, footer_bytes=listed - expected,
+                                             buffer_size=1)
+    checked = found.apply(tf.data.experimental.assert_cardinality(expected)).skip(expected)
+    # The check yields nothing; "first" holds one element so that zip asks ``checked`` for its end whichever
+    # component it asks first.
+    return tf.data.Dataset.zip({"serialized": checked.batch(1), "first": tf.data.Dataset.range(1)})
 
 
 def proven_blocks(config: LoaderConfig, listed: tuple[int, ...], filename: tf.Tensor, index: tf.Tensor,
@@ -158,11 +130,10 @@ def proven_blocks(config: LoaderConfig, listed: tuple[int, ...], filename: tf.Te
         holds ``block`` records; or what ``then`` makes of each.
     """
     size = tf.gather(tf.constant(listed, tf.int64), index)
-    manifest_path = config.dataset.manifest.path
-    opened = size_checked(filename, size, manifest_path)
-    records = tf.data.TFRecordDataset(opened, buffer_size=config.reading.num_read_buffer_bytes)
+    records = tf.data.TFRecordDataset(filename, buffer_size=config.reading.num_read_buffer_bytes)
     blocks = tf.data.Dataset.zip({"serialized": records.batch(block),
                                   "first": tf.data.Dataset.range(0, 2**62, block)})
-    # Before ``then``: the check yields nothing, so ``then`` never sees it.
-    blocks = blocks.concatenate(_end_checked(filename, size, manifest_path))
+    # Before ``then``: the checks yield nothing, so ``then`` never sees them. The first runs before the
+    # records' reader opens the file (it opens at the first block asked for).
+    blocks = size_probe(filename, size, OPENED).concatenate(blocks).concatenate(size_probe(filename, size, ENDED))
     return blocks if then is None else blocks.map(as_written(then))

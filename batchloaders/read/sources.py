@@ -215,7 +215,8 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
     """Read several files at once; unshuffled loaders read files in order unless num_parallel_reads > 1.
 
     ``per_file`` gets one element of :func:`file_names` (``{"file", "index"}``); ``buffered``: it
-    reads ahead itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per file).
+    reads ahead itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per file),
+    and the interleave takes its elements in parallel (the same order).
     """
     cycle = _cycle(config)
     out_buffer = config.reading.num_interleave_out_buffer_elements
@@ -226,11 +227,14 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
 
     if cycle == 1:
         return files.flat_map(as_written(open_file))
-    if not reads_wait_on_io(config):
+    remote = reads_wait_on_io(config)
+    if not remote and not buffered:
         # Same order as the parallel interleave, without handing every record to another thread:
         # on local disk that hand-over cost more than the reads it overlapped (docs/decisions/performance.md).
         return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1)
-    parallel = config.reading.num_parallel_reads or AUTOTUNE
+    # Files read ahead in threads of their own hand over whole blocks: the parallel interleave takes them
+    # at less cost per block than the one-thread interleave (docs/decisions/performance.md).
+    parallel = (config.reading.num_parallel_reads or AUTOTUNE) if remote else cycle
     if parallel != AUTOTUNE:
         parallel = min(parallel, cycle)
     return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1, num_parallel_calls=parallel,

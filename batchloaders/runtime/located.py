@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import threading
 import time
@@ -66,6 +67,21 @@ class Locator:
         # Its pipelines read without the accounting that names a damaged file (read/proven.py): TensorFlow's
         # reader errors, which name none, are theirs to place (translate._frame).
         self.proven = reads_proven(config)
+
+    def changed_size(self) -> tuple[str, int, int | None] | None:
+        """(path, size the manifest lists, size now, None when it cannot be measured) of the first data file
+        whose size is not the listed one; None when every file is its listed size (or sizes are not listed)."""
+        for path in self.files:
+            entry = self.manifest.entry(path)
+            if entry is None or entry.size_bytes is None:
+                continue
+            try:
+                now = os.stat(path).st_size
+            except OSError:
+                return path, entry.size_bytes, None
+            if now != entry.size_bytes:
+                return path, entry.size_bytes, now
+        return None
 
     def knows(self, path: str) -> bool:
         return path in self.files

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.read import naming
-from batchloaders.read.proven import ENDED, OPENED, SIZE_NOW
+from batchloaders.read.proven import ENDED, OPENED, PROBE_BYTES, WHY
 from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
 
 # What the pipeline's own checks (integrity.py, parsing.py) say, inside TensorFlow's assertion message.
@@ -60,7 +60,8 @@ _TOO_FEW = re.compile(r"Input dataset was expected to contain (?P<expected>\d+) 
 _FRAME = re.compile(r"(?:corrupted|truncated) record at (?P<at>\d+)")
 # A file that cannot be opened while the pipeline runs (integrity._opened): "...: PATH; No such file or directory".
 _OPEN_ERRORS = {"NotFoundError", "PermissionDeniedError", "FailedPreconditionError", "UnavailableError"}
-_OPEN = re.compile(r"^[^\n]*?: (?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
+# ... or, raised by a reader in the iterator's own dataset graph: "{{function_node ...}} PATH; No such file ...".
+_OPEN = re.compile(r"^[^\n]*?(?:: |\}\} )(?P<file>(?:(?!: )[^;\n])+); (?P<text>[^\n\[]+)")
 # TensorFlow's prefix naming its own function and iterator, which tells a user nothing.
 _TF_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|Error in user-defined function passed to \S+ transformation "
                        r"with iterator: \S+: ")
@@ -171,24 +172,33 @@ def _assertion(error, message: str, locators):
 
 
 def _damaged(path: str, where: str, text: str) -> DataError:
-    """A damaged file's DataError; a size that differs from the manifest's (read/proven.py) gets the size the
-    file has now, and the byte where the two part."""
-    if SIZE_NOW not in text:
-        return DataError(Problem(path, where, text))
-    when = ENDED if ENDED in text else OPENED
-    try:
-        now = os.stat(path).st_size
-    except OSError as error:
-        return DataError(Problem(path, "open", f"the data file cannot be opened: {error.strerror} (was it "
-                                               "deleted, moved or made unreadable after the pipeline was built?)"))
-    listed = int(re.search(r"\d+$", where).group())
-    if now == listed:  # the probe read nothing of a file of the right size: it could not be read
-        return DataError(Problem(path, "open", (
-            f"the data file could not be read {when} (it is the {listed} bytes the manifest lists; tried "
-            "again, it failed each time): is it readable by this process, on a disk that answers, with file "
-            "handles left to open?")))
-    where, text = f"{naming.MARKER} at byte {min(now, listed)}", text.replace(SIZE_NOW, str(now))
+    """A damaged file's DataError."""
     return DataError(Problem(path, where, text))
+
+
+def _size_changed(error, message: str, locators):
+    """A data file no longer the size its manifest lists, read without the accounting (read/proven.py): its
+    size probes fail with a count of bytes, the independent loader's declared batch count with one of batches,
+    and neither names the file; the files of those pipelines are measured again. None changed: the count's
+    own message (:func:`_too_many`, :func:`_too_few`)."""
+    found = _TOO_MANY.search(message) or _TOO_FEW.search(message)
+    changed = None
+    for locator in (locators if found else ()):
+        changed = locator.changed_size() if getattr(locator, "proven", False) else None
+        if changed is not None:
+            break
+    if changed is None:
+        return _PASS
+    path, listed, now = changed
+    if now is None:
+        return DataError(Problem(path, "open", "the data file cannot be opened (was it deleted, moved or made "
+                                               "unreadable after the pipeline was built?)"))
+    probes = {str(count): when for when, count in PROBE_BYTES.items()}
+    when = probes.get(found.group("expected"), OPENED if found.group("expected") == "0" else ENDED)
+    return DataError(Problem(path, f"{naming.MARKER} at byte {min(now, listed)}", (
+        f"the manifest {locator.manifest.path} lists {listed} bytes for this file (size_bytes), but it is {now} "
+        f"bytes {when}: {WHY[when]} (`batchloaders verify` says what changed, `batchloaders manifest DIR` "
+        "records it anew)")))
 
 
 def _frame(error, message: str, locators):
@@ -268,7 +278,7 @@ def _unnamed(error, message: str, locators):
 
 
 # In the order they are asked: the first that reads the message answers.
-_READERS = (_not_a_proto, _too_many, _too_few, _image, _assertion, _frame, _unopened, _parsed_record, _parsed_block, _unnamed)
+_READERS = (_not_a_proto, _size_changed, _too_many, _too_few, _image, _assertion, _frame, _unopened, _parsed_record, _parsed_block, _unnamed)
 
 
 def _explained(path: str, record: int, text: str, locators) -> DataError:
