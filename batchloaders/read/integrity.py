@@ -45,7 +45,7 @@ from batchloaders.errors import DataError, Problem
 from batchloaders.read.framing import FRAME_BYTES, HEAD_BYTES, compressed_otherwise
 from batchloaders.transform.graphs import as_written
 from batchloaders.transform.local_scan import local_scan
-from batchloaders.read import naming
+from batchloaders.read import file_readers, naming
 from batchloaders.read.naming import BlockNames
 from batchloaders.read import global_order
 from batchloaders.read.offset_reader import OffsetReader
@@ -341,7 +341,7 @@ def _opened(filename: tf.Tensor) -> tf.data.Dataset:
     spin forever. Here it fails at once with TensorFlow's error, which begins
     with the path (runtime/translate.py turns it into a DataError).
     """
-    probe = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, buffer_size=1).take(1)
+    probe = file_readers.fixed_length(filename, 1, buffer_size=1).take(1)
     return tf.data.Dataset.from_tensors(filename).map(
         as_written(lambda f: probe.reduce(tf.constant(0, tf.int64), as_written(lambda n, _: n + 1))))
 
@@ -455,8 +455,7 @@ def _fast_step(check: _EndCheck, skipped: SkipCounter | None):
         consumed, count, damaged, ended = state
         short = tf.equal(n, RECOVER) & tf.not_equal(consumed % 2**32 if check.compression == "gzip" else consumed,
                                                      facts[1])
-        records = tf.data.TFRecordDataset(filename, compression_type=check.tf_compression,
-                                          buffer_size=check.read_buffer)
+        records = file_readers.records(filename, check.tf_compression, check.read_buffer)
         again, swallowed, to_end = _recover(records.skip(count), check.block,
                                             tf.where(short, tf.constant(check.block, tf.int64), 0))
         reached = tf.where(short, to_end, tf.equal(n, RECOVER))
@@ -511,8 +510,7 @@ def checked_blocks(reader: Reader, filename: tf.Tensor, index: tf.Tensor, block:
     tf_compression = config.dataset.manifest.tf_compression
 
     def open_records():
-        return tf.data.TFRecordDataset(filename, compression_type=tf_compression,
-                                       buffer_size=config.reading.num_read_buffer_bytes)
+        return file_readers.records(filename, tf_compression, config.reading.num_read_buffer_bytes)
 
     # At most this many records fit the file (deflate expands at most 1032-fold); unknown size: no bound.
     expansion = 1 if compression is None else 1032

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from batchloaders.config.datasets import url_scheme
 from batchloaders.core.model import LoaderConfig
-from batchloaders.read import global_order
+from batchloaders.read import file_readers, global_order
 from batchloaders.transform.graphs import as_written
 
 # When each check runs, as its message says it, and what may have happened to the file before.
@@ -103,8 +103,7 @@ def size_probe(filename: tf.Tensor, listed: tf.Tensor, when: str = OPENED) -> tf
         "at least M"), names no file: ``runtime/translate.py`` finds the file whose size differs.
     """
     expected = tf.minimum(listed, PROBE_BYTES[when])
-    found = tf.data.FixedLengthRecordDataset(filename, record_bytes=1, footer_bytes=listed - expected,
-                                             buffer_size=1)
+    found = file_readers.fixed_length(filename, 1, footer_bytes=listed - expected, buffer_size=1)
     checked = found.apply(tf.data.experimental.assert_cardinality(expected)).skip(expected)
     # The check yields nothing; "first" holds one element so that zip asks ``checked`` for its end whichever
     # component it asks first.
@@ -130,7 +129,7 @@ def proven_blocks(config: LoaderConfig, listed: tuple[int, ...], filename: tf.Te
         holds ``block`` records; or what ``then`` makes of each.
     """
     size = tf.gather(tf.constant(listed, tf.int64), index)
-    records = tf.data.TFRecordDataset(filename, buffer_size=config.reading.num_read_buffer_bytes)
+    records = file_readers.records(filename, buffer_size=config.reading.num_read_buffer_bytes)
     blocks = tf.data.Dataset.zip({"serialized": records.batch(block),
                                   "first": tf.data.Dataset.range(0, 2**62, block)})
     # Before ``then``: the checks yield nothing, so ``then`` never sees them. The first runs before the

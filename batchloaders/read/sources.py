@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Callable
 
 import tensorflow as tf
+from tensorflow.python.data.ops import interleave_op
 
 from batchloaders.read import determinism
 from batchloaders.read import sharding
@@ -232,9 +233,15 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
         # Same order as the parallel interleave, without handing every record to another thread:
         # on local disk that hand-over cost more than the reads it overlapped (docs/decisions/performance.md).
         return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1)
-    # Files read ahead in threads of their own hand over whole blocks: the parallel interleave takes them
-    # at less cost per block than the one-thread interleave (docs/decisions/performance.md).
-    parallel = (config.reading.num_parallel_reads or AUTOTUNE) if remote else cycle
+    if not remote:
+        # Files read ahead in threads of their own hand over whole blocks: the parallel interleave takes them
+        # at less cost per block than the one-thread interleave, and opens the next file before one ends. Its
+        # defaults (8 files opened ahead, 3 blocks buffered per file) cost start-up and memory for no
+        # measured gain here (docs/decisions/performance.md).
+        return interleave_op._ParallelInterleaveDataset(  # noqa: SLF001 - Dataset.interleave cannot set both
+            files, as_written(open_file), cycle, 1, cycle, buffer_output_elements=1, prefetch_input_elements=1,
+            deterministic=not config.reading.sloppy_interleave)
+    parallel = config.reading.num_parallel_reads or AUTOTUNE
     if parallel != AUTOTUNE:
         parallel = min(parallel, cycle)
     return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1, num_parallel_calls=parallel,
