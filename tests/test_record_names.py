@@ -57,6 +57,9 @@ def test_a_token_stands_for_one_path_and_is_short():
     assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 1_047_552)
     # A token no graph of this process wrote (another process's): no path is made up for it.
     assert naming.parse("@99999:0..9").path == naming.UNKNOWN
+    # An error naming the block by its token names the file (Keras's wrapper converts only errors naming ours).
+    assert naming.mentions(f"Name: {written[0]}, Key: x, Index: 3.", long_path)
+    assert not naming.mentions("Name: @99999:0..9, Key: x", long_path)
 
 
 def test_a_string_that_is_no_record_name_reads_as_none():

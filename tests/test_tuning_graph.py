@@ -44,8 +44,8 @@ def has(dataset, op, value=None, attr=None):
     ({"num_read_buffer_bytes": 12345}, "TFRecordDataset", 12345, None),
     ({"num_read_buffer_bytes": 12345, "num_parallel_reads": 2}, "TFRecordDataset", 12345, None),
     ({"num_parallel_parses": 3}, "ParallelMapDatasetV2", 3, None),
-    # Local files: num_parallel_reads files read at once, in one thread (the same order, cheaper).
-    ({"num_parallel_reads": 2}, "InterleaveDataset", 2, None),
+    # Local files, unshuffled: num_parallel_reads files read at once, each file's blocks in a thread of its own.
+    ({"num_parallel_reads": 2}, "ParallelInterleaveDatasetV4", 2, ("deterministic", b"true")),
     ({"num_interleave_in_buffer_elements": 4}, "PrefetchDataset", 4, None),
     # Unshuffled: whole blocks read ahead, records' worth rounded up (1024 records a block here).
     ({"num_interleave_out_buffer_elements": 2000, "num_parallel_reads": 2}, "PrefetchDataset", 2, None),

@@ -85,6 +85,22 @@ def token(path: str) -> str:
         return _TOKENS[path]
 
 
+def mentions(message: str, path: str) -> bool:
+    """Whether ``message`` names data file ``path``: its path, or the token :func:`token` gave it in a block's name.
+
+    Args:
+        message: an error's text.
+        path: a data file's path.
+
+    Returns:
+        True when the path, or its token followed by ':', is in the message.
+    """
+    if path in message:
+        return True
+    given = _TOKENS.get(path)
+    return given is not None and f"{given}:" in message
+
+
 def _path_of(number: str) -> str:
     index = int(number)
     return _PATHS[index] if index < len(_PATHS) else UNKNOWN

@@ -30,6 +30,7 @@ import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, iterator_ops
 
 from batchloaders import errors
+from batchloaders.read import naming
 from batchloaders.runtime import translate
 from batchloaders.core.model import LoaderConfig
 from batchloaders.read.proven import reads_proven
@@ -193,7 +194,7 @@ def _names_our_file(error: BaseException) -> bool:
     if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
         message = error.object.decode("utf-8", "replace")
     return isinstance(message, str) and (decode_image.SCOPE in message or any(
-        path in message for locator in list(translate.LOCATORS) for path in locator.files))
+        naming.mentions(message, path) for locator in list(translate.LOCATORS) for path in locator.files))
 
 
 def _converted(error: BaseException) -> BaseException | None:
