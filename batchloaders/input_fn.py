@@ -128,9 +128,11 @@ class InputFn:
         self._reader = Reader(config)  # file sizes and counts are read once, here
         # A mixture reads every source's files on their own (loaders/mixture.py).
         self._mixed = [Reader(config.of_source(s)) for s in config.sources]
+        self._locators = [self._locator]  # one per source: an error of any of them is located
         for spec in config.sources[1:]:
             sources.check_remote_files(config.of_source(spec))
-            register(Locator(config.of_source(spec)))
+            self._locators.append(Locator(config.of_source(spec)))
+            register(self._locators[-1])
         self._local = config.service is None  # under the service, counters would count on the workers
         # Plain, mixed or in a global order: chosen once, asked for blocks, cardinality and start alike.
         self._source = example_sources.pick(config, self.loader, [self._reader, *self._mixed], self._local)
@@ -175,7 +177,7 @@ class InputFn:
         # The seed too: a restore into another seed would go on with other draws (ResumableIterator builds
         # the pipeline from the seed it saved, so its own checkpoints match).
         fingerprint = identity(call.config, call.batch_size, call.input_context, with_seed=True)
-        return LocatedDataset(dataset, self._locator, json.dumps(fingerprint, sort_keys=True), fetcher)
+        return LocatedDataset(dataset, tuple(self._locators), json.dumps(fingerprint, sort_keys=True), fetcher)
 
     def _plan(self, input_context, params, skip_batches: int, start_position: int | None = None) -> CallPlan:
         """The call's arguments checked, and what they decide: down to where its pipeline starts and the batches

@@ -9,14 +9,17 @@ from __future__ import annotations
 import collections
 import copy
 import json
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import batchloaders
 from batchloaders import ConfigError, build_input_fn, load_config
 from batchloaders.cli.main import main
-from conftest import resumed_ids, example, feature, loader_config, sequence_example, write_manifest, write_records
+from conftest import (resumed_ids, example, feature, frame_offsets, loader_config, sequence_example, write_manifest,
+                      write_records)
 
 FILES = {"a": (6, 4), "b": (9, 0, 11), "c": (5,)}
 FEATURE = {"a": "id", "b": "ident", "c": "id"}
@@ -314,3 +317,20 @@ def test_per_source_batches_are_finished_where_each_source_parses_them(root):
     chosen = [n.name for n in graph.node if n.op == "DirectedInterleaveDataset"]
     after = [n.op for n in graph.node if any(i.split(":")[0] in chosen for i in n.input)]
     assert len(chosen) == 1 and not [op for op in after if "Map" in op]
+
+
+def test_a_later_sources_file_not_its_listed_size_is_located(root, tmp_path):
+    """`batchloaders manifest` lists sizes, so each file's size is checked (read/proven.py), whose failure
+    names no file: the error is placed among every source's files, not only the first source's."""
+    shutil.copytree(root / "a", tmp_path / "a")
+    shutil.copytree(root / "b", tmp_path / "b")
+    batches = batchloaders.build_input_fn(config(tmp_path))()
+    path = tmp_path / "b" / "part-2.tfrecords"
+    listed = path.stat().st_size
+    cut_at = frame_offsets([example(ident=("int", [10000 + 200 + r])) for r in range(11)])[5]
+    path.write_bytes(path.read_bytes()[:cut_at])  # at a record boundary, after the build (which would report it)
+    with pytest.raises(batchloaders.DataError) as caught:
+        list(batches)
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(path), f"batchloaders data error at byte {cut_at}")
+    assert f"lists {listed} bytes for this file (size_bytes), but it is {cut_at} bytes when it is" in problem.message

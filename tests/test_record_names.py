@@ -3,15 +3,19 @@ forms): what each writer makes, the reader reads back as the same records, and r
 the names inside TensorFlow's and the pipeline's own messages through it."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import pathlib
 import re
 
 import pytest
 import tensorflow as tf
 
+import batchloaders
 import batchloaders.errors
 from batchloaders.read import naming
 from batchloaders.runtime import translate
+from conftest import example, feature, loader_config, write_manifest, write_records
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "batchloaders"
 PATH = "/data/a: b/train-0.tfrecords"  # ': ' inside the path: the name's own separator must still be found
@@ -48,18 +52,22 @@ def test_every_written_name_reads_back_as_its_records(write, expected):
 
 def test_a_token_stands_for_one_path_and_is_short():
     """The parse ops copy a block's name once per record: with the token it is short enough for TensorFlow's
-    strings to hold in place (22 bytes), whatever the path's length."""
+    strings to hold in place (22 bytes) whatever the path's length, up to records numbered in the ten thousands."""
     long_path = "/data/" + "d" * 200 + "/train-00001-of-01024.tfrecords"
-    written = _text(naming.BlockNames(tf.constant(long_path), tf.constant(1_047_552, tf.int64), tf.constant(1024),
+    written = _text(naming.BlockNames(tf.constant(long_path), tf.constant(10_240, tf.int64), tf.constant(1024),
                                       tf.constant(naming.token(long_path))).vector())
-    assert set(written) == {f"{naming.token(long_path)}:1047552..1048575"} and len(written[0]) <= 22
+    assert set(written) == {f"{naming.token(long_path)}:10240..11263"} and len(written[0]) <= 22
     assert naming.token(long_path) == naming.token(long_path) != naming.token(PATH)
-    assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 1_047_552)
+    assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 10_240)
     # A token no graph of this process wrote (another process's): no path is made up for it.
-    assert naming.parse("@99999:0..9").path == naming.UNKNOWN
+    assert naming.parse("@zzzzzzz:0..9").path == naming.UNKNOWN
+    # The same path has the same token in every process (a hash): pipelines built in another order make the
+    # same graph (a tf.data service job shared by several trainers must be the same dataset).
+    assert naming.token(long_path) == "@" + base64.b32encode(hashlib.sha256(long_path.encode()).digest()).decode(
+    )[:7].lower()
     # An error naming the block by its token names the file (Keras's wrapper converts only errors naming ours).
     assert naming.mentions(f"Name: {written[0]}, Key: x, Index: 3.", long_path)
-    assert not naming.mentions("Name: @99999:0..9, Key: x", long_path)
+    assert not naming.mentions("Name: @zzzzzzz:0..9, Key: x", long_path)
 
 
 def test_a_string_that_is_no_record_name_reads_as_none():
@@ -111,3 +119,19 @@ def test_the_ground_floor_holds_no_translation_of_tensorflow_errors():
     names = set(vars(batchloaders.errors))
     assert {"Problem", "BatchLoaderError", "DataError", "json_path", "path_parts", "suggest"} <= names
     assert names.isdisjoint({"data_error_from", "data_errors", "LOCATORS", "MARKER", "IMAGE_SCOPE", "SEARCH_SECONDS"})
+
+
+def test_the_parse_op_gets_the_token_and_the_error_reads_back_as_the_record(tmp_path):
+    """A block of one file is parsed with every record named '@token:F..L' (not the long path, copied per
+    record): TensorFlow's own message carries the token, and the DataError names the file and the record."""
+    write_manifest(tmp_path, [feature("y", "int64", [], "int")])
+    records = [example(y=("float" if r == 5 else "int", [r])) for r in range(8)]
+    path = write_records(tmp_path / "part-0.tfrecords", records)
+    cfg = loader_config(tmp_path, [("y", "y")], inputs=["y"], target_batch_size=4, shuffle=False)
+    located = batchloaders.build_input_fn(cfg)()
+    with pytest.raises(tf.errors.InvalidArgumentError) as raw:
+        list(located._input_dataset)  # noqa: SLF001 - the pipeline as TensorFlow runs it, without the translation
+    assert f"Name: {naming.token(str(path))}:0..7, Key: y, Index: 5." in raw.value.message
+    with pytest.raises(batchloaders.errors.DataError) as caught:
+        list(located)
+    assert [(p.file, p.path) for p in caught.value.problems] == [(str(path), "record 5")]

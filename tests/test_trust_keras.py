@@ -7,6 +7,7 @@ Data: 12 Examples, x = [r, r + 0.5], y = r (record r), so a batch's values say w
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pathlib
 import re
@@ -256,3 +257,25 @@ def test_a_data_error_inside_fit_written_on_one_line_is_a_located_data_error(tmp
         model.fit(batchloaders.build_input_fn(config(root), model=model)(), epochs=1, verbose=0, shuffle=False)
     assert [(p.file, p.path, p.message) for p in caught.value.problems] == [
         (str(root / "part-0.tfrecords"), where, message)]
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_a_file_not_its_listed_size_inside_the_given_models_method_is_a_located_data_error(tmp_path, call):
+    """The manifest lists the file's size (read/proven.py): its size check fails with TensorFlow's count error,
+    which names no file; the model's method still raises the DataError naming the file and the sizes."""
+    root = dataset(tmp_path)
+    path = root / "part-0.tfrecords"
+    listed = path.stat().st_size
+    manifest = json.loads((root / "__manifest__.json").read_text())
+    manifest["files"] = [{"name": "part-0.tfrecords", "num_records": RECORDS, "size_bytes": listed}]
+    (root / "__manifest__.json").write_text(json.dumps(manifest))
+    model = functional()
+    batches = batchloaders.build_input_fn(config(root), model=model)()
+    cut_at = frame_offsets(records())[9]  # a record boundary: TensorFlow's reader alone would end without an error
+    path.write_bytes(path.read_bytes()[:cut_at])  # after the build, which would report it
+    with pytest.raises(DataError) as caught:
+        CALLS[call](model, batches)
+    problem, = caught.value.problems
+    assert (problem.file, problem.path) == (str(path), f"batchloaders data error at byte {cut_at}")
+    assert problem.message.startswith(f"the manifest {root / '__manifest__.json'} lists {listed} bytes for this "
+                                      f"file (size_bytes), but it is {cut_at} bytes when it is opened")

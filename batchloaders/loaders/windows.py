@@ -268,7 +268,7 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
     def epoch():
         # One epoch of files, cut and shuffled; the epochs are repeated after the window shuffle so they never mix.
         cuts = sources.interleave(config, sources.file_names(config, share, repeat=False), open_file,
-                                  buffered=ahead)
+                                  buffered=ahead, read_ahead=ahead)
         # The guard asks whether the data gives any window at all, not this pipeline's share.
         windows = guard_empty_passes(cuts, shard, all_files, (
             f"{config.source}: $.args.min_window: "

@@ -12,8 +12,8 @@ again. Feature lists, whose parse errors do not say the record's place in the ba
 ``'path: record F+j'`` (:func:`names_in_block`): the j-th record of a block whose first is F.
 
 The parse ops get a block's name once per record: a long path copied 1,024 times is still a cost
-(a string that long is allocated each time), so they get ``'@N:F..L'`` instead, ``@N`` a token that stands
-for the path in this process (:func:`token`, short enough for TensorFlow's strings to hold in place).
+(a string that long is allocated each time), so they get ``'@xxxxxxx:F..L'`` instead, ``@xxxxxxx`` a token that stands for the path (a hash
+of it: :func:`token`), short enough for TensorFlow's strings to hold in place.
 
 Reading a name back: :data:`RECORD` and :data:`BLOCK` match the names inside a message (the groups
 ``file``, ``record``, ``plus``; ``file``, ``first``, ``last``), :func:`named` says which records a match
@@ -21,7 +21,9 @@ names, and :func:`parse` reads a whole name.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import re
 import threading
 
@@ -29,8 +31,10 @@ import tensorflow as tf
 
 # A record name inside a message: 'path: record N' or 'path: record F+j' (record F + j).
 RECORD = r"(?P<file>.*?): record (?P<record>\d+)(?:\+(?P<plus>\d+))?"
-# A block named as a whole: 'path: records F..L', or by its file's token (:func:`token`): '@N:F..L'.
-BLOCK = r"(?:@(?P<token>\d+):|(?P<file>.*?): records )(?P<first>\d+)\.\.(?P<last>\d+)"
+# A block named as a whole: 'path: records F..L', or by its file's token (:func:`token`): '@xxxxxxx:F..L'.
+BLOCK = r"(?:@(?P<token>[a-z2-7]{7}):|(?P<file>.*?): records )(?P<first>\d+)\.\.(?P<last>\d+)"
+# Characters of a token after its '@' (base32 of the path's SHA-256): 35 bits, no collision in practice.
+TOKEN_CHARS = 7
 # Begins what follows the path in the message of every damaged-file error the reader raises
 # (read/integrity.py): 'path: batchloaders data error at byte B, ...: what is wrong'.
 MARKER = "batchloaders data error"
@@ -61,32 +65,35 @@ class Named:
         return self.first if self.first == self.last else None
 
 
-# The paths :func:`token` has given tokens for in this process, in order: token N stands for _PATHS[N].
-_PATHS: list[str] = []
-_TOKENS: dict[str, str] = {}
+# The paths :func:`token` has given tokens for in this process: token -> path.
+_PATHS: dict[str, str] = {}
 _LOCK = threading.Lock()
-# What a token this process never gave stands for (a name made by another process's graph).
+# What a token no path of this process has stands for (a name made by a graph of other data files).
 UNKNOWN = "<a data file>"
 
 
+def _digest(path: str) -> str:
+    return "@" + base64.b32encode(hashlib.sha256(path.encode()).digest()).decode()[:TOKEN_CHARS].lower()
+
+
 def token(path: str) -> str:
-    """``'@N'``: the short stand-in for data file ``path`` in this process's block names (always the same one).
+    """``'@xxxxxxx'``: the short stand-in for data file ``path`` in block names, the same in every process (a
+    hash of the path: pipelines built in another order, or in another process, make the same graph).
 
     Args:
         path: a data file's path.
 
     Returns:
-        ``'@N'``, read back as ``path`` by :func:`named` in the same process.
+        The token, read back as ``path`` by :func:`named` in a process that asked for it.
     """
+    given = _digest(path)
     with _LOCK:
-        if path not in _TOKENS:
-            _TOKENS[path] = f"@{len(_PATHS)}"
-            _PATHS.append(path)
-        return _TOKENS[path]
+        _PATHS.setdefault(given, path)
+    return given
 
 
 def mentions(message: str, path: str) -> bool:
-    """Whether ``message`` names data file ``path``: its path, or the token :func:`token` gave it in a block's name.
+    """Whether ``message`` names data file ``path``: its path, or its token (:func:`token`) in a block's name.
 
     Args:
         message: an error's text.
@@ -95,15 +102,11 @@ def mentions(message: str, path: str) -> bool:
     Returns:
         True when the path, or its token followed by ':', is in the message.
     """
-    if path in message:
-        return True
-    given = _TOKENS.get(path)
-    return given is not None and f"{given}:" in message
+    return path in message or f"{_digest(path)}:" in message
 
 
-def _path_of(number: str) -> str:
-    index = int(number)
-    return _PATHS[index] if index < len(_PATHS) else UNKNOWN
+def _path_of(given: str) -> str:
+    return _PATHS.get("@" + given, UNKNOWN)
 
 
 def named(found: re.Match) -> Named:
@@ -132,7 +135,7 @@ class BlockNames:
     token: tf.Tensor | None = None  # scalar string: the path's token (:func:`token`), which the parse ops get
 
     def vector(self) -> tf.Tensor:
-        """[count] copies of 'path: records F..L' (or '@N:F..L' given the token): what the parse ops get (a
+        """[count] copies of 'path: records F..L' (or '@xxxxxxx:F..L' given the token): what the parse ops get (a
         fill, no string formatted per record)."""
         last = self.first + tf.cast(self.count, tf.int64) - 1
         head = [self.path, ": records "] if self.token is None else [self.token, ":"]

@@ -40,8 +40,10 @@ from batchloaders.transform.graphs import as_written
 # When each check runs, as its message says it, and what may have happened to the file before.
 OPENED = "when it is opened"
 ENDED = "when its last record has been read"
+CHECKED = "when it was checked"  # (an empty file's two checks read the same count: which one is not told)
 WHY = {OPENED: "it was cut, appended to or replaced after the manifest was written",
-       ENDED: "it was cut, appended to or replaced while the run read it"}
+       ENDED: "it was cut, appended to or replaced while the run read it",
+       CHECKED: "it was cut, appended to or replaced after the manifest was written"}
 # Bytes each probe reads at the file's start (at most the listed size): its count tells the two checks apart in
 # TensorFlow's message, "expected to contain N elements" (runtime/translate.py).
 PROBE_BYTES = {OPENED: 1, ENDED: 2}

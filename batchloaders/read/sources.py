@@ -3,7 +3,8 @@
 Today's tf.data equivalents of the spec's TF1 reading arguments:
 ``num_filenames_shuffle_buffer`` -> ``Dataset.shuffle`` of the file names,
 ``num_mix_files`` -> the interleave's cycle length, ``num_parallel_reads`` -> its
-parallel calls (remote files only: local reads stay in one thread, same order),
+parallel calls (remote files; local files read ahead in threads of their own are
+taken in parallel, local records one by one stay in one thread: the same order),
 ``sloppy_interleave`` -> ``deterministic=False``,
 ``num_interleave_out_buffer_elements`` -> a prefetch buffer per open file,
 ``num_interleave_in_buffer_elements`` -> file names prefetched ahead of the
@@ -180,7 +181,7 @@ def read_blocks(config: LoaderConfig, reader, files: tf.data.Dataset, *, form: s
         return blocks.unbatch() if unbatch else blocks
 
     # Single records (``unbatch``) are buffered per file as before: num_interleave_out_buffer_elements > 1.
-    return interleave(config, files, per_file, buffered=not unbatch)
+    return interleave(config, files, per_file, buffered=not unbatch, read_ahead=read_ahead)
 
 
 def reads_ahead(config: LoaderConfig, *, unbatch: bool = False) -> bool:
@@ -212,12 +213,14 @@ def _cycle(config: LoaderConfig) -> int:
 
 
 def interleave(config: LoaderConfig, files: tf.data.Dataset,
-               per_file: Callable[[dict], tf.data.Dataset], *, buffered: bool = False) -> tf.data.Dataset:
+               per_file: Callable[[dict], tf.data.Dataset], *, buffered: bool = False,
+               read_ahead: bool = False) -> tf.data.Dataset:
     """Read several files at once; unshuffled loaders read files in order unless num_parallel_reads > 1.
 
     ``per_file`` gets one element of :func:`file_names` (``{"file", "index"}``); ``buffered``: it
-    reads ahead itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per file),
-    and the interleave takes its elements in parallel (the same order).
+    buffers its elements itself (else ``num_interleave_out_buffer_elements`` > 1 elements are prefetched per
+    file); ``read_ahead``: it reads ahead in a thread of the file's own (:func:`reads_ahead`), and the
+    interleave takes its elements in parallel (the same order unless ``sloppy_interleave``).
     """
     cycle = _cycle(config)
     out_buffer = config.reading.num_interleave_out_buffer_elements
@@ -229,7 +232,7 @@ def interleave(config: LoaderConfig, files: tf.data.Dataset,
     if cycle == 1:
         return files.flat_map(as_written(open_file))
     remote = reads_wait_on_io(config)
-    if not remote and not buffered:
+    if not remote and not read_ahead:
         # Same order as the parallel interleave, without handing every record to another thread:
         # on local disk that hand-over cost more than the reads it overlapped (docs/decisions/performance.md).
         return files.interleave(as_written(open_file), cycle_length=cycle, block_length=1)

@@ -193,8 +193,13 @@ def _names_our_file(error: BaseException) -> bool:
     message = getattr(error, "message", None)
     if isinstance(error, UnicodeDecodeError) and isinstance(error.object, bytes):
         message = error.object.decode("utf-8", "replace")
-    return isinstance(message, str) and (decode_image.SCOPE in message or any(
-        naming.mentions(message, path) for locator in list(translate.LOCATORS) for path in locator.files))
+    if not isinstance(message, str):
+        return False
+    locators = list(translate.LOCATORS)
+    return decode_image.SCOPE in message or any(
+        naming.mentions(message, path) for locator in locators for path in locator.files) or (
+        # A size probe's failure names no file (read/proven.py): ours when one of our files changed size.
+        translate.is_count_error(message) and any(locator.proven and locator.changed_size() for locator in locators))
 
 
 def _converted(error: BaseException) -> BaseException | None:
@@ -280,8 +285,8 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
     whose checkpoints (``tf.train.Checkpoint(iterator=it)``) keep the pipeline's identity: a restore into a
     pipeline that would give other batches is a ResumeError naming what differs, not a silent carry-on."""
 
-    def __init__(self, dataset, locator: Locator, identity: str | None, fetch=None):
-        self._locator, self._identity, self._fetch = locator, identity, fetch
+    def __init__(self, dataset, locators: tuple[Locator, ...], identity: str | None, fetch=None):
+        self._locators, self._identity, self._fetch = locators, identity, fetch
         super().__init__(dataset)
 
     def _serialize_to_tensors(self):
@@ -301,7 +306,7 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
     def _copy_trackable_to_cpu(self, object_map):
         # An asynchronous checkpoint saves a copy: a copy of this kind, so that it keeps the identity too.
         if self not in object_map:
-            object_map[self] = _LocatingIterator(self._dataset, self._locator, self._identity)
+            object_map[self] = _LocatingIterator(self._dataset, self._locators, self._identity)
         object_map[self]._restore_from_tensors(self._serialize_to_tensors())
 
     def _next_internal(self):
@@ -312,22 +317,24 @@ class _LocatingIterator(iterator_ops.OwnedIterator):
         except tf.errors.OutOfRangeError:
             raise
         except (tf.errors.OpError, UnicodeDecodeError) as error:
-            converted = translate.data_error_from(error, [self._locator])
+            converted = translate.data_error_from(error, self._locators)
             if converted is None:
                 raise
             raise also_as(converted, error) from error
 
 
 class LocatedDataset(dataset_ops.UnaryUnchangedStructureDataset):
-    """``dataset`` as it is, whose eager iterators raise located DataErrors and check restored checkpoints
-    against ``identity`` (resume.identity as JSON); ``fetcher``: makes, for each eager iterator, what fetches
-    its next element in place of tf.data's plain get_next (service.BoundedWait)."""
+    """``dataset`` as it is, whose eager iterators raise located DataErrors (found by ``locators``: one per
+    source of its data) and check restored checkpoints against ``identity`` (resume.identity as JSON);
+    ``fetcher``: makes, for each eager iterator, what fetches its next element in place of tf.data's plain
+    get_next (service.BoundedWait)."""
 
-    def __init__(self, dataset: tf.data.Dataset, locator: Locator, identity: str | None = None, fetcher=None):
-        self._locator, self._identity, self._fetcher = locator, identity, fetcher
+    def __init__(self, dataset: tf.data.Dataset, locators: tuple[Locator, ...], identity: str | None = None,
+                 fetcher=None):
+        self._locators, self._identity, self._fetcher = locators, identity, fetcher
         super().__init__(dataset, dataset._variant_tensor)  # noqa: SLF001 - the same pipeline, not a new one
 
     def __iter__(self):
         if tf.executing_eagerly() and not tf.inside_function():
-            return _LocatingIterator(self, self._locator, self._identity, self._fetcher and self._fetcher())
+            return _LocatingIterator(self, self._locators, self._identity, self._fetcher and self._fetcher())
         return super().__iter__()

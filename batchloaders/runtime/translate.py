@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, DataError, Problem
 from batchloaders.read import naming
-from batchloaders.read.proven import ENDED, OPENED, PROBE_BYTES, WHY
+from batchloaders.read.proven import CHECKED, ENDED, OPENED, PROBE_BYTES, WHY
 from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
 
 # What the pipeline's own checks (integrity.py, parsing.py) say, inside TensorFlow's assertion message.
@@ -122,7 +122,16 @@ def _too_many(error, message: str, locators):
     return DataError(Problem(_manifests(locators), "$.files", (
         f"the data gave more batches than the record counts the manifest's files list allow "
         f"({found.group('expected')}): a listed count is too small, or a file changed after the manifest was "
-        "written (`batchloaders verify CONFIG` names it)")))
+        f"written (`batchloaders verify CONFIG` names it){_PROBED if _sizes_checked(locators) else ''}")))
+
+
+# Said of a count error in pipelines that check files' sizes, when no file measures other than listed now.
+_PROBED = ("; or a data file was not the size its manifest lists when the run checked it (counted in bytes, "
+           "and that check names no file), and is that size again now")
+
+
+def _sizes_checked(locators) -> bool:
+    return any(getattr(locator, "proven", False) for locator in locators)
 
 
 def _manifests(locators) -> str:
@@ -139,7 +148,7 @@ def _too_few(error, message: str, locators):
     return DataError(Problem(_manifests(locators), "$.files", (
         f"the data gave {found.group('found')} batches, fewer than the {found.group('expected')} the record counts "
         "the manifest's files list make: a file was cut or changed while the run read it, or a listed count is "
-        "too large (`batchloaders verify CONFIG` names the file)")))
+        f"too large (`batchloaders verify CONFIG` names the file){_PROBED if _sizes_checked(locators) else ''}")))
 
 
 def _image(error, message: str, locators):
@@ -176,6 +185,12 @@ def _damaged(path: str, where: str, text: str) -> DataError:
     return DataError(Problem(path, where, text))
 
 
+def is_count_error(message: str) -> bool:
+    """Whether ``message`` is an ``assert_cardinality`` failure: read/proven.py's size probes, or the independent
+    loader's declared batch count (neither names a file)."""
+    return bool(_TOO_MANY.search(message) or _TOO_FEW.search(message))
+
+
 def _size_changed(error, message: str, locators):
     """A data file no longer the size its manifest lists, read without the accounting (read/proven.py): its
     size probes fail with a count of bytes, the independent loader's declared batch count with one of batches,
@@ -193,8 +208,10 @@ def _size_changed(error, message: str, locators):
     if now is None:
         return DataError(Problem(path, "open", "the data file cannot be opened (was it deleted, moved or made "
                                                "unreadable after the pipeline was built?)"))
+    # The count says which probe failed (bytes: 1 when it opened, 2 at its end); any other count is the declared
+    # batch count's, which a file cut while the run read it makes fall short.
     probes = {str(count): when for when, count in PROBE_BYTES.items()}
-    when = probes.get(found.group("expected"), OPENED if found.group("expected") == "0" else ENDED)
+    when = probes.get(found.group("expected"), CHECKED if found.group("expected") == "0" else ENDED)
     return DataError(Problem(path, f"{naming.MARKER} at byte {min(now, listed)}", (
         f"the manifest {locator.manifest.path} lists {listed} bytes for this file (size_bytes), but it is {now} "
         f"bytes {when}: {WHY[when]} (`batchloaders verify` says what changed, `batchloaders manifest DIR` "
