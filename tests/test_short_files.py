@@ -86,6 +86,31 @@ def test_stream_clips_the_first_window_of_a_short_file(block, stride, max_offset
             assert largest < max(max_offset, 1) + hi + block
 
 
+@pytest.mark.parametrize("block", [1, 3, 4, 64])
+@pytest.mark.parametrize("size", [1, 3, 4])
+def test_windows_of_one_length_back_to_back_are_cut_as_the_general_step_cuts_them(monkeypatch, block, size):
+    """Windows of one length from each file's first unit take a step of their own (windows._back_to_back):
+    every element (buffer, starts, lengths, counts) is what the general step gives, for files shorter than one
+    window, of exactly one, and longer, read in blocks smaller and larger than a window."""
+    lengths, seeds = [0, 1, size - 1, size, size + 1, 2 * size, 2 * size + 1, 37], [0, 5]
+
+    def elements():
+        def one(seed, units):
+            blocks = tf.data.Dataset.range(units).batch(block).map(lambda b: windows_module.marked({"u": b}))
+            cuts = windows_module.stream(blocks, seed, windows_module.Cutting(size, size), file=seed)
+            return cuts.map(lambda c: (c["buffer"]["u"], c["starts"], c["lens"], c["end"], c["windows"], c["units"],
+                                       c["cut"], c["file"]))
+        pairs = np.array([(s, n) for s in seeds for n in lengths], np.int64).T
+        return [tuple(v.tolist() for v in e) for e in
+                tf.data.Dataset.from_tensor_slices(tuple(pairs)).flat_map(one).as_numpy_iterator()]
+
+    fast = elements()
+    monkeypatch.setattr(windows_module, "back_to_back", lambda cutting: False)  # the general step
+    reference = elements()
+    assert fast == reference
+    assert sum(e[6] for e in fast) == sum(n // size for n in lengths) * len(seeds)
+
+
 def continuous_windows(batches):
     """[(file, start, length)] of every window, checking it is a contiguous slice of one file."""
     out = []

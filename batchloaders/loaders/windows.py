@@ -125,6 +125,17 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, cutting: Cutting, *, file=N
     empty = {k: tf.zeros([0] + s.shape[1:].as_list(), s.dtype) for k, s in blocks.element_spec["data"].items()}
     elements = blocks.concatenate(tf.data.Dataset.from_tensors({"data": empty, "end": True}))
 
+    def emitted(out):
+        if file is not None:
+            out["file"] = file
+        if then is not None:
+            out = {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
+        return out
+
+    if back_to_back(cutting):
+        return local_scan(elements, ({k: growing(v) for k, v in empty.items()},) + (tf.constant(0, tf.int64),) * 2,
+                          _back_to_back(lo, emitted))
+
     def key(index):
         return tf.stack([seed, tf.cast(index, tf.int64)])
 
@@ -155,13 +166,33 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, cutting: Cutting, *, file=N
         carry = {k: v[drop:] for k, v in buffer.items()}
         out = {"buffer": buffer, "starts": starts - position, "lens": lengths, "end": element["end"],
                "windows": total, "units": end, "cut": tf.size(lengths, out_type=tf.int64)}
-        if file is not None:
-            out["file"] = file
-        if then is not None:
-            out = {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
-        return (carry, position + drop, start, length, index + 1, total), out
+        return (carry, position + drop, start, length, index + 1, total), emitted(out)
 
     return local_scan(elements, initial, step)  # instantiated with every file: local_scan.py
+
+
+def back_to_back(cutting: Cutting) -> bool:
+    """Whether ``cutting`` gives windows of one length, each starting where the last ended, from a file's first
+    unit (no stride, no random offset): :func:`stream` cuts them with a step of their own."""
+    return cutting.lo == cutting.hi and cutting.stride is None and cutting.max_offset <= 1
+
+
+def _back_to_back(size: int, emitted: Callable[[dict], dict]):
+    """The scan step of :func:`stream` for windows of one length, each starting where the last ended, from the
+    file's first unit: what the general step cuts then, without its draws and cases (a file of at least
+    ``size`` units has given a window before it ends, so none is clipped). A smaller step, traced at every
+    ``input_fn()``, instantiated at every file and run at every block."""
+    def step(state, element):
+        carry, position, total = state
+        buffer = {k: tf.concat([carry[k], element["data"][k]], 0) for k in carry}
+        units = _units(buffer)
+        count = units // size
+        took = count * size
+        out = {"buffer": buffer, "starts": tf.range(count, dtype=tf.int64) * size,
+               "lens": tf.fill([count], tf.constant(size, tf.int64)), "end": element["end"], "windows": total + count,
+               "units": position + units, "cut": count}
+        return ({k: v[took:] for k, v in buffer.items()}, position + took, total + count), emitted(out)
+    return step
 
 
 def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],
