@@ -14,7 +14,9 @@ import tensorflow as tf
 
 from batchloaders import ConfigError, build_input_fn, load_config
 from batchloaders.cli.main import main
+from batchloaders.config.strata import schedule
 from batchloaders.loaders import stratified
+from batchloaders.read import block_sizes
 from conftest import example, feature, loader_config, resumed_ids, sequence_example, write_manifest, write_records
 
 FILES = {"a": (6, 6), "b": (2, 2), "c": (9,), "x": (8,) * 4, "y": (16,) * 4}
@@ -82,6 +84,15 @@ CASES = {
     # source's blocks finished apart, as every source's are here).
     "1:1:1 batch 4, repeat": (("a", "b", "c"), (1, 1, 1), 4, "repeat", False, [(2, 1, 1), (1, 2, 1), (1, 1, 2)] * 3,
                               {"a": ids("a"), "b": ids("b") * 3, "c": (ids("c") * 2)[:12]}),
+    # 7:1 of 4: b (4 records) is spent by the eighth batch; the ninth takes none of b and x still has its 4, so
+    # it comes; the tenth would take one of b and ends the run.
+    "7:1 batch 4, a batch taking none of a spent source": (("x", "b"), (7, 1), 4, "stop", True,
+                                                           [(4, 0, 0), (3, 1, 0)] * 4 + [(4, 0, 0)],
+                                                           {"x": ids("x"), "b": ids("b")}),
+    # 3:1 of 2: the same, with much of x left: the run ends with b, never after it.
+    "3:1 batch 2, nothing after the batch a spent source cannot fill": (("x", "b"), (3, 1), 2, "stop", False,
+                                                                       [(2, 0, 0), (1, 1, 0)] * 4 + [(2, 0, 0)],
+                                                                       {"x": ids("x")[:14], "b": ids("b")}),
 }
 
 
@@ -95,6 +106,39 @@ def test_each_batch_holds_each_sources_count_in_its_own_order(root, case):
     shares = [w / sum(weights) for w in weights]
     for b in got[:-1] if not drop else got:
         assert all(abs(n - share * size) < 1 for n, share in zip(composition(b), shares))
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_batches_joined_a_group_at_a_time_are_the_same_for_every_group_size(root, monkeypatch, case):
+    """The pieces of a group of batches are joined at once (block_sizes.stratified_group): one batch, a period
+    of the schedule or three, the batches are the ones expected, the last short one and its end included."""
+    names, weights, size, exhausted, drop, shapes, orders = CASES[case]
+    cfg = config(root, names, weights, exhausted=exhausted, target_batch_size=size, drop_remainder=drop)
+    chosen = []
+    for rule in (lambda period, _: 1, lambda period, _: period, lambda period, _: 3 * period):
+        monkeypatch.setattr(block_sizes, "stratified_group", lambda period, batch_bytes, rule=rule:
+                            chosen.append(rule(period, batch_bytes)) or chosen[-1])
+        got = batches_of(cfg)
+        assert [composition(b) for b in got] == shapes
+        assert {name: [i for b in got for i in b if i // 1000 == INDEX[name]] for name in names} == orders
+    period = len(schedule(weights, size))
+    assert chosen == [1, period, 3 * period]
+
+
+GROUPS = [  # (period, bytes of a batch, batches joined at once)
+    (1, 64 * 2**10, 32),  # small batches: GROUP_BATCHES of them
+    (3, 64 * 2**10, 30),  # whole periods
+    (1, 2**20, 8),  # GROUP_BYTES of batches
+    (1, 64 * 2**20, 1),  # one batch larger than GROUP_BYTES
+    (100, 64 * 2**10, 25),  # a long period: its largest divisor within the bounds
+    (4093, 64 * 2**10, 1),  # a prime period
+]
+
+
+@pytest.mark.parametrize("period, batch_bytes, group", GROUPS)
+def test_batches_joined_at_once_are_whole_periods_or_a_divisor_of_one(period, batch_bytes, group):
+    assert block_sizes.GROUP_BATCHES == 32 and block_sizes.GROUP_BYTES == 8 * 2**20
+    assert block_sizes.stratified_group(period, batch_bytes) == group
 
 
 def test_a_shuffled_source_comes_in_the_order_it_has_in_a_mix_by_example(root):

@@ -5,9 +5,11 @@ rounding carried from batch to batch), a table of one period of batches; with se
 pipeline's part of the schedule of a step's batch over all of them (strata.for_pipeline: summed over the
 pipelines, each step's counts are that schedule's row). Each source is read as it would be
 alone (loaders/mixture.py: its own files, shard, shuffle, epochs and draws), and its stream is re-cut into
-the pieces the schedule gives it, batch after batch (``rebatch`` with the schedule's column, cycled): whole
-blocks are copied into pieces, no example is handed over on its own. The pieces of one batch are then joined
-in source order (the examples of a source together, in its own order). What the pieces hold (:func:`path`):
+what a group of batches takes of it (``rebatch``; block_sizes.stratified_group says how many batches): whole
+blocks are copied into pieces, no example is handed over on its own. Each group's pieces are split into its
+batches' shares and joined in one call, batch after batch and, within a batch, in source order (the examples
+of a source together, in its own order); the joined examples are then cut into batches (``rebatch``). What
+the pieces hold (:func:`path`):
 
 * FINISHED, where the plain stage offers to finish blocks (no secondary features or steps: base.example_wise)
   and every source's tensors have one shape per example: each source's blocks are parsed and made into the
@@ -19,13 +21,15 @@ in source order (the examples of a source together, in its own order). What the 
   measured tensor's pieces would be padded to each block's longest, which pieces of other blocks do not share).
 
 The run ends with the first source that cannot fill its share of a batch (``exhausted: stop``; under
-``repeat`` every source but the one lasting longest at its weight repeats, so that one ends it). With
-drop_remainder false the last batch then holds what that source had left, beside the other sources' shares.
+``repeat`` every source but the one lasting longest at its weight repeats, so that one ends it); a source
+spent still fills the batches that take none of it. With drop_remainder false the last batch then holds what
+that source had left, beside the other sources' shares (unless another source with a share in it has none).
 """
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from batchloaders.config.strata import for_pipeline
@@ -55,8 +59,7 @@ def source(loader, mix, block: int, readers, finish=None) -> tuple[tf.data.Datas
     """
     config = mix.config
     shard = mix.shards[0]  # (every source's share is of the same input pipeline)
-    table = tf.constant(for_pipeline(tuple(s.weight for s in config.sources), block, shard.pipelines,
-                                     shard.pipeline), tf.int64)
+    rows = for_pipeline(tuple(s.weight for s in config.sources), block, shard.pipelines, shard.pipeline)
     # A source's last, short block is re-cut like the rest: only the joined batches may drop a remainder.
     mix = dataclasses.replace(mix, subs=tuple(dataclasses.replace(s, drop_remainder=False) for s in mix.subs))
     how = path(loader, config, finish)
@@ -66,10 +69,11 @@ def source(loader, mix, block: int, readers, finish=None) -> tuple[tf.data.Datas
         streams, decode = _records(loader, mix, block, readers)
     else:
         streams, decode = _decoded(loader, mix, block, readers), _same
-    pieces = tuple(s.rebatch(table[:, i], drop_remainder=config.drop_remainder) for i, s in enumerate(streams))
-    # Finished batches are the model's: whole ones get their batch axis, as one source's have it.
-    static = block if decode is None and (config.drop_remainder or config.epochs is None) else None
-    return tf.data.Dataset.zip(pieces).map(as_written(lambda *parts: _joined(parts, static))), decode
+    batch_bytes = block * max(_example_bytes(s, sub) for s, sub in zip(streams, mix.subs))
+    groups = _grouped(streams, rows, block_sizes.stratified_group(len(rows), batch_bytes),
+                      keep_short=not config.drop_remainder)
+    # An endless run has no short batch to keep: its batches get their batch axis, as one source's have it.
+    return groups.rebatch(block, drop_remainder=config.drop_remainder or config.epochs is None), decode
 
 
 def path(loader, config, finish) -> str:
@@ -94,12 +98,83 @@ def _fixed(sub) -> bool:
     return not sub.dataset.manifest.allow_var_len and not any(f.var_len for f in sub.selected.values())
 
 
-def _joined(pieces: tuple, static: int | None):
-    """One batch: its sources' pieces one after another, in source order (its batch axis ``static`` when given)."""
-    batch = tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *pieces)
-    if static is None:
-        return batch
-    return tf.nest.map_structure(lambda t: tf.ensure_shape(t, [static] + t.shape[1:]), batch)
+def _example_bytes(stream: tf.data.Dataset, sub) -> int:
+    """An example's estimated size in a stream's elements: its tensors' where their shapes are known, a
+    record's (block_sizes.record_bytes) for each string or tensor of varying shape."""
+    total = 0
+    for spec in tf.nest.flatten(stream.element_spec):
+        shape = spec.shape[1:]
+        if spec.dtype == tf.string or not shape.is_fully_defined():
+            total += block_sizes.record_bytes(sub)
+        else:
+            total += shape.num_elements() * spec.dtype.size
+    return max(total, 1)
+
+
+def _grouped(streams: list, rows: tuple, group: int, keep_short: bool) -> tf.data.Dataset:
+    """The examples of the joined batches, ``group`` batches' worth an element, in batch order.
+
+    Each source's stream is cut into what a group of batches takes of it (``rebatch``, the group's column
+    sums; then one empty piece, so that a source spent exactly at a group's end still gives the rows that
+    take none of it), and each group's pieces are split into the batches' shares and joined in batch,
+    then source order (:func:`_takes` says how much of each piece goes to each batch). The first batch a
+    source cannot fill ends the run: kept short where ``keep_short``, the groups after it are empty.
+    """
+    table = np.asarray(rows, np.int64)
+    period, sources = table.shape
+    table = (np.tile(table, (group // period, 1))[None] if group >= period
+             else table.reshape(period // group, group, sources))  # [kinds of group, batches, sources]
+    sizes = table.sum(1)
+    pieces = tuple(stream.rebatch(sizes[:, i], drop_remainder=False).concatenate(_nothing(stream))
+                   for i, stream in enumerate(streams))
+    counts = tf.constant(table)
+
+    def step(state, parts):
+        k, ended = state
+        lengths = tf.stack([tf.shape(tf.nest.flatten(p)[0], out_type=tf.int64)[0] for p in parts])
+        take, short = _takes(counts[k % len(table)], lengths, keep_short)
+        take = tf.where(ended, tf.zeros_like(take), take)
+        return (k + 1, ended | short), _joined(parts, take, lengths)
+    return tf.data.Dataset.zip(pieces).scan((tf.constant(0, tf.int64), tf.constant(False)), as_written(step))
+
+
+def _nothing(stream: tf.data.Dataset) -> tf.data.Dataset:
+    """One element of no examples, of the stream's structure."""
+    empty = tf.nest.map_structure(lambda s: tf.zeros([0] + [d or 0 for d in s.shape[1:].as_list()], s.dtype),
+                                  stream.element_spec)
+    return tf.data.Dataset.from_tensors(empty)
+
+
+def _takes(counts, lengths, keep_short: bool):
+    """(examples each batch of a group takes of each source's piece, whether a batch could not be filled).
+
+    ``counts`` [batches, sources] are the schedule's, ``lengths`` [sources] the pieces'. Batches are whole
+    up to the first that some piece cannot fill; that one, where ``keep_short``, takes what the pieces have
+    left, unless a source that has a share in it has nothing left; the rest take nothing.
+    """
+    starts = tf.cumsum(counts, axis=0, exclusive=True)
+    fits = tf.reduce_all(starts + counts <= lengths, axis=1)
+    whole = tf.reduce_sum(tf.math.cumprod(tf.cast(fits, tf.int64)))
+    batch = tf.range(tf.shape(counts, out_type=tf.int64)[0])[:, None]
+    take = tf.where(batch < whole, counts, tf.zeros_like(counts))
+    if keep_short:
+        left = tf.maximum(lengths - starts, 0)
+        can = tf.reduce_all((counts == 0) | (left > 0), axis=1, keepdims=True)
+        take = tf.where((batch == whole) & can, tf.minimum(counts, left), take)
+    return take, whole < tf.shape(counts, out_type=tf.int64)[0]
+
+
+def _joined(pieces: tuple, take, lengths):
+    """A group's batches one after another, each its sources' shares in source order (``take``, as
+    :func:`_takes` gives it); what a piece holds beyond them is left out."""
+    batches, sources = take.shape
+    unused = lengths - tf.reduce_sum(take, axis=0)
+    sizes = [tf.concat([take[:, i], unused[i:i + 1]], 0) for i in range(sources)]
+
+    def leaf(*parts):
+        cut = [tf.split(part, sizes[i], num=batches + 1) for i, part in enumerate(parts)]
+        return tf.concat([cut[i][b] for b in range(batches) for i in range(sources)], 0)
+    return tf.nest.map_structure(leaf, *pieces)
 
 
 def _records(loader, mix, block: int, readers):
