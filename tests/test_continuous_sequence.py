@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import batchloaders
+from batchloaders.read import naming
 from batchloaders import ConfigError
 from conftest import collect, example, feature, sequence_example, write_manifest, write_records
 from seqdata import continuous_value, sequence_config, write_continuous
@@ -223,10 +224,18 @@ def test_feature_lists_with_different_record_lengths(tmp_path):
     path = write_records(tmp_path / "part-1.tfrecords", [good, good, bad, good])
     config = sequence_config(tmp_path, "continuous_sequence", [("x", "x"), ("y", "y")], inputs=["x", "y"],
                              lo=2, hi=2)
+    with pytest.raises(batchloaders.DataError) as e:
+        list(batchloaders.build_input_fn(config)())
+    assert str(e.value).splitlines()[0] == (
+        f"{path}: record 2: the selected features (by to_name) differ in length along the first axis (x has 3, "
+        "y has 2 steps): the continuous_sequence loader concatenates records along that axis, so every selected "
+        "feature needs the same length in every record")
+    # A dataset made from it (take, map, ...) raises TensorFlow's error: it still names the file, the records
+    # (by the file's token) and their lengths.
     with pytest.raises(tf.errors.InvalidArgumentError) as e:
         collect(batchloaders.build_input_fn(config)())
-    message = str(e.value)
-    assert path in message and "record 2" in message and "x has 3, y has 2 steps" in message
+    assert (f"assertion failed: [{path}: the selected feature lists of a record differ in length (x, y): the "
+            f"records, then their lengths] [{naming.token(str(path))}:0+2] [[3 2]]") in str(e.value)
 
 
 def first_batch_or_hang(ds, seconds=60):

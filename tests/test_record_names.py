@@ -32,7 +32,8 @@ WRITTEN = [
      [(PATH, 12, 12)]),
     (lambda: _text(naming.record_names([PATH, "/b"], tf.constant([1, 0]), tf.constant([3, 4]))),
      [("/b", 3, 3), (PATH, 4, 4)]),
-    (lambda: _text(naming.names_in_block(tf.constant(PATH), tf.constant(100, tf.int64), tf.constant(3), 8)),
+    (lambda: _text(naming.names_in_block(tf.constant(naming.token(PATH)), tf.constant(100, tf.int64),
+                                         tf.constant(3), 8)),
      [(PATH, 100, 100), (PATH, 101, 101), (PATH, 102, 102)]),
     (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).vector()),
      [(PATH, 10, 11), (PATH, 10, 11)]),
@@ -58,6 +59,11 @@ def test_a_token_stands_for_one_path_and_is_short():
                                       tf.constant(naming.token(long_path))).vector())
     assert set(written) == {f"{naming.token(long_path)}:10240..11263"} and len(written[0]) <= 22
     assert naming.token(long_path) == naming.token(long_path) != naming.token(PATH)
+    # Feature lists' records are named one by one (their parse errors do not say the record's place), as short.
+    each = _text(naming.names_in_block(tf.constant(naming.token(long_path)), tf.constant(10_240, tf.int64),
+                                       tf.constant(1024), 1024))
+    assert each[1023] == f"{naming.token(long_path)}:10240+1023" and max(map(len, each)) <= 22
+    assert (naming.parse(each[1023]).path, naming.parse(each[1023]).record) == (long_path, 11_263)
     assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 10_240)
     # A token no graph of this process wrote (another process's): no path is made up for it.
     assert naming.parse("@zzzzzzz:0..9").path == naming.UNKNOWN

@@ -15,7 +15,7 @@ from batchloaders.read import block_sizes
 from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.read.naming import names_in_block, record_name_parts
+from batchloaders.read.naming import names_in_block
 from batchloaders.loaders import windows
 from batchloaders.core.model import LoaderConfig
 from batchloaders.config.kinds import kind
@@ -27,45 +27,61 @@ AUTOTUNE = tf.data.AUTOTUNE
 records_per_block = block_sizes.continuous  # (block_sizes.py: no TensorFlow there, for describe)
 
 
-def _check_same_lengths(lengths: dict, filename, first_record) -> list:
-    """Assert every record's feature lists have one length; the message names file, record and features.
+# What a block fails with when a record's selected feature lists differ in length (runtime/translate.py reads
+# it back into :func:`lengths_differ`'s words): 'path: LENGTHS_DIFFER (x, y): LISTED', then the names of the
+# records that differ, then their lengths (a row per record, a column per feature).
+LENGTHS_DIFFER = "the selected feature lists of a record differ in length"
+LISTED = "the records, then their lengths"
 
-    (Names are not quoted: the assertion message escapes quotes.)
+
+def _check_same_lengths(lengths: dict, filename, names) -> list:
+    """Assert every record's feature lists have one length (``names``: the block's record names).
+
+    The assertion's data are strings and int32 only, so it is a plain Assert op (other data make it a
+    conditional; a conditional in the per-block function cost ~8 ms of every pipeline's start-up): what
+    differs (nothing, in a sound block), made into the message when the error is read back.
     """
     if len(lengths) < 2:
         return []
-    names = list(lengths)
-    table = tf.stack([lengths[n] for n in names], axis=1)  # [records, features]
+    features = list(lengths)
+    table = tf.stack([lengths[n] for n in features], axis=1)  # [records, features]
     differs = tf.reduce_any(tf.not_equal(table, table[:, :1]), axis=1)
+    return [tf.debugging.Assert(tf.logical_not(tf.reduce_any(differs)), [
+        tf.strings.join([filename, f": {LENGTHS_DIFFER} ({', '.join(features)}): {LISTED}"]),
+        tf.boolean_mask(names, differs), tf.cast(tf.boolean_mask(table, differs), tf.int32)],
+        summarize=len(features))]
 
-    def fail():  # the message is built only when a record differs (blocks may be empty)
-        bad = tf.argmax(tf.cast(differs, tf.int32), output_type=tf.int32)
-        detail = tf.strings.reduce_join(
-            [tf.strings.join([f"{n} has ", tf.strings.as_string(table[bad, j])]) for j, n in enumerate(names)],
-            separator=", ")
-        message = tf.strings.join(record_name_parts(filename, first_record + tf.cast(bad, tf.int64)) + [
-            ": the selected features (by to_name) differ in length along the first axis (", detail, " steps): "
-            "the continuous_sequence loader concatenates records along that axis, so every selected feature "
-            "needs the same length in every record"])
-        with tf.control_dependencies([tf.debugging.Assert(False, [message], summarize=1)]):
-            return tf.constant(False)
 
-    return [tf.cond(tf.reduce_any(differs), fail, lambda: tf.constant(True))]
+def lengths_differ(features: list[str], lengths: list[int]) -> str:
+    """What a record whose selected feature lists differ in length is told (after its name).
+
+    Args:
+        features: the selected features' names (to_name), in the check's order.
+        lengths: each one's length in the record.
+
+    Returns:
+        The message's text.
+    """
+    detail = ", ".join(f"{n} has {length}" for n, length in zip(features, lengths))
+    return (f"the selected features (by to_name) differ in length along the first axis ({detail} steps): the "
+            "continuous_sequence loader concatenates records along that axis, so every selected feature needs "
+            "the same length in every record")
 
 
 # With source keys: each frame's record number and step within that record, carried along with the frames.
 RECORD, STEP = "@record", "@step"
 
 
-def frames(read: dict, filename, manifest, selected: dict, *, block: int, records: bool = False) -> dict:
+def frames(read: dict, file: tuple, manifest, selected: dict, *, block: int, records: bool = False) -> dict:
     """Parse a block of (at most ``block``) records ``read`` (``{"serialized": [k], "first": the number of its
-    first record}``, as the reader gives it) and concatenate them along the first axis:
-    {to_name: [steps, ...]}; ``records``: also {RECORD: [steps], STEP: [steps]}, the record each step comes
-    from and the step's place in it."""
+    first record}``, as the reader gives it) of a data ``file`` (its path and naming.token), and
+    concatenate them along the first axis: {to_name: [steps, ...]}; ``records``: also {RECORD: [steps],
+    STEP: [steps]}, the record each step comes from and the step's place in it."""
     serialized, first_record = read["serialized"], read["first"]
-    names = names_in_block(filename, first_record, tf.size(serialized), block)
+    filename, token = file
+    names = names_in_block(token, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
-    checks = _check_same_lengths(lengths, filename, first_record)
+    checks = _check_same_lengths(lengths, filename, names)
     out = {}
     with tf.control_dependencies(checks):
         for name, v in values.items():
@@ -141,8 +157,10 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
     back_to_back = fixed and config.window.stride is None and shard.rule != sharding.RECORD
 
     def file_blocks(filename, index):
+        file = (filename, reader.token(index))
+
         def parse(b):
-            return windows.marked(frames(b, filename, manifest, selected, block=per_block,
+            return windows.marked(frames(b, file, manifest, selected, block=per_block,
                                          records=keyed))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)

@@ -264,9 +264,12 @@ class Reader:
     def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:
         """The ``count`` records of a block of one file, F its first, named as a block (naming.py): parse
         errors still name the record (runtime/translate.py), at no string built per record."""
-        tokens = [naming.token(path) for path in self.table.names]
         return BlockNames(tf.gather(tf.constant(self.table.names), file_index), first, count,
-                          tf.gather(tf.constant(tokens), file_index))
+                          self.token(file_index))
+
+    def token(self, file_index: tf.Tensor) -> tf.Tensor:
+        """The token (naming.token) of the data file ``file_index`` counts in: what names its records."""
+        return tf.gather(tf.constant([naming.token(path) for path in self.table.names]), file_index)
 
 
 # What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.

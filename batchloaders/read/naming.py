@@ -9,14 +9,15 @@ unshuffled fixed-size path), a string per record is a real share of an epoch of 
 in the block (``Key: x, Index: j``), our own checks name it exactly (:meth:`BlockNames.at`), and an
 error that says neither (a missing feature) is located by ``runtime/translate.py`` reading the block
 again. Feature lists, whose parse errors do not say the record's place in the batch, get
-``'path: record F+j'`` (:func:`names_in_block`): the j-th record of a block whose first is F.
+``'@xxxxxxx:F+j'`` (:func:`names_in_block`): the j-th record of a block whose first is F, of the file
+whose token (below) is ``@xxxxxxx``.
 
 The parse ops get a block's name once per record: a long path copied 1,024 times is still a cost
 (a string that long is allocated each time), so they get ``'@xxxxxxx:F..L'`` instead, ``@xxxxxxx`` a token that stands for the path (a hash
 of it: :func:`token`), short enough for TensorFlow's strings to hold in place.
 
 Reading a name back: :data:`RECORD` and :data:`BLOCK` match the names inside a message (the groups
-``file``, ``record``, ``plus``; ``file``, ``first``, ``last``), :func:`named` says which records a match
+``file`` or ``token``, ``record``, ``plus``; ``file`` or ``token``, ``first``, ``last``), :func:`named` says which records a match
 names, and :func:`parse` reads a whole name.
 """
 from __future__ import annotations
@@ -29,8 +30,9 @@ import threading
 
 import tensorflow as tf
 
-# A record name inside a message: 'path: record N' or 'path: record F+j' (record F + j).
-RECORD = r"(?P<file>.*?): record (?P<record>\d+)(?:\+(?P<plus>\d+))?"
+# A record name inside a message: 'path: record N', 'path: record F+j' (record F + j), or '@xxxxxxx:F+j' (a
+# token standing for the path: :func:`token`).
+RECORD = r"(?:@(?P<token>[a-z2-7]{7}):|(?P<file>.*?): record )(?P<record>\d+)(?:\+(?P<plus>\d+))?"
 # A block named as a whole: 'path: records F..L', or by its file's token (:func:`token`): '@xxxxxxx:F..L'.
 BLOCK = r"(?:@(?P<token>[a-z2-7]{7}):|(?P<file>.*?): records )(?P<first>\d+)\.\.(?P<last>\d+)"
 # Characters of a token after its '@' (base32 of the path's SHA-256): 35 bits, no collision in practice.
@@ -112,10 +114,10 @@ def _path_of(given: str) -> str:
 def named(found: re.Match) -> Named:
     """The records a match of :data:`RECORD` or :data:`BLOCK` names ('record F+j' is record F + j)."""
     groups = found.groupdict()
+    path = groups["file"] if groups.get("token") is None else _path_of(groups["token"])
     if groups.get("record") is not None:
         record = int(groups["record"]) + int(groups.get("plus") or 0)
-        return Named(groups["file"], record, record)
-    path = groups["file"] if groups.get("token") is None else _path_of(groups["token"])
+        return Named(path, record, record)
     return Named(path, int(groups["first"]), int(groups["last"]))
 
 
@@ -153,14 +155,21 @@ def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
     return tf.strings.join(record_name_parts(names, record))
 
 
-def names_in_block(path: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-    """'path: record F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
+def names_in_block(token: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
+    """'@xxxxxxx:F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
 
-    Names the same records as :func:`record_names` (:func:`named` adds F and j up) for about half its
-    cost: one join against constant offsets instead of a number formatted per record.
+    Args:
+        token: the file's token (:func:`token`), a scalar string tensor.
+        first: the block's first record, a scalar int64 tensor.
+        count: records in the block (at most ``block``).
+        block: the most records a block holds.
+
+    Returns:
+        [count] names, which :func:`named` reads back as the file's records F + j. One join against constant
+        offsets (no number formatted per record), and short enough for TensorFlow to hold each name in place.
     """
     offsets = tf.constant([str(j) for j in range(block)])
-    prefix = tf.strings.join(record_name_parts(path, first) + ["+"])
+    prefix = tf.strings.join([token, ":", tf.strings.as_string(first), "+"])
     return tf.strings.join([prefix, offsets[:count]])
 
 

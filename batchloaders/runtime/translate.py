@@ -20,6 +20,7 @@ from typing import Iterator
 import tensorflow as tf
 
 from batchloaders.errors import BatchLoaderError, DataError, Problem
+from batchloaders.loaders import continuous_sequence
 from batchloaders.read import naming
 from batchloaders.read.proven import CHECKED, ENDED, OPENED, PROBE_BYTES, WHY
 from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
@@ -30,6 +31,11 @@ from batchloaders.transform.steps.decode_image import SCOPE as IMAGE_SCOPE
 ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|\[Op:|$)", re.S)
 # A damaged file (integrity.py): 'path: batchloaders data error at byte B[, after record N ...]: text'.
 _DAMAGED = re.compile(rf"^(?P<file>.*?): (?P<where>{naming.MARKER} at byte \d+[^:]*): (?P<text>.*)$", re.S)
+# continuous_sequence's check of a block's records' feature lengths: 'path: text (x, y): listed', then the names
+# of the records that differ and their lengths ('] [@xxxxxxx:F+j ...] [[3 2]...').
+_LENGTHS = re.compile(rf"^.*?: {re.escape(continuous_sequence.LENGTHS_DIFFER)} \((?P<features>.*)\): "
+                      rf"{re.escape(continuous_sequence.LISTED)}\] \[{naming.RECORD}[^\]]*\] \[\[?(?P<lengths>[\d ]+)",
+                      re.S)
 # A record's check (parsing.py, the sequence loaders): 'path: record N: text'.
 _CHECKED = re.compile(rf"^{naming.RECORD}: (?P<text>.*)$", re.S)
 # TensorFlow's parse errors quote the record's name: 'Name: path: record N, text' ...
@@ -168,6 +174,12 @@ def _assertion(error, message: str, locators):
     damaged = _DAMAGED.match(text)
     if damaged:
         return _damaged(damaged.group("file"), damaged.group("where"), damaged.group("text").strip())
+    differ = _LENGTHS.match(text)
+    if differ:
+        record = naming.named(differ)
+        lengths = [int(n) for n in differ.group("lengths").split()]
+        return DataError(Problem(record.path, f"record {record.first}", continuous_sequence.lengths_differ(
+            differ.group("features").split(", "), lengths)))
     checked = _CHECKED.match(text)
     if checked:
         record = naming.named(checked)
