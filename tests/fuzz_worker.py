@@ -65,7 +65,7 @@ _OWN_RUNTIME_CHECKS = (
     "is out of range for an example",  # steps/slice.py, index past a variable-length axis
     "is longer than the padding shape",  # batching.py
     "a full pass over the",  # loaders/windows.py, no window fits
-    "differ in length along the first axis",  # loaders/continuous_sequence.py
+    "differ in length",  # loaders/continuous_sequence.py (raw and translated)
 )
 # What TensorFlow says when records do not match the manifest that describes them.
 _PARSE_MISMATCH = re.compile(

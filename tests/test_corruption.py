@@ -428,7 +428,7 @@ def test_damage_in_a_later_block_delivers_every_record_before_it_once(tmp_path, 
     ("continuous_sequence", True, None, 9000, 8500), ("continuous_sequence", True, 1, 9000, 8500)])
 def test_a_bad_record_in_a_later_block_is_named_by_its_number_in_the_file(tmp_path, case, loader, parallel,
                                                                           parses, records, bad):
-    """Blocks name their records 'path: record F+j'; the error gives the record's number in the file."""
+    """Blocks name their records '@N:F+j' (N the file's token); the error gives the record's number in the file."""
     d = make_dataset(tmp_path, "intact")
     data = [record(0, i) for i in range(records)]
     data[bad] = {"record missing a feature": record(0, bad, x=None),

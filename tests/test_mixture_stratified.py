@@ -110,19 +110,20 @@ def test_each_batch_holds_each_sources_count_in_its_own_order(root, case):
 
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_batches_joined_a_group_at_a_time_are_the_same_for_every_group_size(root, monkeypatch, case):
-    """The pieces of a group of batches are joined at once (block_sizes.stratified_group): one batch, a period
-    of the schedule or three, the batches are the ones expected, the last short one and its end included."""
+    """The pieces of a group of batches are joined at once (block_sizes.stratified_group): one batch, two (a
+    part of a period, whole periods or neither), a period of the schedule or three, the batches are the ones
+    expected, the last short one and its end included."""
     names, weights, size, exhausted, drop, shapes, orders = CASES[case]
     cfg = config(root, names, weights, exhausted=exhausted, target_batch_size=size, drop_remainder=drop)
     chosen = []
-    for rule in (lambda period, _: 1, lambda period, _: period, lambda period, _: 3 * period):
+    for rule in (lambda period, _: 1, lambda period, _: 2, lambda period, _: period, lambda period, _: 3 * period):
         monkeypatch.setattr(block_sizes, "stratified_group", lambda period, batch_bytes, rule=rule:
                             chosen.append(rule(period, batch_bytes)) or chosen[-1])
         got = batches_of(cfg)
         assert [composition(b) for b in got] == shapes
         assert {name: [i for b in got for i in b if i // 1000 == INDEX[name]] for name in names} == orders
     period = len(schedule(weights, size))
-    assert chosen == [1, period, 3 * period]
+    assert chosen == [1, 2, period, 3 * period]
 
 
 GROUPS = [  # (period, bytes of a batch, batches joined at once)
@@ -130,13 +131,13 @@ GROUPS = [  # (period, bytes of a batch, batches joined at once)
     (3, 64 * 2**10, 30),  # whole periods
     (1, 2**20, 8),  # GROUP_BYTES of batches
     (1, 64 * 2**20, 1),  # one batch larger than GROUP_BYTES
-    (100, 64 * 2**10, 25),  # a long period: its largest divisor within the bounds
-    (4093, 64 * 2**10, 1),  # a prime period
+    (100, 64 * 2**10, 32),  # a long period: as many as one group holds, the groups repeating after 25 of them
+    (4093, 64 * 2**10, 32),  # a prime period: the same
 ]
 
 
 @pytest.mark.parametrize("period, batch_bytes, group", GROUPS)
-def test_batches_joined_at_once_are_whole_periods_or_a_divisor_of_one(period, batch_bytes, group):
+def test_batches_joined_at_once_are_whole_periods_where_one_fits(period, batch_bytes, group):
     assert block_sizes.GROUP_BATCHES == 32 and block_sizes.GROUP_BYTES == 8 * 2**20
     assert block_sizes.stratified_group(period, batch_bytes) == group
 
@@ -177,10 +178,14 @@ def test_two_input_pipelines_read_each_sources_records_once(root):
     assert sorted(got) == sorted(ids("a") + ids("b"))
 
 
-def test_four_input_pipelines_make_every_step_the_step_batchs_counts(root):
+@pytest.mark.parametrize("group", [None, 5])
+def test_four_input_pipelines_make_every_step_the_step_batchs_counts(root, monkeypatch, group):
     """Weights 1:2, a step of 4 pipelines' batches of 2 holds what a batch of 8 holds: (3, 5), (3, 5), (2, 6) in
     turn (8/3 and 16/3, carried), each pipeline's batch a hand of that row (docs/mixtures.md). Each pipeline
-    reads one file of each source (sharded by file) and over the 12 steps takes exactly 8 x and 16 y: all of it."""
+    reads one file of each source (sharded by file) and over the 12 steps takes exactly 8 x and 16 y: all of it.
+    The same with the pieces joined 5 batches at a time (a pipeline's counts repeat after 12 batches)."""
+    if group is not None:
+        monkeypatch.setattr(block_sizes, "stratified_group", lambda period, batch_bytes: group)
     fn = build_input_fn(config(root, ("x", "y"), (1, 2)))
     per_pipeline = []
     for p in range(4):

@@ -103,6 +103,19 @@ MESSAGES = [
     (f"Name: {naming.token(PATH)}:20..29, Key: x, Index: 4.  Number of float values != expected. [Op:ParseExample]",
      f"{PATH}: record 24: the record disagrees with the manifest: Key: x, Index: 4. Number of float values != "
      "expected."),
+    # continuous_sequence's check of feature-list lengths: the records that differ by name, then their lengths.
+    (f"assertion failed: [{PATH}: the selected feature lists of a record differ in length (x, y): the records, "
+     f"then their lengths] [{naming.token(PATH)}:20+3 {naming.token(PATH)}:20+5] [[4 2][3 1]]\n\t "
+     "[[{{node Assert}}]]",
+     f"{PATH}: record 23: the selected features (by to_name) differ in length along the first axis (x has 4, y "
+     "has 2 steps): the continuous_sequence loader concatenates records along that axis, so every selected "
+     "feature needs the same length in every record"),
+    # ... raised in another process (a token this one never gave): the path the message begins with.
+    (f"assertion failed: [{PATH}: the selected feature lists of a record differ in length (x, y): the records, "
+     "then their lengths] [@zzzzzzz:0+1] [[1 2]] [Op:Assert]",
+     f"{PATH}: record 1: the selected features (by to_name) differ in length along the first axis (x has 1, y "
+     "has 2 steps): the continuous_sequence loader concatenates records along that axis, so every selected "
+     "feature needs the same length in every record"),
 ]
 
 

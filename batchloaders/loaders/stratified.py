@@ -28,6 +28,7 @@ that source had left, beside the other sources' shares (unless another source wi
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -121,9 +122,10 @@ def _grouped(streams: list, rows: tuple, group: int, keep_short: bool) -> tf.dat
     source cannot fill ends the run: kept short where ``keep_short``, the groups after it are empty.
     """
     table = np.asarray(rows, np.int64)
-    period, sources = table.shape
-    table = (np.tile(table, (group // period, 1))[None] if group >= period
-             else table.reshape(period // group, group, sources))  # [kinds of group, batches, sources]
+    period = len(table)
+    # Group k takes the schedule's rows k * group, k * group + 1, ... (cycled): the groups repeat after `kinds`.
+    kinds = period // math.gcd(period, group)
+    table = table[(np.arange(kinds)[:, None] * group + np.arange(group)[None, :]) % period]  # [kinds, group, sources]
     sizes = table.sum(1)
     pieces = tuple(stream.rebatch(sizes[:, i], drop_remainder=False).concatenate(_nothing(stream))
                    for i, stream in enumerate(streams))
@@ -139,7 +141,8 @@ def _grouped(streams: list, rows: tuple, group: int, keep_short: bool) -> tf.dat
 
 
 def _nothing(stream: tf.data.Dataset) -> tf.data.Dataset:
-    """One element of no examples, of the stream's structure."""
+    """One element of no examples, of the stream's structure (dense tensors whose shapes are known past the
+    first axis, as every path's are: :func:`_joined` concatenates it with the others' pieces)."""
     empty = tf.nest.map_structure(lambda s: tf.zeros([0] + [d or 0 for d in s.shape[1:].as_list()], s.dtype),
                                   stream.element_spec)
     return tf.data.Dataset.from_tensors(empty)

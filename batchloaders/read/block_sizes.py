@@ -132,9 +132,8 @@ def sequence_records_per_block(config: LoaderConfig) -> int | None:
 
 # mixing.batches stratified: the sources' pieces are joined a group of batches at a time (one function call,
 # one copy per group, loaders/stratified.py); a call per batch cost about 20% of the steady rate on small
-# examples (docs/decisions/performance.md). A group is whole schedule periods when a period is short (else a
-# divisor of it, so that groups repeat), holds about GROUP_BYTES, and at most GROUP_BATCHES batches: each
-# batch of a group is a slice per source in the group's graph.
+# examples (docs/decisions/performance.md). A group holds about GROUP_BYTES and at most GROUP_BATCHES
+# batches: each batch of a group is a slice per source in the group's graph.
 GROUP_BYTES = 8 * 2**20
 GROUP_BATCHES = 32
 
@@ -145,16 +144,15 @@ def record_bytes(config: LoaderConfig) -> int:
 
 
 def stratified_group(period: int, batch_bytes: int) -> int:
-    """Batches joined at once by stratified mixing: a multiple of the schedule's ``period`` or a divisor of it.
+    """Batches joined at once by stratified mixing: whole periods of the schedule when one fits.
 
     Args:
         period: batches in one period of the schedule (config/strata.py).
         batch_bytes: the estimated size of one batch in memory.
 
     Returns:
-        At least 1; at most GROUP_BATCHES and about GROUP_BYTES of batches where one batch is smaller.
+        At least 1; at most GROUP_BATCHES and about GROUP_BYTES of batches where one batch is smaller; a
+        multiple of ``period`` when that is at most as many (so that every group takes the same counts).
     """
     most = max(1, min(GROUP_BATCHES, GROUP_BYTES // max(batch_bytes, 1)))
-    if period <= most:
-        return period * (most // period)
-    return max(d for d in range(1, most + 1) if period % d == 0)
+    return period * (most // period) if period <= most else most

@@ -33,7 +33,7 @@ ASSERTION = re.compile(r"assertion failed: \[(?P<text>.*?)\]\s*(?:\n|\[Op:|$)", 
 _DAMAGED = re.compile(rf"^(?P<file>.*?): (?P<where>{naming.MARKER} at byte \d+[^:]*): (?P<text>.*)$", re.S)
 # continuous_sequence's check of a block's records' feature lengths: 'path: text (x, y): listed', then the names
 # of the records that differ and their lengths ('] [@xxxxxxx:F+j ...] [[3 2]...').
-_LENGTHS = re.compile(rf"^.*?: {re.escape(continuous_sequence.LENGTHS_DIFFER)} \((?P<features>.*)\): "
+_LENGTHS = re.compile(rf"^(?P<path>.*?): {re.escape(continuous_sequence.LENGTHS_DIFFER)} \((?P<features>.*)\): "
                       rf"{re.escape(continuous_sequence.LISTED)}\] \[{naming.RECORD}[^\]]*\] \[\[?(?P<lengths>[\d ]+)",
                       re.S)
 # A record's check (parsing.py, the sequence loaders): 'path: record N: text'.
@@ -177,8 +177,9 @@ def _assertion(error, message: str, locators):
     differ = _LENGTHS.match(text)
     if differ:
         record = naming.named(differ)
+        path = differ.group("path") if record.path == naming.UNKNOWN else record.path  # (another process's)
         lengths = [int(n) for n in differ.group("lengths").split()]
-        return DataError(Problem(record.path, f"record {record.first}", continuous_sequence.lengths_differ(
+        return DataError(Problem(path, f"record {record.first}", continuous_sequence.lengths_differ(
             differ.group("features").split(", "), lengths)))
     checked = _CHECKED.match(text)
     if checked:
