@@ -18,7 +18,7 @@ class Plain(Stage):
     def apply(self, build: Build):
         from batchloaders.loaders.base import finisher  # deferred: stages are described without TensorFlow
         from batchloaders.regroup.blocks import parallel  # deferred: stages are described without TensorFlow
-        from batchloaders.transform.graphs import as_written  # deferred: stages are described without TensorFlow
+        from batchloaders.transform.graphs import as_written, mapped  # deferred: described without TensorFlow
 
         ds, decode = build.source()
         if decode is None:  # the loader finished its blocks of examples itself
@@ -26,4 +26,4 @@ class Plain(Stage):
         config = build.config
         finish = finisher(config, self.static_batch(config, build.batch_size), build.pack_inputs, build.pack_targets,
                           decode, build.zero_tails)
-        return ds.map(as_written(finish), **parallel(config))
+        return mapped(ds, as_written(finish), **parallel(config))
