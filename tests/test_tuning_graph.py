@@ -157,3 +157,33 @@ def test_blocks_are_parsed_where_read_when_the_open_files_give_the_parallelism(n
     order = [f * 100 + r for f in range(3) for r in range(4)]
     got = [x for batch in collect(dataset) for x in batch["x"][:, 0].tolist()]
     assert got == order
+
+
+def test_a_per_batch_call_that_only_regroups_runs_without_parallel_calls():
+    """graphs.mapped: a function that only renames and regroups tensors is a plain map (a parallel map hands
+    every batch to another thread for nothing); one that computes keeps its parallel calls. Same values."""
+    from batchloaders.transform.graphs import mapped
+
+    ds = tf.data.Dataset.range(6).batch(2).map(lambda x: {"a": x, "b": x * 10})
+    moves = mapped(ds, lambda e: ({"x": e["a"]}, {"y": e["b"]}), num_parallel_calls=2, deterministic=True)
+    computes = mapped(ds, lambda e: ({"x": e["a"] + 1}, {"y": e["b"]}), num_parallel_calls=2, deterministic=True)
+    assert has(moves, "MapDataset") and not has(moves, "ParallelMapDatasetV2")
+    assert has(computes, "ParallelMapDatasetV2")
+    assert [(x["x"].tolist(), y["y"].tolist()) for x, y in collect(moves)] == [([0, 1], [0, 10]), ([2, 3], [20, 30]),
+                                                                               ([4, 5], [40, 50])]
+    assert [x["x"].tolist() for x, _ in collect(computes)] == [[1, 2], [3, 4], [5, 6]]
+
+
+def test_continuous_windows_reach_the_model_without_a_parallel_map(tmp_path):
+    """continuous_sequence's windows are made where they are cut: the plain stage's call only regroups them."""
+    from seqdata import sequence_config, write_continuous
+
+    write_continuous(tmp_path, [4, 4])
+    fn = build_input_fn(sequence_config(tmp_path, "continuous_sequence", [("x", "x"), ("y", "y")], inputs=["x", "y"],
+                                        lo=3, hi=3))
+    ds = fn()
+    top = {n.op for n in tf.compat.v1.GraphDef.FromString(ds._as_serialized_graph().numpy()).node}  # (not in functions)
+    assert "ParallelMapDatasetV2" not in top and "MapDataset" in top
+    # Two files of 16 steps (y: 1000 * file + step), each 5 windows of 3 back to back.
+    windows = sorted(w for batch in collect(ds) for w in batch["y"].tolist())
+    assert windows == [[1000 * f + 3 * k + j for j in range(3)] for f in range(2) for k in range(5)]
