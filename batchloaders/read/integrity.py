@@ -258,7 +258,8 @@ class Reader:
         return checked_blocks(self, filename, index, block, then=then, by_record=by_record)
 
     def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
-        """'path: record N' for each record, so that parse errors say which record of which file."""
+        """'@xxxxxxx:N' for each record (naming.record_names), so that parse errors say which record of which
+        file."""
         return naming.record_names(self.table.names, file_index, record)
 
     def block_names(self, file_index: tf.Tensor, first: tf.Tensor, count: tf.Tensor) -> BlockNames:

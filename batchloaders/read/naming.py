@@ -1,20 +1,18 @@
 """How records are named in messages, so that errors say which record of which file: the one writer
 and the one reader of those names.
 
-A record is named ``'path: record N'``, one string per record (:func:`record_name`,
-:func:`record_name_parts` in a graph). For a block of one file's records (the independent loader's
-unshuffled fixed-size path), a string per record is a real share of an epoch of small records
+A record is named ``'path: record N'`` (:func:`record_name`, :func:`record_name_parts` in a graph). The
+parse ops get a name for every record they parse, and a long path copied into each is a cost (a string
+that long is allocated each time): they get a token that stands for the path instead (``@xxxxxxx``, a
+hash of it: :func:`token`), short enough for TensorFlow's strings to hold in place: ``'@xxxxxxx:N'``
+(:func:`record_names`). For a block of one file's records (the independent loader's unshuffled fixed-size
+path), even a string per record is a real share of an epoch of small records
 (docs/decisions/performance.md); the block is named instead: every record of it gets the same
-``'path: records F..L'`` (:class:`BlockNames`). TensorFlow's parse errors then say the record's place
-in the block (``Key: x, Index: j``), our own checks name it exactly (:meth:`BlockNames.at`), and an
-error that says neither (a missing feature) is located by ``runtime/translate.py`` reading the block
-again. Feature lists, whose parse errors do not say the record's place in the batch, get
-``'@xxxxxxx:F+j'`` (:func:`names_in_block`): the j-th record of a block whose first is F, of the file
-whose token (below) is ``@xxxxxxx``.
-
-The parse ops get a block's name once per record: a long path copied 1,024 times is still a cost
-(a string that long is allocated each time), so they get ``'@xxxxxxx:F..L'`` instead, ``@xxxxxxx`` a token that stands for the path (a hash
-of it: :func:`token`), short enough for TensorFlow's strings to hold in place.
+``'@xxxxxxx:F..L'`` (:class:`BlockNames`). TensorFlow's parse errors then say the record's place in the
+block (``Key: x, Index: j``), our own checks name it exactly (:meth:`BlockNames.at`), and an error that
+says neither (a missing feature) is located by ``runtime/translate.py`` reading the block again. Feature
+lists, whose parse errors do not say the record's place in the batch, get ``'@xxxxxxx:F+j'``
+(:func:`names_in_block`): the j-th record of a block whose first is F.
 
 Reading a name back: :data:`RECORD` and :data:`BLOCK` match the names inside a message (the groups
 ``file`` or ``token``, ``record``, ``plus``; ``file`` or ``token``, ``first``, ``last``), :func:`named` says which records a match
@@ -150,7 +148,32 @@ class BlockNames:
 
 
 def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
-    """'path: record N' of each record: ``paths`` the data files ``file_index`` counts in."""
+    """'@xxxxxxx:N' of each record, ``@xxxxxxx`` the token (:func:`token`) of its file: what the parse ops get.
+
+    Args:
+        paths: the data files ``file_index`` counts in.
+        file_index: each record's file, an int tensor.
+        record: each record's number in its file.
+
+    Returns:
+        The names, read back by :func:`named` as the files' records; short enough for TensorFlow to hold
+        each in place (a path copied into every record's name was a share of a batch's parse).
+    """
+    tokens = tf.gather(tf.constant([token(path) for path in paths]), file_index)
+    return tf.strings.join([tokens, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
+
+
+def full_record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
+    """'path: record N' of each record (a check's message, which reads as it is without being translated).
+
+    Args:
+        paths: the data files ``file_index`` counts in.
+        file_index: each record's file, an int tensor.
+        record: each record's number in its file.
+
+    Returns:
+        The names.
+    """
     names = tf.gather(tf.constant(list(paths)), file_index)
     return tf.strings.join(record_name_parts(names, record))
 

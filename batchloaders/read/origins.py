@@ -77,4 +77,4 @@ def data_files(config: LoaderConfig) -> tuple[str, ...]:
 
 def located(config: LoaderConfig, extras: dict, at) -> tf.Tensor:
     """'<file path>: record N' of example ``at``, for a message runtime/translate.py locates."""
-    return naming.record_names(data_files(config), extras[FILE][at], extras[RECORD][at])
+    return naming.full_record_names(data_files(config), extras[FILE][at], extras[RECORD][at])
