@@ -30,11 +30,16 @@ WRITTEN = [
     (lambda: [naming.record_name(PATH, 7)], [(PATH, 7, 7)]),
     (lambda: _text(tf.strings.join(naming.record_name_parts(tf.constant(PATH), tf.constant(12, tf.int64)))),
      [(PATH, 12, 12)]),
-    (lambda: _text(naming.record_names([PATH, "/b"], tf.constant([1, 0]), tf.constant([3, 4]))),
+    (lambda: _text(naming.record_names([PATH, "/b"], tf.constant([1, 0]), tf.constant([3, 4])).vector()),
      [("/b", 3, 3), (PATH, 4, 4)]),
-    (lambda: _text(naming.names_in_block(tf.constant(naming.token(PATH)), tf.constant(100, tf.int64),
-                                         tf.constant(3), 8)),
+    (lambda: _text(naming.EachInBlock(tf.constant(PATH), tf.constant(naming.token(PATH)), tf.constant(100, tf.int64),
+                                      tf.constant(3), 8).vector()),
      [(PATH, 100, 100), (PATH, 101, 101), (PATH, 102, 102)]),
+    (lambda: _text(naming.EachInBlock(tf.constant(PATH), tf.constant(naming.token(PATH)), tf.constant(100, tf.int64),
+                                      tf.constant(3), 8).at(2)),
+     [(PATH, 102, 102)]),
+    (lambda: _text(naming.record_names([PATH, "/b"], tf.constant([1, 0]), tf.constant([3, 4])).at(1)),
+     [(PATH, 4, 4)]),
     (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).vector()),
      [(PATH, 10, 11), (PATH, 10, 11)]),
     (lambda: _text(naming.BlockNames(tf.constant(PATH), tf.constant(10, tf.int64), tf.constant(2)).at(1)),
@@ -60,8 +65,8 @@ def test_a_token_stands_for_one_path_and_is_short():
     assert set(written) == {f"{naming.token(long_path)}:10240..11263"} and len(written[0]) <= 22
     assert naming.token(long_path) == naming.token(long_path) != naming.token(PATH)
     # Feature lists' records are named one by one (their parse errors do not say the record's place), as short.
-    each = _text(naming.names_in_block(tf.constant(naming.token(long_path)), tf.constant(10_240, tf.int64),
-                                       tf.constant(1024), 1024))
+    each = _text(naming.EachInBlock(tf.constant(long_path), tf.constant(naming.token(long_path)),
+                                    tf.constant(10_240, tf.int64), tf.constant(1024), 1024).vector())
     assert each[1023] == f"{naming.token(long_path)}:10240+1023" and max(map(len, each)) <= 22
     assert (naming.parse(each[1023]).path, naming.parse(each[1023]).record) == (long_path, 11_263)
     assert (naming.parse(written[0]).path, naming.parse(written[0]).first) == (long_path, 10_240)
@@ -102,6 +107,9 @@ MESSAGES = [
      "expected."),
     (f"Name: {naming.token(PATH)}:20..29, Key: x, Index: 4.  Number of float values != expected. [Op:ParseExample]",
      f"{PATH}: record 24: the record disagrees with the manifest: Key: x, Index: 4. Number of float values != "
+     "expected."),
+    (f"Name: {naming.token(PATH)}:9, Key: x, Index: 0.  Number of float values != expected.\n",
+     f"{PATH}: record 9: the record disagrees with the manifest: Key: x, Index: 0. Number of float values != "
      "expected."),
     # continuous_sequence's check of feature-list lengths: the records that differ by name, then their lengths.
     (f"assertion failed: [{PATH}: the selected feature lists of a record differ in length (x, y): the records, "

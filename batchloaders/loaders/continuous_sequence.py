@@ -15,7 +15,7 @@ from batchloaders.read import block_sizes
 from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
 from batchloaders.transform.graphs import as_written, masked
-from batchloaders.read.naming import names_in_block
+from batchloaders.read.naming import EachInBlock
 from batchloaders.loaders import windows
 from batchloaders.core.model import LoaderConfig
 from batchloaders.config.kinds import kind
@@ -79,9 +79,9 @@ def frames(read: dict, file: tuple, manifest, selected: dict, *, block: int, rec
     STEP: [steps]}, the record each step comes from and the step's place in it."""
     serialized, first_record = read["serialized"], read["first"]
     filename, token = file
-    names = names_in_block(token, first_record, tf.size(serialized), block)
+    names = EachInBlock(filename, token, first_record, tf.size(serialized), block)
     values, lengths = parse_batch(serialized, manifest, selected, names=names)
-    checks = _check_same_lengths(lengths, filename, names)
+    checks = _check_same_lengths(lengths, filename, names.vector())
     out = {}
     with tf.control_dependencies(checks):
         for name, v in values.items():

@@ -257,8 +257,8 @@ class Reader:
                by_record: bool = False) -> tf.data.Dataset:
         return checked_blocks(self, filename, index, block, then=then, by_record=by_record)
 
-    def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
-        """'@xxxxxxx:N' for each record (naming.record_names), so that parse errors say which record of which
+    def record_names(self, file_index: tf.Tensor, record: tf.Tensor) -> naming.RecordNames:
+        """Each record's name (naming.record_names), so that parse errors and checks say which record of which
         file."""
         return naming.record_names(self.table.names, file_index, record)
 
@@ -270,7 +270,7 @@ class Reader:
 
     def token(self, file_index: tf.Tensor) -> tf.Tensor:
         """The token (naming.token) of the data file ``file_index`` counts in: what names its records."""
-        return tf.gather(tf.constant([naming.token(path) for path in self.table.names]), file_index)
+        return tf.gather(tf.constant(naming.tokens(tuple(self.table.names))), file_index)
 
 
 # What the end-of-file scan walks: data blocks numbered 0, 1, ... and two marker blocks after them.

@@ -12,16 +12,19 @@ path), even a string per record is a real share of an epoch of small records
 block (``Key: x, Index: j``), our own checks name it exactly (:meth:`BlockNames.at`), and an error that
 says neither (a missing feature) is located by ``runtime/translate.py`` reading the block again. Feature
 lists, whose parse errors do not say the record's place in the batch, get ``'@xxxxxxx:F+j'``
-(:func:`names_in_block`): the j-th record of a block whose first is F.
+(:class:`EachInBlock`): the j-th record of a block whose first is F. Our own checks' messages name a record
+in full, ``'path: record N'`` (each kind's ``at``), so that they read as they are where nothing translates
+them.
 
 Reading a name back: :data:`RECORD` and :data:`BLOCK` match the names inside a message (the groups
-``file`` or ``token``, ``record``, ``plus``; ``file`` or ``token``, ``first``, ``last``), :func:`named` says which records a match
-names, and :func:`parse` reads a whole name.
+``file`` or ``token``, ``record``, ``plus``; ``file`` or ``token``, ``first``, ``last``), :func:`named` says
+which records a match names, and :func:`parse` reads a whole name.
 """
 from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import re
 import threading
@@ -147,8 +150,41 @@ class BlockNames:
         return tf.strings.join(record_name_parts(self.path, self.first + tf.cast(j, tf.int64)))
 
 
-def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
-    """'@xxxxxxx:N' of each record, ``@xxxxxxx`` the token (:func:`token`) of its file: what the parse ops get.
+@functools.lru_cache(maxsize=32)
+def tokens(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`token` of each path (computed once per tuple of paths: a trace may ask for 100,000 of them).
+
+    Args:
+        paths: data files' paths.
+
+    Returns:
+        Their tokens, in order.
+    """
+    return tuple(token(path) for path in paths)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordNames:
+    """Record ``record[i]`` of the data file ``paths[file_index[i]]``, for each i (a batch's records)."""
+
+    paths: tuple[str, ...]
+    file_index: tf.Tensor  # [B] int
+    record: tf.Tensor  # [B] int
+
+    def vector(self) -> tf.Tensor:
+        """'@xxxxxxx:N' of each record (its file's token): what the parse ops get, short enough for TensorFlow
+        to hold in place (a path copied into every record's name was a share of a batch's parse)."""
+        files = tf.gather(tf.constant(tokens(self.paths)), self.file_index)
+        return tf.strings.join([files, ":", tf.strings.as_string(tf.cast(self.record, tf.int64))])
+
+    def at(self, j: tf.Tensor) -> tf.Tensor:
+        """'path: record N' of the j-th record (what a check's message names); '' one past the last."""
+        path = tf.gather(tf.constant(list(self.paths)), self.file_index[j:j + 1])
+        return tf.strings.reduce_join(tf.strings.join(record_name_parts(path, self.record[j:j + 1])))
+
+
+def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> RecordNames:
+    """The names of a batch's records, each of its own file (:class:`RecordNames`).
 
     Args:
         paths: the data files ``file_index`` counts in.
@@ -156,11 +192,10 @@ def record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
         record: each record's number in its file.
 
     Returns:
-        The names, read back by :func:`named` as the files' records; short enough for TensorFlow to hold
-        each in place (a path copied into every record's name was a share of a batch's parse).
+        The names: '@xxxxxxx:N' for the parse ops (:func:`vector`), 'path: record N' for a check's message
+        (:func:`at`); both read back by :func:`named` as the files' records.
     """
-    tokens = tf.gather(tf.constant([token(path) for path in paths]), file_index)
-    return tf.strings.join([tokens, ":", tf.strings.as_string(tf.cast(record, tf.int64))])
+    return RecordNames(tuple(paths), file_index, record)
 
 
 def full_record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Tensor:
@@ -178,30 +213,39 @@ def full_record_names(paths, file_index: tf.Tensor, record: tf.Tensor) -> tf.Ten
     return tf.strings.join(record_name_parts(names, record))
 
 
-def names_in_block(token: tf.Tensor, first: tf.Tensor, count: tf.Tensor, block: int) -> tf.Tensor:
-    """'@xxxxxxx:F+j' for j < ``count`` (at most ``block``), F the first record of a block of one file.
+@dataclasses.dataclass(frozen=True)
+class EachInBlock:
+    """The records F, F + 1, ... (``count`` of them, at most ``block``) of the data file ``path`` (``token``
+    its :func:`token`), each named on its own (feature lists: their parse errors do not say the record's
+    place in the batch)."""
 
-    Args:
-        token: the file's token (:func:`token`), a scalar string tensor.
-        first: the block's first record, a scalar int64 tensor.
-        count: records in the block (at most ``block``).
-        block: the most records a block holds.
+    path: tf.Tensor  # scalar string
+    token: tf.Tensor  # scalar string
+    first: tf.Tensor  # scalar int64
+    count: tf.Tensor  # scalar int
+    block: int
 
-    Returns:
-        [count] names, which :func:`named` reads back as the file's records F + j. One join against constant
-        offsets (no number formatted per record), and short enough for TensorFlow to hold each name in place.
-    """
-    offsets = tf.constant([str(j) for j in range(block)])
-    prefix = tf.strings.join([token, ":", tf.strings.as_string(first), "+"])
-    return tf.strings.join([prefix, offsets[:count]])
+    def vector(self) -> tf.Tensor:
+        """'@xxxxxxx:F+j' for j < count: one join against constant offsets (no number formatted per record),
+        short enough for TensorFlow to hold each in place."""
+        offsets = tf.constant([str(j) for j in range(self.block)])
+        prefix = tf.strings.join([self.token, ":", tf.strings.as_string(self.first), "+"])
+        return tf.strings.join([prefix, offsets[:self.count]])
+
+    def at(self, j: tf.Tensor) -> tf.Tensor:
+        """'path: record N' of the j-th record (what a check's message names)."""
+        return tf.strings.join(record_name_parts(self.path, self.first + tf.cast(j, tf.int64)))
+
+
+_NAMED = (BlockNames, RecordNames, EachInBlock)
 
 
 def vector(names):
     """What a parse op's ``example_names`` takes: a [B] string tensor (or None)."""
-    return names.vector() if isinstance(names, BlockNames) else names
+    return names.vector() if isinstance(names, _NAMED) else names
 
 
 def at(names, j: tf.Tensor) -> tf.Tensor:
     """The name of the j-th record; j may be one past the last (a check that found nothing builds its
     message anyway): that gives an empty name (a slice and a join: no copy of the names)."""
-    return names.at(j) if isinstance(names, BlockNames) else tf.strings.reduce_join(names[j:j + 1])
+    return names.at(j) if isinstance(names, _NAMED) else tf.strings.reduce_join(names[j:j + 1])

@@ -156,7 +156,7 @@ def check_rows(counts: tf.Tensor, feature: ManifestFeature, names) -> tf.Operati
     Args:
         counts: [B] int64, the number of values each record stores.
         feature: the manifest feature, its ``shape`` one row's (``[3]`` for a manifest shape ``[null, 3]``).
-        names: [B] record names ('path: record N'), a naming.BlockNames, or None.
+        names: [B] record names ('path: record N'), a naming.BlockNames, RecordNames or EachInBlock, or None.
 
     Returns:
         An assertion that fails, naming the first such record, when a count is not a multiple of the row size.
@@ -178,7 +178,8 @@ def decode_ragged(x: tf.RaggedTensor, feature: ManifestFeature, names=None, mani
     Args:
         x: [B, None] the value lists as parsed (one byte string per row for raw).
         feature: the manifest feature (``ragged``), its ``shape`` one row's.
-        names: [B] record names for the checks' messages, a naming.BlockNames, or None.
+        names: [B] record names for the checks' messages, a naming.BlockNames, RecordNames or EachInBlock, or
+            None.
         manifest_path: as :func:`decode` takes it.
 
     Returns:
@@ -215,11 +216,11 @@ def parse_batch(serialized: tf.Tensor, manifest: Manifest, selected: dict[str, M
                 manifest_paths=None):
     """Parse a [B] vector of serialized records.
 
-    ``names`` [B] ('path: record N') or a naming.BlockNames makes TensorFlow's parse errors and our own
-    checks say which record of which file disagrees with the manifest; ``manifest_paths`` [B], each record's
-    manifest when they differ (a mixture's records), else ``manifest.path``. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature
-    lists padded to the batch maximum), ``lengths[to_name]`` is the [B] valid
-    length of each feature list's first axis.
+    ``names`` [B] ('path: record N'), or a naming.BlockNames, RecordNames or EachInBlock, makes TensorFlow's
+    parse errors and our own checks say which record of which file disagrees with the manifest;
+    ``manifest_paths`` [B], each record's manifest when they differ (a mixture's records), else
+    ``manifest.path``. Returns ``(values, lengths)``: ``values[to_name]`` is [B, ...] (feature lists padded to
+    the batch maximum), ``lengths[to_name]`` is the [B] valid length of each feature list's first axis.
     """
     by_name = {f.name: f for f in selected.values()}
     values, lengths = {}, {}
