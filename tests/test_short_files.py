@@ -90,8 +90,9 @@ def test_stream_clips_the_first_window_of_a_short_file(block, stride, max_offset
 @pytest.mark.parametrize("size", [1, 3, 4])
 def test_windows_of_one_length_back_to_back_are_cut_as_the_general_step_cuts_them(monkeypatch, block, size):
     """Windows of one length from each file's first unit take a step of their own (windows._back_to_back):
-    every element (buffer, starts, lengths, counts) is what the general step gives, for files shorter than one
-    window, of exactly one, and longer, read in blocks smaller and larger than a window."""
+    every element gives the windows (their units), counts and ends the general step gives, for files shorter
+    than one window, of exactly one, and longer, read in blocks smaller and larger than a window; and its
+    buffer holds those windows and nothing else, back to back (windows.WHOLE)."""
     lengths, seeds = [0, 1, size - 1, size, size + 1, 2 * size, 2 * size + 1, 37], [0, 5]
 
     def elements():
@@ -101,14 +102,21 @@ def test_windows_of_one_length_back_to_back_are_cut_as_the_general_step_cuts_the
             return cuts.map(lambda c: (c["buffer"]["u"], c["starts"], c["lens"], c["end"], c["windows"], c["units"],
                                        c["cut"], c["file"]))
         pairs = np.array([(s, n) for s in seeds for n in lengths], np.int64).T
-        return [tuple(v.tolist() for v in e) for e in
-                tf.data.Dataset.from_tensor_slices(tuple(pairs)).flat_map(one).as_numpy_iterator()]
+        out = []
+        for buffer, starts, lens, *counts in tf.data.Dataset.from_tensor_slices(tuple(pairs)).flat_map(
+                one).as_numpy_iterator():
+            cut = [buffer[s:s + n].tolist() for s, n in zip(starts, lens)]
+            out.append((cut, buffer.tolist(), *(int(c) for c in counts)))
+        return out
 
     fast = elements()
     monkeypatch.setattr(windows_module, "back_to_back", lambda cutting: False)  # the general step
     reference = elements()
-    assert fast == reference
-    assert sum(e[6] for e in fast) == sum(n // size for n in lengths) * len(seeds)
+    assert [(e[0], *e[2:]) for e in fast] == [(e[0], *e[2:]) for e in reference]
+    # Each file's units are 0, 1, 2, ... in order: its windows are consecutive runs of `size` of them.
+    assert all(window == list(range(window[0], window[0] + size)) for e in fast for window in e[0])
+    assert all(e[1] == [unit for window in e[0] for unit in window] for e in fast)
+    assert sum(e[5] for e in fast) == sum(n // size for n in lengths) * len(seeds)
 
 
 def continuous_windows(batches):

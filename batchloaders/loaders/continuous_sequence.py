@@ -175,14 +175,15 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
             extras = origins.extras(config, tf.fill(tf.shape(starts), element["file"]),
                                     tf.gather(buffer.pop(RECORD), starts), tf.gather(buffer.pop(STEP), starts))
         # (An element may hold no window: it is made into none.)
-        if back_to_back:  # windows of one size: a gather of their steps and a reshape
+        if back_to_back:  # windows of one size: a reshape of their steps
             size = config.window.min_window
-            first = tf.concat([starts, [0]], 0)[0]
-            # Not a slice: a slice can share the buffer's memory, and rebatch then logs a TensorFlow error
-            # ("Tensor RefCount not reliable if buf_ points to a SubBuffer") for every such tensor it takes.
-            span = tf.range(first, first + tf.size(lens, out_type=tf.int64) * size)
-            values = {name: tf.reshape(tf.gather(v, span), [-1, size] + v.shape[1:].as_list())
-                      for name, v in buffer.items()}
+            if not windows.whole(element):  # (after a random offset) a gather of the windows' steps first
+                first = tf.concat([starts, [0]], 0)[0]
+                # Not a slice: a slice can share the buffer's memory, and rebatch then logs a TensorFlow error
+                # ("Tensor RefCount not reliable if buf_ points to a SubBuffer") for every such tensor it takes.
+                span = tf.range(first, first + tf.size(lens, out_type=tf.int64) * size)
+                buffer = {name: tf.gather(v, span) for name, v in buffer.items()}
+            values = {name: tf.reshape(v, [-1, size] + v.shape[1:].as_list()) for name, v in buffer.items()}
             return {"values": values, "lengths": {}, "extras": extras}
         width = config.window.min_window if fixed else tf.reduce_max(tf.concat([lens, [0]], 0))
         positions = starts[:, None] + tf.range(width, dtype=tf.int64)[None, :]
@@ -193,7 +194,7 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
 
     return windows.window_batches(config, shard, batch_size, windows.WindowMaker(
         file_blocks=file_blocks, make_windows=make_windows, max_offset=config.window.stride or config.window.max_window,
-        make_in_scan=back_to_back,  # a gather and a reshape: one copy
+        make_in_scan=back_to_back,  # a reshape (after a random offset, a gather first): at most one copy
         unit="steps"))
 
 

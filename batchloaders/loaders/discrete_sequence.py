@@ -104,12 +104,17 @@ def source(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader,
 
     def plan(element):
         buffer, counts = element["buffer"], element["lens"]
-        # The windows' records, back to back: one copy of them (a gather copies every string's bytes), and
-        # none of the empty slots. (Not a slice of the buffer, where windows of one size lie back to back:
-        # a slice can share the buffer's memory, and rebatch logs a TensorFlow error for every such string
-        # tensor it takes.) An element may hold no window: it plans none.
-        at = tf.ragged.range(element["starts"], element["starts"] + counts).flat_values
+        # Windows of one size each where the last ended: the buffer holds their records and nothing else
+        # (windows.WHOLE), a reshape. Otherwise the windows' records, back to back: one copy of them (a gather
+        # copies every string's bytes), and none of the empty slots. (Never a slice of the buffer: a slice can
+        # share the buffer's memory, and rebatch logs a TensorFlow error for every such string tensor it
+        # takes.) An element may hold no window: it plans none.
         planned = {"count": counts, "file": tf.fill(tf.shape(counts), element["file"])}
+        if fixed_count is not None and windows.whole(element):  # the buffer holds the windows and nothing else
+            for name in ("serialized", "record"):
+                planned[name] = tf.reshape(buffer[name], [-1, fixed_count])
+            return planned
+        at = tf.ragged.range(element["starts"], element["starts"] + counts).flat_values
         for name, fill in (("serialized", ""), ("record", tf.constant(-1, tf.int64))):
             records = tf.gather(buffer[name], at)
             planned[name] = (tf.reshape(records, [-1, fixed_count]) if fixed_count is not None else

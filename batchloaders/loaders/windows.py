@@ -99,6 +99,17 @@ def _units(buffer: dict) -> tf.Tensor:
     return tf.shape(next(iter(buffer.values())), out_type=tf.int64)[0]
 
 
+# Set (a Python True) in what ``stream``'s ``then`` gets when the element's buffer holds its windows and nothing
+# else, back to back from the buffer's first unit (windows of one length, each where the last ended): the windows
+# are then a reshape of the buffer, with no copy of their own. Absent otherwise.
+WHOLE = "whole"
+
+
+def whole(element: dict) -> bool:
+    """Whether ``element`` (what ``stream``'s ``then`` gets) holds only its windows, back to back (:data:`WHOLE`)."""
+    return bool(element.get(WHOLE, False))
+
+
 def marked(block: dict) -> dict:
     """A block as :func:`stream` takes it: made in the reader's own function call
     (integrity.checked_blocks ``then``), the marking costs no map stage per block."""
@@ -128,9 +139,10 @@ def stream(blocks: tf.data.Dataset, seed: tf.Tensor, cutting: Cutting, *, file=N
     def emitted(out):
         if file is not None:
             out["file"] = file
-        if then is not None:
-            out = {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
-        return out
+        if then is None:
+            out.pop(WHOLE, None)  # (a Python flag for ``then``, not a tensor of the element)
+            return out
+        return {"made": then(out), **{k: out[k] for k in ("end", "windows", "units", "cut", "file") if k in out}}
 
     if back_to_back(cutting):
         return local_scan(elements, ({k: growing(v) for k, v in empty.items()},) + (tf.constant(0, tf.int64),) * 2,
@@ -181,18 +193,31 @@ def _back_to_back(size: int, emitted: Callable[[dict], dict]):
     """The scan step of :func:`stream` for windows of one length, each starting where the last ended, from the
     file's first unit: what the general step cuts then, without its draws and cases (a file of at least
     ``size`` units has given a window before it ends, so none is clipped). A smaller step, traced at every
-    ``input_fn()``, instantiated at every file and run at every block."""
+    ``input_fn()``, instantiated at every file and run at every block.
+
+    Its buffer holds the element's windows and nothing else (:data:`WHOLE`): one concatenation of the carried
+    units and the block's units the windows take, so making the windows needs no copy of its own; the units
+    left over (fewer than a window) are carried to the next block."""
     def step(state, element):
         carry, position, total = state
-        buffer = {k: tf.concat([carry[k], element["data"][k]], 0) for k in carry}
-        units = _units(buffer)
+        block = element["data"]
+        held = _units(carry)  # fewer than size: any whole window was cut before
+        units = held + _units(block)
         count = units // size
         took = count * size
+        from_carry = tf.minimum(took, held)
+        from_block = took - from_carry
+        buffer = {k: tf.concat([carry[k][:from_carry], block[k][:from_block]], 0) for k in carry}
         out = {"buffer": buffer, "starts": tf.range(count, dtype=tf.int64) * size,
                "lens": tf.fill([count], tf.constant(size, tf.int64)), "end": element["end"], "windows": total + count,
-               "units": position + units, "cut": count}
-        return ({k: v[took:] for k, v in buffer.items()}, position + took, total + count), emitted(out)
+               "units": position + units, "cut": count, WHOLE: True}
+        rest = {k: tf.concat([carry[k][from_carry:], block[k][from_block:]], 0) for k in carry}
+        return (rest, position + took, total + count), emitted(out)
     return step
+
+
+# Elements (blocks of windows) the guard's thread keeps ready: a few blocks' memory.
+GUARD_AHEAD = 2
 
 
 def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: list[str],
@@ -291,7 +316,11 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
 
         def made(cut):  # in the file's own scan step: this pipeline's windows (made, with make_in_scan)
             mine = sharding.keep_windows(cut, share)
-            return make_windows(mine) if make_in_scan else mine
+            if mine is not cut:  # some windows left out: the buffer holds more than the windows kept
+                mine = {**mine, WHOLE: False}
+            if make_in_scan:
+                return make_windows(mine)
+            return {k: v for k, v in mine.items() if k != WHOLE}  # (made later, from the element's tensors)
         cutting = Cutting(lo, hi, stride, max_offset if config.shuffling.shuffle else 0)
         cuts = stream(file_blocks(element["file"], element["index"]), seed, cutting, file=element["index"],
                       then=made)
@@ -312,6 +341,9 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
             f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
             f"length); expected a smaller min_window or longer files"
             + (", or fewer input pipelines" if by_file else "")))
+        # The guard's step is a function call per element: in a thread of its own, a few elements ahead, it is
+        # off the path every batch waits on (docs/decisions/performance.md).
+        windows = windows.prefetch(GUARD_AHEAD)
         if not make_in_scan:
             windows = windows.filter(as_written(lambda element: tf.size(element["lens"]) > 0))
             windows = windows.map(as_written(make_windows),
