@@ -167,14 +167,14 @@ def test_every_files_scan_in_a_pipeline_runs_on_it_and_rewrites_turned_back_on_c
 
 
 def test_the_window_cutting_scans_of_a_sequence_loader_run_on_it(tmp_path):
-    """Each file's end-of-file check and window cutting (loaders/windows.py); the windows are those of the
-    data: frame p of file f holds y = 1000*f + p."""
+    """Each file's end-of-file check and window cutting, and the guard over whole passes (loaders/windows.py);
+    the windows are those of the data: frame p of file f holds y = 1000*f + p."""
     write_continuous(tmp_path, [3, 2], chunk=4)  # 12 and 8 frames
     config = sequence_config(tmp_path, "continuous_sequence", [("y", "y")], inputs=["y"], lo=4, hi=4,
                              target_batch_size=2, num_parallel_reads=1)
     dataset = build_input_fn(config)()
     marks = [f.attr["experimental_ints_on_device"].b for f in _scan_functions(dataset)]
-    assert marks.count(True) == 2  # the per-file ones; the guard over whole passes is one scan per epoch
+    assert marks == [True] * 3  # the per-file ones, and the guard over whole passes (one scan per epoch)
     windows = [w.tolist() for b in collect(dataset) for w in b["y"]]
     assert windows == [continuous_value(f, range(s, s + 4)).tolist() for f, n in ((0, 12), (1, 8))
                        for s in range(0, n, 4)]

@@ -14,6 +14,7 @@ import tensorflow as tf
 from batchloaders.read import block_sizes
 from batchloaders.read import global_order, origins, permutation, sharding, sources
 from batchloaders.read.parsing import parse_batch
+from batchloaders.transform.local_map import local_map
 from batchloaders.transform.graphs import as_written, masked
 from batchloaders.read.naming import EachInBlock
 from batchloaders.loaders import windows
@@ -164,9 +165,10 @@ def batches(config: LoaderConfig, shard: sharding.Shard, batch_size: int, reader
                                          records=keyed))
         if sources.parses_where_read(config):  # in the call that reads and checks the block
             return reader.blocks(filename, index, per_block, then=parse)
-        # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave.
-        return reader.blocks(filename, index, per_block).map(
-            as_written(parse), num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE, deterministic=True)
+        # Blocks of one file must stay in order: deterministic regardless of sloppy_interleave. (Its function is
+        # instantiated with every file: on the single-device runtime, local_map.py.)
+        return local_map(reader.blocks(filename, index, per_block), parse,
+                         num_parallel_calls=config.reading.num_parallel_parses or AUTOTUNE, deterministic=True)
 
     def make_windows(element):
         buffer, starts, lens = dict(element["buffer"]), element["starts"], element["lens"]

@@ -216,6 +216,19 @@ def _back_to_back(size: int, emitted: Callable[[dict], dict]):
     return step
 
 
+def _no_window(config: LoaderConfig, share: sharding.Shard, unit: str) -> str:
+    """What :func:`guard_empty_passes` says when a whole pass over ``share``'s files gave no window."""
+    lo, hi = config.window.min_window, config.window.max_window
+    by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
+    return (f"{config.source}: $.args.min_window: "
+            + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
+            + f"a full pass over the {len(share.files)} data file(s) gave no "
+            f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
+            f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
+            f"length); expected a smaller min_window or longer files"
+            + (", or fewer input pipelines" if by_file else ""))
+
+
 # Elements (blocks of windows) the guard's thread keeps ready: a few blocks' memory.
 GUARD_AHEAD = 2
 
@@ -256,7 +269,7 @@ def guard_empty_passes(windows: tf.data.Dataset, shard: list[int], all_files: li
         marked = tf.cond(failed, fail, lambda: marked)
         return (marked, longest), element["made"]
 
-    return windows.scan(initial, as_written(step))
+    return local_scan(windows, initial, step)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,21 +339,12 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
                       then=made)
         return cuts.prefetch(max(1, config.reading.num_interleave_out_buffer_elements)) if ahead else cuts
 
-    by_file = share.rule == sharding.FILE  # the pass is over this pipeline's own files
-
     def epoch():
         # One epoch of files, cut and shuffled; the epochs are repeated after the window shuffle so they never mix.
         cuts = sources.interleave(config, sources.file_names(config, share, repeat=False), open_file,
                                   buffered=ahead, read_ahead=ahead)
         # The guard asks whether the data gives any window at all, not this pipeline's share.
-        windows = guard_empty_passes(cuts, shard, all_files, (
-            f"{config.source}: $.args.min_window: "
-            + (f"input pipeline {share.pipeline} of {share.pipelines} reads its own files: " if by_file else "")
-            + f"a full pass over the {len(shard)} data file(s) gave no "
-            f"window: every file is shorter than min_window = {lo} {unit} (windows take min_window..max_window = "
-            f"{lo}..{hi} {unit}; a file shorter than the length drawn for it gives one window clipped to its "
-            f"length); expected a smaller min_window or longer files"
-            + (", or fewer input pipelines" if by_file else "")))
+        windows = guard_empty_passes(cuts, shard, all_files, _no_window(config, share, unit))
         # The guard's step is a function call per element: in a thread of its own, a few elements ahead, it is
         # off the path every batch waits on (docs/decisions/performance.md).
         windows = windows.prefetch(GUARD_AHEAD)

@@ -35,7 +35,7 @@ import tensorflow as tf
 from batchloaders.config.datasets import url_scheme
 from batchloaders.core.model import LoaderConfig
 from batchloaders.read import file_readers, global_order
-from batchloaders.transform.graphs import as_written
+from batchloaders.transform.local_map import local_map
 
 # When each check runs, as its message says it, and what may have happened to the file before.
 OPENED = "when it is opened"
@@ -137,4 +137,5 @@ def proven_blocks(config: LoaderConfig, listed: tuple[int, ...], filename: tf.Te
     # Before ``then``: the checks yield nothing, so ``then`` never sees them. The first runs before the
     # records' reader opens the file (it opens at the first block asked for).
     blocks = size_probe(filename, size, OPENED).concatenate(blocks).concatenate(size_probe(filename, size, ENDED))
-    return blocks if then is None else blocks.map(as_written(then))
+    # (Its function is instantiated with every file: on the single-device runtime, local_map.py.)
+    return blocks if then is None else local_map(blocks, then)

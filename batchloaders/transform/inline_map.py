@@ -13,13 +13,17 @@ executor it selects cannot run control flow, so a function holding any
 is not accepted: :func:`inline_map` returns None and the caller keeps its
 ordinary stage. The function carries the attribute
 ``Dataset.map`` gives its own (``_tf_data_function``): without it, creating
-the iterator is markedly slower (docs/decisions/performance.md).
+the iterator is markedly slower (docs/decisions/performance.md). Built as each
+file opens, it is instantiated on the single-device runtime where its data allow
+(local_scan.py says why and when).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import tensorflow as tf
+
+from batchloaders.transform.local_scan import marked_safely
 
 _CONTROL_FLOW = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
                            "Switch", "_SwitchN", "Merge", "Enter", "Exit", "NextIteration", "LoopCond",
@@ -46,17 +50,23 @@ def inline_map(dataset: tf.data.Dataset, fn: Callable) -> tf.data.Dataset | None
         return None
     out_specs = []
 
-    @tf.function(autograph=False, experimental_attributes={"_tf_data_function": True})
-    def flat(*components):
-        out = fn(tf.nest.pack_sequence_as(in_spec, list(components)))
-        dense = all(isinstance(t, tf.Tensor) for t in tf.nest.flatten(out))
-        out_specs.append(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out) if dense else None)
-        return tf.nest.flatten(out, expand_composites=True)
+    def traced(attributes: dict):
+        @tf.function(autograph=False, experimental_attributes={"_tf_data_function": True, **attributes})
+        def flat(*components):
+            out = fn(tf.nest.pack_sequence_as(in_spec, list(components)))
+            dense = all(isinstance(t, tf.Tensor) for t in tf.nest.flatten(out))
+            out_specs.append(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out) if dense else None)
+            return tf.nest.flatten(out, expand_composites=True)
+        return flat.get_concrete_function(*tf.nest.flatten(in_spec))
 
-    concrete = flat.get_concrete_function(*tf.nest.flatten(in_spec))
+    # Built with each file: instantiated on the single-device runtime where local_scan.py's rules allow.
+    local = marked_safely(in_spec)
+    concrete = traced({"experimental_ints_on_device": True} if local else {})
     out_spec = out_specs[-1]
     if out_spec is None or _has_control_flow(concrete.graph.as_graph_def()):
         return None
+    if local and (not marked_safely(out_spec) or any(t.dtype == tf.int32 for t in concrete.captured_inputs)):
+        concrete = traced({})
     components = tf.nest.flatten(out_spec)
     variant = tf.raw_ops.MapDataset(
         input_dataset=tf.data.experimental.to_variant(dataset), other_arguments=concrete.captured_inputs,

@@ -31,7 +31,7 @@ import tensorflow as tf
 from batchloaders.transform.graphs import as_written
 
 
-def _marked_safely(specs) -> bool:
+def marked_safely(specs) -> bool:
     """Dense tensors only, none int32 (see the module's text)."""
     return all(type(s) is tf.TensorSpec and s.dtype != tf.int32 for s in tf.nest.flatten(specs))
 
@@ -51,7 +51,7 @@ def local_scan(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.da
     """
     in_spec = dataset.element_spec
     state_spec = tf.nest.map_structure(tf.type_spec_from_value, initial_state)
-    if not _marked_safely(in_spec) or not _marked_safely(state_spec):
+    if not marked_safely(in_spec) or not marked_safely(state_spec):
         return _plain(dataset, initial_state, step)
     traced = []
     states = len(tf.nest.flatten(state_spec))
@@ -72,7 +72,7 @@ def local_scan(dataset: tf.data.Dataset, initial_state, step: Callable) -> tf.da
 
     concrete = flat.get_concrete_function(*tf.nest.flatten(state_spec), *tf.nest.flatten(in_spec))
     out_spec = traced[-1]
-    if (out_spec is None or not _marked_safely(out_spec)
+    if (out_spec is None or not marked_safely(out_spec)
             or any(t.dtype == tf.int32 for t in concrete.captured_inputs)):
         return _plain(dataset, initial_state, step)
     components = tf.nest.flatten(out_spec)
