@@ -125,10 +125,14 @@ def test_each_files_parse_in_a_sequence_loader_runs_on_it(tmp_path, parses):
                        for s in range(0, n, 4)]
 
 
-@pytest.mark.parametrize("calls, deterministic", [(2, True), (tf.data.AUTOTUNE, True), (2, False)])
-def test_parallel_calls_give_what_dataset_map_gives(calls, deterministic):
+@pytest.mark.parametrize("calls, deterministic, attribute", [(2, True, b"true"), (tf.data.AUTOTUNE, True, b"true"),
+                                                             (2, False, b"false"), (2, None, b"default")])
+def test_parallel_calls_give_what_dataset_map_gives(calls, deterministic, attribute):
     mapped = local_map(elements(40), shifted, num_parallel_calls=calls, deterministic=deterministic)
     got = listed(mapped)
     expected = [{"i": 1000 + i, "s": f"e{i}!".encode()} for i in range(40)]
-    assert (got if deterministic else sorted(got, key=lambda e: e["i"])) == expected
+    assert (got if deterministic is not False else sorted(got, key=lambda e: e["i"])) == expected
     assert _map_functions(mapped)[-1].attr["experimental_ints_on_device"].b
+    graph = tf.compat.v1.GraphDef.FromString(mapped._as_serialized_graph().numpy())
+    (node,) = [n for n in graph.node if n.op == "ParallelMapDatasetV2"]
+    assert node.attr["deterministic"].s == attribute  # as Dataset.map sets it (None: the options decide)

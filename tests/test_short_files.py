@@ -119,6 +119,60 @@ def test_windows_of_one_length_back_to_back_are_cut_as_the_general_step_cuts_the
     assert sum(e[5] for e in fast) == sum(n // size for n in lengths) * len(seeds)
 
 
+@pytest.mark.parametrize("cutting, whole", [
+    (windows_module.Cutting(3, 3), True),
+    (windows_module.Cutting(3, 3, max_offset=4), False),  # (shuffled) a random offset first
+    (windows_module.Cutting(2, 4), False)])
+def test_then_is_told_when_the_buffer_holds_only_the_windows(cutting, whole):
+    """windows.WHOLE reaches the step's ``then`` for windows of one length back to back, whose buffer is then
+    the windows' units in order (a file of 0..10 in blocks of 4: windows 0-2, 3-5, 6-8)."""
+    told, cuts = [], []
+
+    def then(element):
+        told.append(windows_module.whole(element))
+        return {"buffer": element["buffer"]["u"], "starts": element["starts"], "lens": element["lens"]}
+    blocks = tf.data.Dataset.range(11).batch(4).map(lambda b: windows_module.marked({"u": b}))
+    for e in windows_module.stream(blocks, tf.constant(3, tf.int64), cutting, then=then).as_numpy_iterator():
+        cuts.extend(e["made"]["buffer"][s:s + n].tolist() for s, n in zip(e["made"]["starts"], e["made"]["lens"]))
+        if whole:  # the windows tile the buffer from its first unit
+            lens = e["made"]["lens"].tolist()
+            assert e["made"]["starts"].tolist() == np.cumsum([0] + lens)[:-1].tolist()
+            assert len(e["made"]["buffer"]) == sum(lens)
+    assert told and set(told) == {whole}
+    if whole:
+        assert cuts == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+def _gathers(dataset) -> tuple[list[int], int]:
+    """How many gathers each scan step of ``dataset`` holds, and all its functions together."""
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    library = {f.signature.name: f for f in graph.library.function}
+    steps = [library[n.attr["f"].func.name] for f in graph.library.function for n in f.node_def
+             if n.op == "ScanDataset"]
+    count = lambda f: sum(n.op == "GatherV2" for n in f.node_def)  # noqa: E731
+    return [count(step) for step in steps], sum(count(f) for f in graph.library.function)
+
+
+@pytest.mark.parametrize("loader", ["continuous_sequence", "discrete_sequence"])
+def test_windows_of_one_length_are_made_without_a_gather_unless_sharded_by_window(tmp_path, loader):
+    """A loader whose windows are one length back to back reshapes the buffer (windows.WHOLE); sharded by
+    window, a pipeline keeps every third window and gathers them, in the scan or after it (the batches
+    themselves: the hash and sharding tests)."""
+    if loader == "continuous_sequence":
+        write_continuous(tmp_path, [6, 4], chunk=4)
+        primary, inputs = [("x", "x"), ("y", "y")], ["x", "y"]
+    else:
+        write_discrete(tmp_path, [[(2, 1)] * 9, [(1, 2)] * 7])
+        primary, inputs = [("frames", "frames")], ["frames"]
+    config = sequence_config(tmp_path, loader, primary, inputs=inputs, lo=3, hi=3, target_batch_size=2,
+                             padding=True, num_parallel_reads=1)
+    in_scans, total = _gathers(batchloaders.build_input_fn(config)())
+    assert in_scans and not any(in_scans)  # each file's cut, the guard over the pass
+    # Three pipelines over two files: each keeps every third window (sharding.RECORD).
+    _, sharded = _gathers(batchloaders.build_input_fn(config)(tf.distribute.InputContext(3, 0, 1)))
+    assert sharded > total
+
+
 def continuous_windows(batches):
     """[(file, start, length)] of every window, checking it is a contiguous slice of one file."""
     out = []

@@ -329,7 +329,7 @@ def window_batches(config: LoaderConfig, share: sharding.Shard, batch_size: int,
 
         def made(cut):  # in the file's own scan step: this pipeline's windows (made, with make_in_scan)
             mine = sharding.keep_windows(cut, share)
-            if mine is not cut:  # some windows left out: the buffer holds more than the windows kept
+            if share.rule == sharding.RECORD:  # some windows left out: the buffer holds more than the windows kept
                 mine = {**mine, WHOLE: False}
             if make_in_scan:
                 return make_windows(mine)

@@ -41,7 +41,8 @@ def inline_map(dataset: tf.data.Dataset, fn: Callable) -> tf.data.Dataset | None
     """``dataset.map(fn)`` with ``fn`` run in the thread that asks for the element; None when ``fn`` holds
     control flow, or takes or gives anything but dense tensors (the caller then maps as usual). ``fn`` takes
     the element as one argument (a tuple is not unpacked, unlike ``Dataset.map``) and returns a nested
-    structure of tensors; it is traced once, without AutoGraph.
+    structure of tensors; it is traced without AutoGraph, once (twice when an int32 result or captured tensor
+    keeps it off the single-device runtime: local_scan.py).
 
     (No parallel form: tf.data's parallel map with this attribute still hands each call to the inter-op
     pool, to run calls side by side, and measured no cheaper: docs/decisions/performance.md.)"""

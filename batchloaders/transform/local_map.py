@@ -20,15 +20,16 @@ from batchloaders.transform.local_scan import marked_safely
 
 
 def local_map(dataset: tf.data.Dataset, fn: Callable, num_parallel_calls: int | None = None,
-              deterministic: bool = True) -> tf.data.Dataset:
+              deterministic: bool | None = None) -> tf.data.Dataset:
     """``dataset.map(fn, ...)``, ``fn`` instantiated on the single-device runtime when it and its data allow.
 
     Args:
         dataset: the elements to map.
         fn: takes an element as one argument (a tuple is not unpacked, unlike ``Dataset.map``) and returns a
-            nested structure of tensors; traced once, without AutoGraph.
+            nested structure of tensors; traced without AutoGraph, once (twice where it is left to
+            ``Dataset.map`` after tracing: an int32 result or captured tensor).
         num_parallel_calls: as ``Dataset.map``'s (``tf.data.AUTOTUNE`` too); None: one call at a time.
-        deterministic: as ``Dataset.map``'s, for parallel calls.
+        deterministic: as ``Dataset.map``'s, for parallel calls (None: the dataset's options decide).
 
     Returns:
         The mapped dataset: the same elements ``Dataset.map`` gives. Elements or results with anything but
@@ -68,5 +69,5 @@ def local_map(dataset: tf.data.Dataset, fn: Callable, num_parallel_calls: int | 
     else:
         variant = tf.raw_ops.ParallelMapDatasetV2(
             num_parallel_calls=tf.constant(num_parallel_calls, tf.int64),
-            deterministic="true" if deterministic else "false", **common)
+            deterministic={None: "default", True: "true", False: "false"}[deterministic], **common)
     return tf.data.experimental.from_variant(variant, out_spec)
